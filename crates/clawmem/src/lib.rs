@@ -1,0 +1,14 @@
+//! clawmem: an AI agent's memory on raw NOR flash.
+//!
+//! Per-session chat history, long-term memory items and profile documents,
+//! written straight onto any [`embedded_storage::nor_flash::NorFlash`] so that
+//! they survive power loss. The crate is `no_std`, allocates nothing and
+//! contains no `unsafe` code.
+//!
+//! The behaviour follows ESP-Claw's memory system (session logs with a binary
+//! `CHDX` index, turn-aware compaction, tombstoned long-term memory, profile
+//! documents); the storage under it is a log-structured store with CRC-framed
+//! records instead of FAT. See `docs/DESIGN.md` and `docs/FORMAT.md`.
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

@@ -1,0 +1,1 @@
+//! NOR-flash simulator (work in progress).

@@ -1,0 +1,1 @@
+//! Shared helpers for the integration tests live in the test files themselves.
