@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what clawmem's tests need on a fresh machine (rustup targets and
+# components; Debian packages once the peers need them) and runs them all:
+# format, lints, the whole test suite, and the no_std builds of the core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain (rust-toolchain.toml)"
+rustup show active-toolchain || rustup toolchain install
+rustup component add rustfmt clippy
+rustup target add thumbv7em-none-eabihf riscv32imc-unknown-none-elf
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace
+
+step "no_std builds of crates/clawmem"
+for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
+    cargo build -p clawmem --release --target "$target"
+done
+
+step "all checks passed"
