@@ -12,3 +12,12 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod backend;
+pub mod chat;
+pub mod chdx;
+pub mod memory;
+pub mod naming;
+pub mod profile;
+pub mod text;
+pub mod turns;

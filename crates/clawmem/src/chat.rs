@@ -1,0 +1,1311 @@
+//! Chat-level session management: the `/session` commands and the per-chat
+//! map of session aliases.
+//!
+//! Behaviour and texts follow ESP-Claw's `claw_session_mgr`
+//! (`components/claw_modules/claw_manager/src/claw_session_mgr.c`, the map)
+//! and `cap_session_mgr` (the `/session` command parser and its replies):
+//!
+//! - A chat is identified by its key `chat:<channel>:<chat_id>` (or
+//!   `agent:<n>:chat:<channel>:<chat_id>` for agent `n` > 0), at most 159 bytes.
+//! - Per chat key a map holds 1 to 32 aliases, in creation order, and the
+//!   current one. An alias is 1 to 32 bytes of `[A-Za-z0-9_-]`; aliases compare
+//!   byte for byte.
+//! - The session id of an alias is `<chat key>:<alias>`.
+//! - First use of a chat (any lookup of the current session, `list`,
+//!   `switch`) creates the map with `default_01` as current:
+//!   [`ChatSessions::first_use`]. `new` on a chat without a map creates the map
+//!   with just the new session ([`ChatSessions::create`]): a named `new`
+//!   therefore does not create `default_01`.
+//! - `new` without a name takes the first unused `default_NN` (`NN` = 01 to
+//!   32), so numbers freed by `delete` are reused; a new session becomes
+//!   current. With 32 sessions `new` fails before the name is checked.
+//! - `switch` to an unknown alias, and `delete` of an unknown alias (or on a
+//!   chat without a map), fail with "no such session"; the current session
+//!   cannot be deleted. `delete` keeps the order of the others.
+//! - `list` prints `Sessions:` and then one line per session,
+//!   `* <alias>`, with ` (current)` after the current one, lines joined by
+//!   `\n`, no trailing newline.
+//!
+//! The map has fixed capacity (`heapless`), renders into any
+//! [`core::fmt::Write`], and has a compact, versioned byte encoding
+//! ([`ChatSessions::encode`], [`ChatSessions::decode`]) for the engine to store
+//! as a record; decoding validates everything ESP-Claw's
+//! `claw_session_mgr_validate_alias_map` does and never panics.
+//!
+//! Differences from ESP-Claw, deliberate: with 32 sessions ESP-Claw answers
+//! "Session command failed: unable to access session storage."; here
+//! [`SessionError::TooManySessions`] says what is wrong. ESP-Claw stores the map
+//! as JSON in a FAT file rewritten in place; here it is a byte record that the
+//! engine writes atomically.
+//!
+//! Pure logic: no flash I/O, so nothing here is affected by power loss. The
+//! engine deletes a session's history before it persists the map without the
+//! alias, as ESP-Claw does, so a power cut in between leaves an alias with an
+//! empty history, never history without an alias.
+
+use core::fmt::{self, Write as _};
+
+use heapless::{String, Vec};
+
+/// Longest alias, in bytes.
+pub const ALIAS_MAX_BYTES: usize = 32;
+
+/// Most sessions one chat can have.
+pub const MAX_SESSIONS_PER_CHAT: usize = 32;
+
+/// Prefix of the generated aliases `default_01` to `default_32`.
+pub const DEFAULT_ALIAS_PREFIX: &str = "default_";
+
+/// The alias a chat starts with.
+pub const FIRST_DEFAULT_ALIAS: &str = "default_01";
+
+/// Longest chat key, in bytes (ESP-Claw's key buffer holds 160 bytes with
+/// the terminating NUL).
+pub const CHAT_KEY_MAX_BYTES: usize = 159;
+
+/// Capacity of a session id `<chat key>:<alias>`; every id fits.
+pub const SESSION_ID_CAPACITY: usize = CHAT_KEY_MAX_BYTES + 1 + ALIAS_MAX_BYTES;
+
+/// A session id, `<chat key>:<alias>`.
+pub type SessionId = String<SESSION_ID_CAPACITY>;
+
+/// The reply to a `/session` command that does not parse (ESP-Claw's usage
+/// text).
+pub const USAGE_TEXT: &str = "Usage:\n\
+/session new [name]       Create and switch to a new session\n\
+/session list             List sessions in this chat\n\
+/session switch <name>    Switch to an existing session\n\
+/session delete <name>    Delete a non-current session\n\
+\n\
+Examples:\n\
+/session new\n\
+/session new project-a\n\
+/session list\n\
+/session switch project-a\n\
+/session delete project-a\n\
+\n\
+Session names must be 1-32 characters and may only contain A-Z, a-z, 0-9, _ or -.";
+
+/// ESP-Claw's reply when the map or the history cannot be read or written.
+pub const STORAGE_ERROR_TEXT: &str = "Session command failed: unable to access session storage.";
+
+/// ESP-Claw's reply to a `/session` command that does not come from a chat.
+pub const MISSING_CHAT_CONTEXT_TEXT: &str = "Session command failed: missing chat context.";
+
+const _: () = assert!(MAX_SESSIONS_PER_CHAT <= 99, "default_NN has two digits");
+const _: () = assert!(MAX_SESSIONS_PER_CHAT <= u8::MAX as usize);
+const _: () = assert!(CHAT_KEY_MAX_BYTES <= u8::MAX as usize);
+const _: () = assert!(ALIAS_MAX_BYTES <= u8::MAX as usize);
+
+/// `true` for the bytes an alias may contain, `[A-Za-z0-9_-]`.
+pub const fn is_alias_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-'
+}
+
+/// Why a string is not an alias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidAlias {
+    /// The alias is empty.
+    Empty,
+    /// The alias is longer than [`ALIAS_MAX_BYTES`].
+    TooLong {
+        /// Its length, in bytes.
+        len_bytes: usize,
+    },
+    /// The alias contains a byte outside `[A-Za-z0-9_-]`.
+    BadByte {
+        /// Position of the byte.
+        at: usize,
+        /// The byte.
+        byte: u8,
+    },
+}
+
+impl fmt::Display for InvalidAlias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            InvalidAlias::Empty => f.write_str("session name is empty"),
+            InvalidAlias::TooLong { len_bytes } => write!(
+                f,
+                "session name is {len_bytes} bytes, longer than {ALIAS_MAX_BYTES}"
+            ),
+            InvalidAlias::BadByte { at, byte } => write!(
+                f,
+                "session name has byte {byte:#04x} at {at}; only A-Z, a-z, 0-9, _ and - are allowed"
+            ),
+        }
+    }
+}
+
+/// A valid session alias: 1 to 32 bytes of `[A-Za-z0-9_-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Alias(String<ALIAS_MAX_BYTES>);
+
+impl Alias {
+    /// Checks and copies `name`.
+    pub fn new(name: &str) -> Result<Alias, InvalidAlias> {
+        Alias::from_bytes(name.as_bytes())
+    }
+
+    /// Checks and copies an alias given as bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Alias, InvalidAlias> {
+        if bytes.is_empty() {
+            return Err(InvalidAlias::Empty);
+        }
+        if bytes.len() > ALIAS_MAX_BYTES {
+            return Err(InvalidAlias::TooLong {
+                len_bytes: bytes.len(),
+            });
+        }
+        let mut alias = String::new();
+        for (at, &byte) in bytes.iter().enumerate() {
+            if !is_alias_byte(byte) {
+                return Err(InvalidAlias::BadByte { at, byte });
+            }
+            if alias.push(char::from(byte)).is_err() {
+                return Err(InvalidAlias::TooLong {
+                    len_bytes: bytes.len(),
+                });
+            }
+        }
+        Ok(Alias(alias))
+    }
+
+    /// `default_NN` for `number` in 1 to 99 (`%02u`), else `None`.
+    pub fn default_numbered(number: u8) -> Option<Alias> {
+        if !(1..=99).contains(&number) {
+            return None;
+        }
+        let mut alias = String::new();
+        write!(alias, "{DEFAULT_ALIAS_PREFIX}{number:02}").ok()?;
+        Some(Alias(alias))
+    }
+
+    /// The alias text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl AsRef<str> for Alias {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for Alias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `true` if `name` is a valid alias.
+pub fn is_valid_alias(name: &str) -> bool {
+    Alias::new(name).is_ok()
+}
+
+/// Why a chat key cannot be built or read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChatKeyError {
+    /// The channel is empty.
+    MissingChannel,
+    /// The chat id is empty.
+    MissingChatId,
+    /// A stored key is empty.
+    Empty,
+    /// The key would be longer than [`CHAT_KEY_MAX_BYTES`].
+    TooLong {
+        /// Its length, in bytes.
+        len_bytes: usize,
+    },
+    /// A stored key is not valid UTF-8.
+    NotUtf8,
+}
+
+impl fmt::Display for ChatKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ChatKeyError::MissingChannel => f.write_str("chat key needs a channel"),
+            ChatKeyError::MissingChatId => f.write_str("chat key needs a chat id"),
+            ChatKeyError::Empty => f.write_str("chat key is empty"),
+            ChatKeyError::TooLong { len_bytes } => write!(
+                f,
+                "chat key is {len_bytes} bytes, longer than {CHAT_KEY_MAX_BYTES}"
+            ),
+            ChatKeyError::NotUtf8 => f.write_str("chat key is not valid UTF-8"),
+        }
+    }
+}
+
+/// The key of one chat, `chat:<channel>:<chat_id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChatKey(String<CHAT_KEY_MAX_BYTES>);
+
+impl ChatKey {
+    /// `chat:<channel>:<chat_id>`.
+    pub fn new(channel: &str, chat_id: &str) -> Result<ChatKey, ChatKeyError> {
+        ChatKey::for_agent(0, channel, chat_id)
+    }
+
+    /// The key of a chat of agent `agent_id`: `chat:<channel>:<chat_id>` for
+    /// agent 0, `agent:<n>:chat:<channel>:<chat_id>` otherwise.
+    pub fn for_agent(agent_id: u32, channel: &str, chat_id: &str) -> Result<ChatKey, ChatKeyError> {
+        if channel.is_empty() {
+            return Err(ChatKeyError::MissingChannel);
+        }
+        if chat_id.is_empty() {
+            return Err(ChatKeyError::MissingChatId);
+        }
+        let mut key = String::new();
+        let written = if agent_id == 0 {
+            write!(key, "chat:{channel}:{chat_id}")
+        } else {
+            write!(key, "agent:{agent_id}:chat:{channel}:{chat_id}")
+        };
+        if written.is_err() {
+            let mut counter = LenCounter(0);
+            let _ = if agent_id == 0 {
+                write!(counter, "chat:{channel}:{chat_id}")
+            } else {
+                write!(counter, "agent:{agent_id}:chat:{channel}:{chat_id}")
+            };
+            return Err(ChatKeyError::TooLong {
+                len_bytes: counter.0,
+            });
+        }
+        Ok(ChatKey(key))
+    }
+
+    /// A key read back from storage: any non-empty UTF-8 of at most
+    /// [`CHAT_KEY_MAX_BYTES`].
+    pub fn from_stored(bytes: &[u8]) -> Result<ChatKey, ChatKeyError> {
+        if bytes.is_empty() {
+            return Err(ChatKeyError::Empty);
+        }
+        if bytes.len() > CHAT_KEY_MAX_BYTES {
+            return Err(ChatKeyError::TooLong {
+                len_bytes: bytes.len(),
+            });
+        }
+        let text = core::str::from_utf8(bytes).map_err(|_| ChatKeyError::NotUtf8)?;
+        let mut key = String::new();
+        key.push_str(text).map_err(|_| ChatKeyError::TooLong {
+            len_bytes: bytes.len(),
+        })?;
+        Ok(ChatKey(key))
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The session id of `alias` in this chat, `<chat key>:<alias>`.
+    pub fn session_id(&self, alias: &Alias) -> SessionId {
+        let mut id = SessionId::new();
+        // Always fits: SESSION_ID_CAPACITY is the sum of the three maxima.
+        let _ = write!(id, "{}:{}", self.as_str(), alias.as_str());
+        id
+    }
+}
+
+impl fmt::Display for ChatKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Counts the bytes written to it.
+struct LenCounter(usize);
+
+impl fmt::Write for LenCounter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0 = self.0.saturating_add(s.len());
+        Ok(())
+    }
+}
+
+/// The `/session` sub-command a failed operation belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandKind {
+    /// `/session new`.
+    New,
+    /// `/session list`.
+    List,
+    /// `/session switch`.
+    Switch,
+    /// `/session delete`.
+    Delete,
+}
+
+/// A refused `/session` operation; its [`fmt::Display`] is the reply text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// `new <name>` with a name already in use.
+    AlreadyExists(Alias),
+    /// `switch` or `delete` of an alias that does not exist.
+    NoSuchSession {
+        /// [`CommandKind::Switch`] or [`CommandKind::Delete`].
+        command: CommandKind,
+        /// The alias asked for.
+        alias: Alias,
+    },
+    /// `delete` of the current session.
+    DeleteCurrent(Alias),
+    /// `new` in a chat that already has [`MAX_SESSIONS_PER_CHAT`] sessions.
+    TooManySessions,
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::AlreadyExists(alias) => write!(
+                f,
+                "Cannot create session \"{alias}\": a session with that name already exists."
+            ),
+            SessionError::NoSuchSession {
+                command: CommandKind::Delete,
+                alias,
+            } => write!(
+                f,
+                "Cannot delete session \"{alias}\": no such session. Send /session list to list sessions."
+            ),
+            SessionError::NoSuchSession { alias, .. } => write!(
+                f,
+                "Cannot switch to session \"{alias}\": no such session. Send /session list to list sessions."
+            ),
+            SessionError::DeleteCurrent(alias) => write!(
+                f,
+                "Cannot delete the current session \"{alias}\". Switch to another session first."
+            ),
+            SessionError::TooManySessions => write!(
+                f,
+                "Cannot create session: this chat already has {MAX_SESSIONS_PER_CHAT} sessions. Delete one with /session delete <name> first."
+            ),
+        }
+    }
+}
+
+/// The reply to a successful `new`, `switch` or `delete` (ESP-Claw's texts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionReply {
+    /// `Started a new session: <alias>`.
+    Started(Alias),
+    /// `Switched to session: <alias>`.
+    Switched(Alias),
+    /// `Deleted session: <alias>`.
+    Deleted(Alias),
+}
+
+impl fmt::Display for SessionReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionReply::Started(alias) => write!(f, "Started a new session: {alias}"),
+            SessionReply::Switched(alias) => write!(f, "Switched to session: {alias}"),
+            SessionReply::Deleted(alias) => write!(f, "Deleted session: {alias}"),
+        }
+    }
+}
+
+/// A parsed `/session` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// `/session new [name]`.
+    New(Option<Alias>),
+    /// `/session list`.
+    List,
+    /// `/session switch <name>`.
+    Switch(Alias),
+    /// `/session delete <name>`.
+    Delete(Alias),
+}
+
+/// A `/session` command that does not parse; its [`fmt::Display`] is
+/// [`USAGE_TEXT`], ESP-Claw's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageError;
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(USAGE_TEXT)
+    }
+}
+
+/// ESP-Claw's whitespace for commands: space, `\t`, `\n`, `\r`, `\f`, `\v`.
+const fn is_command_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{c}' | '\u{b}')
+}
+
+/// If `text` is a `/session` command (after leading whitespace, `/session`
+/// followed by the end or whitespace), the arguments after `/session`.
+pub fn session_command_args(text: &str) -> Option<&str> {
+    let rest = text
+        .trim_start_matches(is_command_space)
+        .strip_prefix("/session")?;
+    match rest.chars().next() {
+        None => Some(rest),
+        Some(c) if is_command_space(c) => Some(rest),
+        Some(_) => None,
+    }
+}
+
+/// Parses the arguments of a `/session` command (the text after
+/// `/session`): a sub-command, at most one name, nothing else; `list` takes
+/// no name, `switch` and `delete` need one, and the name must be a valid
+/// alias.
+pub fn parse_session_command(args: &str) -> Result<SessionCommand, UsageError> {
+    let mut tokens = args.split(is_command_space).filter(|t| !t.is_empty());
+    let sub = tokens.next().ok_or(UsageError)?;
+    let name = tokens.next();
+    if tokens.next().is_some() {
+        return Err(UsageError);
+    }
+    let alias = match name {
+        Some(name) => Some(Alias::new(name).map_err(|_| UsageError)?),
+        None => None,
+    };
+    match (sub, alias) {
+        ("new", alias) => Ok(SessionCommand::New(alias)),
+        ("list", None) => Ok(SessionCommand::List),
+        ("switch", Some(alias)) => Ok(SessionCommand::Switch(alias)),
+        ("delete", Some(alias)) => Ok(SessionCommand::Delete(alias)),
+        _ => Err(UsageError),
+    }
+}
+
+/// Version byte of the map encoding.
+pub const MAP_FORMAT_VERSION: u8 = 1;
+
+/// Largest encoded map, in bytes.
+pub const MAP_ENCODED_MAX_BYTES: usize =
+    1 + 1 + CHAT_KEY_MAX_BYTES + 1 + 1 + MAX_SESSIONS_PER_CHAT * (1 + ALIAS_MAX_BYTES);
+
+/// The output buffer given to [`ChatSessions::encode`] is too small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodeError {
+    /// Size that is enough, in bytes.
+    pub needed_bytes: usize,
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "session map needs {} bytes of output buffer",
+            self.needed_bytes
+        )
+    }
+}
+
+/// What is wrong with an encoded map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MapDecodeError {
+    /// The bytes end before the map does.
+    Truncated {
+        /// Offset where more bytes were needed.
+        offset: usize,
+    },
+    /// The version byte is not [`MAP_FORMAT_VERSION`].
+    UnsupportedVersion(u8),
+    /// The chat key is invalid.
+    BadChatKey(ChatKeyError),
+    /// The chat key is valid but not the one expected.
+    ChatKeyMismatch,
+    /// The session count is 0 or above [`MAX_SESSIONS_PER_CHAT`].
+    BadSessionCount(u8),
+    /// The current index is not below the session count.
+    BadCurrent {
+        /// The index stored.
+        current: u8,
+        /// The session count.
+        count: u8,
+    },
+    /// A stored alias is invalid.
+    BadAlias {
+        /// Position of the alias in the map.
+        index: usize,
+        /// What is wrong with it.
+        reason: InvalidAlias,
+    },
+    /// A stored alias repeats an earlier one.
+    DuplicateAlias {
+        /// Position of the repeated alias in the map.
+        index: usize,
+    },
+    /// Bytes follow the map.
+    TrailingBytes {
+        /// How many.
+        count: usize,
+    },
+}
+
+impl fmt::Display for MapDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MapDecodeError::Truncated { offset } => {
+                write!(f, "session map is cut short at byte {offset}")
+            }
+            MapDecodeError::UnsupportedVersion(v) => write!(
+                f,
+                "session map version {v} is not supported (expected {MAP_FORMAT_VERSION})"
+            ),
+            MapDecodeError::BadChatKey(e) => write!(f, "session map chat key: {e}"),
+            MapDecodeError::ChatKeyMismatch => f.write_str("session map belongs to another chat"),
+            MapDecodeError::BadSessionCount(n) => write!(
+                f,
+                "session map holds {n} sessions (expected 1 to {MAX_SESSIONS_PER_CHAT})"
+            ),
+            MapDecodeError::BadCurrent { current, count } => write!(
+                f,
+                "session map current index {current} is not below its {count} sessions"
+            ),
+            MapDecodeError::BadAlias { index, reason } => {
+                write!(f, "session map alias {index}: {reason}")
+            }
+            MapDecodeError::DuplicateAlias { index } => {
+                write!(f, "session map alias {index} repeats an earlier one")
+            }
+            MapDecodeError::TrailingBytes { count } => {
+                write!(f, "session map is followed by {count} stray bytes")
+            }
+        }
+    }
+}
+
+/// Reads an encoded map front to back.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn u8(&mut self) -> Result<u8, MapDecodeError> {
+        let byte = self
+            .bytes
+            .get(self.pos)
+            .copied()
+            .ok_or(MapDecodeError::Truncated { offset: self.pos })?;
+        self.pos += 1;
+        Ok(byte)
+    }
+
+    fn take(&mut self, len: usize) -> Result<&'a [u8], MapDecodeError> {
+        let end = self
+            .pos
+            .checked_add(len)
+            .ok_or(MapDecodeError::Truncated { offset: self.pos })?;
+        let slice = self
+            .bytes
+            .get(self.pos..end)
+            .ok_or(MapDecodeError::Truncated {
+                offset: self.bytes.len(),
+            })?;
+        self.pos = end;
+        Ok(slice)
+    }
+}
+
+/// One chat's sessions: 1 to 32 distinct aliases in creation order, and the
+/// current one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatSessions {
+    key: ChatKey,
+    aliases: Vec<Alias, MAX_SESSIONS_PER_CHAT>,
+    current: usize,
+}
+
+impl ChatSessions {
+    /// The map of a chat seen for the first time: `default_01`, current.
+    pub fn first_use(key: ChatKey) -> ChatSessions {
+        ChatSessions::create(key, None)
+    }
+
+    /// The map made by `/session new [name]` in a chat that has none: only the
+    /// new session (`name`, or `default_01`), current.
+    pub fn create(key: ChatKey, name: Option<&Alias>) -> ChatSessions {
+        let alias = match name {
+            Some(alias) => alias.clone(),
+            None => Alias::default_numbered(1).unwrap_or_else(|| Alias(String::new())),
+        };
+        let mut aliases = Vec::new();
+        // Capacity is 32; the vector is empty.
+        let _ = aliases.push(alias);
+        ChatSessions {
+            key,
+            aliases,
+            current: 0,
+        }
+    }
+
+    /// The chat key.
+    pub fn key(&self) -> &ChatKey {
+        &self.key
+    }
+
+    /// The aliases, in creation order.
+    pub fn aliases(&self) -> &[Alias] {
+        &self.aliases
+    }
+
+    /// Number of sessions (at least 1).
+    pub fn len(&self) -> usize {
+        self.aliases.len()
+    }
+
+    /// Always `false`: a map holds at least one session.
+    pub fn is_empty(&self) -> bool {
+        self.aliases.is_empty()
+    }
+
+    /// The current alias.
+    pub fn current(&self) -> &Alias {
+        // Every constructor and operation keeps current < len; the fallback
+        // only avoids a panic path.
+        static NO_ALIAS: Alias = Alias(String::new());
+        self.aliases.get(self.current).unwrap_or(&NO_ALIAS)
+    }
+
+    /// The session id of the current alias.
+    pub fn current_session_id(&self) -> SessionId {
+        self.key.session_id(self.current())
+    }
+
+    /// The session id of `alias` in this chat (whether or not it exists).
+    pub fn session_id(&self, alias: &Alias) -> SessionId {
+        self.key.session_id(alias)
+    }
+
+    fn position(&self, alias: &str) -> Option<usize> {
+        self.aliases.iter().position(|a| a.as_str() == alias)
+    }
+
+    /// `true` if the chat has a session named `alias`.
+    pub fn contains(&self, alias: &str) -> bool {
+        self.position(alias).is_some()
+    }
+
+    /// The first `default_NN` (NN from 01 to 32) not in use.
+    pub fn first_unused_default(&self) -> Option<Alias> {
+        (1..=MAX_SESSIONS_PER_CHAT as u8)
+            .filter_map(Alias::default_numbered)
+            .find(|alias| !self.contains(alias.as_str()))
+    }
+
+    /// `/session new [name]`: adds a session named `name`, or the first unused
+    /// `default_NN`, and makes it current. Returns its alias.
+    pub fn new_session(&mut self, name: Option<&Alias>) -> Result<Alias, SessionError> {
+        if self.aliases.len() >= MAX_SESSIONS_PER_CHAT {
+            return Err(SessionError::TooManySessions);
+        }
+        let alias = match name {
+            Some(alias) if self.contains(alias.as_str()) => {
+                return Err(SessionError::AlreadyExists(alias.clone()))
+            }
+            Some(alias) => alias.clone(),
+            None => self
+                .first_unused_default()
+                .ok_or(SessionError::TooManySessions)?,
+        };
+        self.aliases
+            .push(alias.clone())
+            .map_err(|_| SessionError::TooManySessions)?;
+        self.current = self.aliases.len() - 1;
+        Ok(alias)
+    }
+
+    /// `/session switch <alias>`: makes `alias` current.
+    pub fn switch_to(&mut self, alias: &Alias) -> Result<(), SessionError> {
+        let index = self
+            .position(alias.as_str())
+            .ok_or_else(|| SessionError::NoSuchSession {
+                command: CommandKind::Switch,
+                alias: alias.clone(),
+            })?;
+        self.current = index;
+        Ok(())
+    }
+
+    /// Checks that `/session delete <alias>` is allowed, without changing the
+    /// map: the engine calls this, deletes the session's history, then calls
+    /// [`ChatSessions::delete`].
+    pub fn check_delete(&self, alias: &Alias) -> Result<(), SessionError> {
+        self.delete_index(alias).map(|_| ())
+    }
+
+    fn delete_index(&self, alias: &Alias) -> Result<usize, SessionError> {
+        let index = self
+            .position(alias.as_str())
+            .ok_or_else(|| SessionError::NoSuchSession {
+                command: CommandKind::Delete,
+                alias: alias.clone(),
+            })?;
+        if index == self.current {
+            return Err(SessionError::DeleteCurrent(alias.clone()));
+        }
+        Ok(index)
+    }
+
+    /// `/session delete <alias>`: removes a session that is not current,
+    /// keeping the order of the others.
+    pub fn delete(&mut self, alias: &Alias) -> Result<(), SessionError> {
+        let index = self.delete_index(alias)?;
+        if index < self.aliases.len() {
+            self.aliases.remove(index);
+        }
+        if index < self.current {
+            self.current -= 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the `/session list` reply.
+    pub fn render_list<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        out.write_str("Sessions:")?;
+        for (index, alias) in self.aliases.iter().enumerate() {
+            out.write_str("\n* ")?;
+            out.write_str(alias.as_str())?;
+            if index == self.current {
+                out.write_str(" (current)")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Size of the encoding, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        let aliases: usize = self.aliases.iter().map(|a| 1 + a.as_str().len()).sum();
+        2 + self.key.as_str().len() + 2 + aliases
+    }
+
+    /// Encodes the map into `out` and returns the bytes written:
+    ///
+    /// ```text
+    /// u8 version = 1 | u8 key_len | key | u8 count | u8 current | count × (u8 len | alias)
+    /// ```
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        let needed_bytes = self.encoded_len();
+        let Some(target) = out.get_mut(..needed_bytes) else {
+            return Err(EncodeError { needed_bytes });
+        };
+        let mut pos = 0usize;
+        let mut put = |bytes: &[u8]| {
+            let end = pos + bytes.len();
+            if let Some(slot) = target.get_mut(pos..end) {
+                slot.copy_from_slice(bytes);
+            }
+            pos = end;
+        };
+        let key = self.key.as_str().as_bytes();
+        put(&[MAP_FORMAT_VERSION, key.len() as u8]);
+        put(key);
+        put(&[self.aliases.len() as u8, self.current as u8]);
+        for alias in &self.aliases {
+            put(&[alias.as_str().len() as u8]);
+            put(alias.as_str().as_bytes());
+        }
+        Ok(needed_bytes)
+    }
+
+    /// Decodes and fully validates an encoded map.
+    pub fn decode(bytes: &[u8]) -> Result<ChatSessions, MapDecodeError> {
+        let mut reader = Reader { bytes, pos: 0 };
+        let version = reader.u8()?;
+        if version != MAP_FORMAT_VERSION {
+            return Err(MapDecodeError::UnsupportedVersion(version));
+        }
+        let key_len = usize::from(reader.u8()?);
+        let key =
+            ChatKey::from_stored(reader.take(key_len)?).map_err(MapDecodeError::BadChatKey)?;
+        let count = reader.u8()?;
+        if count == 0 || usize::from(count) > MAX_SESSIONS_PER_CHAT {
+            return Err(MapDecodeError::BadSessionCount(count));
+        }
+        let current = reader.u8()?;
+        if current >= count {
+            return Err(MapDecodeError::BadCurrent { current, count });
+        }
+        let mut aliases: Vec<Alias, MAX_SESSIONS_PER_CHAT> = Vec::new();
+        for index in 0..usize::from(count) {
+            let len = usize::from(reader.u8()?);
+            let alias = Alias::from_bytes(reader.take(len)?)
+                .map_err(|reason| MapDecodeError::BadAlias { index, reason })?;
+            if aliases.contains(&alias) {
+                return Err(MapDecodeError::DuplicateAlias { index });
+            }
+            aliases
+                .push(alias)
+                .map_err(|_| MapDecodeError::BadSessionCount(count))?;
+        }
+        let trailing = bytes.len().saturating_sub(reader.pos);
+        if trailing != 0 {
+            return Err(MapDecodeError::TrailingBytes { count: trailing });
+        }
+        Ok(ChatSessions {
+            key,
+            aliases,
+            current: usize::from(current),
+        })
+    }
+
+    /// [`ChatSessions::decode`], also checking that the map belongs to `key`
+    /// (ESP-Claw rejects a map file whose `chat_key` differs).
+    pub fn decode_for(key: &ChatKey, bytes: &[u8]) -> Result<ChatSessions, MapDecodeError> {
+        let map = ChatSessions::decode(bytes)?;
+        if map.key != *key {
+            return Err(MapDecodeError::ChatKeyMismatch);
+        }
+        Ok(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::string::{String as StdString, ToString};
+    use std::vec;
+
+    fn key() -> ChatKey {
+        ChatKey::new("telegram", "42").unwrap()
+    }
+
+    fn alias(name: &str) -> Alias {
+        Alias::new(name).unwrap()
+    }
+
+    fn list(map: &ChatSessions) -> StdString {
+        let mut out = StdString::new();
+        map.render_list(&mut out).unwrap();
+        out
+    }
+
+    fn names(map: &ChatSessions) -> std::vec::Vec<&str> {
+        map.aliases().iter().map(Alias::as_str).collect()
+    }
+
+    #[test]
+    fn aliases_are_1_to_32_safe_bytes() {
+        assert!(is_valid_alias("a"));
+        assert!(is_valid_alias("Project-A_01"));
+        assert!(is_valid_alias(&"x".repeat(32)));
+        assert_eq!(Alias::new(""), Err(InvalidAlias::Empty));
+        assert_eq!(
+            Alias::new(&"x".repeat(33)),
+            Err(InvalidAlias::TooLong { len_bytes: 33 })
+        );
+        assert_eq!(
+            Alias::new("a b"),
+            Err(InvalidAlias::BadByte { at: 1, byte: b' ' })
+        );
+        assert!(!is_valid_alias("a:b"));
+        assert!(!is_valid_alias("é"));
+        assert!(!is_valid_alias("a.b"));
+    }
+
+    #[test]
+    fn default_aliases_have_two_digits() {
+        assert_eq!(Alias::default_numbered(1).unwrap().as_str(), "default_01");
+        assert_eq!(Alias::default_numbered(32).unwrap().as_str(), "default_32");
+        assert_eq!(Alias::default_numbered(0), None);
+        assert_eq!(Alias::default_numbered(100), None);
+    }
+
+    #[test]
+    fn chat_keys_and_session_ids() {
+        assert_eq!(key().as_str(), "chat:telegram:42");
+        assert_eq!(
+            ChatKey::for_agent(3, "qq", "g1").unwrap().as_str(),
+            "agent:3:chat:qq:g1"
+        );
+        assert_eq!(ChatKey::new("", "1"), Err(ChatKeyError::MissingChannel));
+        assert_eq!(ChatKey::new("tg", ""), Err(ChatKeyError::MissingChatId));
+        let long = "9".repeat(160);
+        assert_eq!(
+            ChatKey::new("tg", &long),
+            Err(ChatKeyError::TooLong { len_bytes: 168 })
+        );
+        let just_fits = "9".repeat(CHAT_KEY_MAX_BYTES - 8);
+        assert_eq!(ChatKey::new("tg", &just_fits).unwrap().as_str().len(), 159);
+        let map = ChatSessions::first_use(key());
+        assert_eq!(
+            map.current_session_id().as_str(),
+            "chat:telegram:42:default_01"
+        );
+        assert_eq!(map.session_id(&alias("x")).as_str(), "chat:telegram:42:x");
+        // The longest key with the longest alias fits the session id capacity.
+        let max_key = ChatKey::new("tg", &just_fits).unwrap();
+        let id = max_key.session_id(&alias(&"a".repeat(32)));
+        assert_eq!(id.len(), SESSION_ID_CAPACITY);
+    }
+
+    #[test]
+    fn first_use_creates_default_01() {
+        let map = ChatSessions::first_use(key());
+        assert_eq!(names(&map), ["default_01"]);
+        assert_eq!(map.current().as_str(), "default_01");
+        assert_eq!(map.len(), 1);
+        assert!(!map.is_empty());
+        assert_eq!(list(&map), "Sessions:\n* default_01 (current)");
+    }
+
+    #[test]
+    fn new_on_a_chat_without_a_map() {
+        let map = ChatSessions::create(key(), Some(&alias("work")));
+        assert_eq!(names(&map), ["work"]);
+        assert_eq!(map.current().as_str(), "work");
+        let map = ChatSessions::create(key(), None);
+        assert_eq!(names(&map), ["default_01"]);
+    }
+
+    #[test]
+    fn new_takes_the_first_unused_default_and_becomes_current() {
+        let mut map = ChatSessions::first_use(key());
+        assert_eq!(map.new_session(None).unwrap().as_str(), "default_02");
+        assert_eq!(map.current().as_str(), "default_02");
+        assert_eq!(
+            map.new_session(Some(&alias("work"))).unwrap().as_str(),
+            "work"
+        );
+        assert_eq!(map.current().as_str(), "work");
+        assert_eq!(map.new_session(None).unwrap().as_str(), "default_03");
+        assert_eq!(
+            names(&map),
+            ["default_01", "default_02", "work", "default_03"]
+        );
+        assert_eq!(
+            list(&map),
+            "Sessions:\n* default_01\n* default_02\n* work\n* default_03 (current)"
+        );
+    }
+
+    #[test]
+    fn default_numbers_are_reused_after_delete() {
+        let mut map = ChatSessions::first_use(key());
+        map.new_session(None).unwrap(); // default_02
+        map.new_session(None).unwrap(); // default_03, current
+        map.delete(&alias("default_01")).unwrap();
+        assert_eq!(names(&map), ["default_02", "default_03"]);
+        assert_eq!(map.new_session(None).unwrap().as_str(), "default_01");
+        assert_eq!(names(&map), ["default_02", "default_03", "default_01"]);
+        // A user-chosen name that looks like a default is skipped over too.
+        map.new_session(Some(&alias("default_04"))).unwrap();
+        assert_eq!(map.new_session(None).unwrap().as_str(), "default_05");
+    }
+
+    #[test]
+    fn new_with_an_existing_name_fails_with_esp_claws_text() {
+        let mut map = ChatSessions::first_use(key());
+        let err = map.new_session(Some(&alias("default_01"))).unwrap_err();
+        assert_eq!(err, SessionError::AlreadyExists(alias("default_01")));
+        assert_eq!(
+            err.to_string(),
+            "Cannot create session \"default_01\": a session with that name already exists."
+        );
+        assert_eq!(map.len(), 1);
+    }
+
+    #[test]
+    fn at_most_32_sessions_per_chat() {
+        let mut map = ChatSessions::first_use(key());
+        for i in 2..=32 {
+            let created = map.new_session(None).unwrap();
+            assert_eq!(created, Alias::default_numbered(i).unwrap());
+        }
+        assert_eq!(map.len(), MAX_SESSIONS_PER_CHAT);
+        assert_eq!(map.first_unused_default(), None);
+        assert_eq!(map.new_session(None), Err(SessionError::TooManySessions));
+        // The limit is checked before the name, as in ESP-Claw.
+        assert_eq!(
+            map.new_session(Some(&alias("default_05"))),
+            Err(SessionError::TooManySessions)
+        );
+        assert_eq!(
+            map.new_session(Some(&alias("fresh"))),
+            Err(SessionError::TooManySessions)
+        );
+        assert!(SessionError::TooManySessions
+            .to_string()
+            .contains("32 sessions"));
+        map.switch_to(&alias("default_01")).unwrap();
+        map.delete(&alias("default_17")).unwrap();
+        assert_eq!(map.new_session(None).unwrap().as_str(), "default_17");
+    }
+
+    #[test]
+    fn switch_changes_current_or_says_no_such_session() {
+        let mut map = ChatSessions::first_use(key());
+        map.new_session(Some(&alias("b"))).unwrap();
+        map.switch_to(&alias("default_01")).unwrap();
+        assert_eq!(map.current().as_str(), "default_01");
+        map.switch_to(&alias("default_01")).unwrap();
+        let err = map.switch_to(&alias("nope")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Cannot switch to session \"nope\": no such session. Send /session list to list sessions."
+        );
+        assert_eq!(map.current().as_str(), "default_01");
+    }
+
+    #[test]
+    fn delete_rules_and_texts() {
+        let mut map = ChatSessions::first_use(key());
+        map.new_session(Some(&alias("a"))).unwrap();
+        map.new_session(Some(&alias("b"))).unwrap(); // current
+        let err = map.delete(&alias("b")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Cannot delete the current session \"b\". Switch to another session first."
+        );
+        let err = map.delete(&alias("zz")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Cannot delete session \"zz\": no such session. Send /session list to list sessions."
+        );
+        assert_eq!(map.check_delete(&alias("a")), Ok(()));
+        assert_eq!(names(&map), ["default_01", "a", "b"]);
+        map.delete(&alias("default_01")).unwrap();
+        // Order kept, current still "b".
+        assert_eq!(names(&map), ["a", "b"]);
+        assert_eq!(map.current().as_str(), "b");
+        assert_eq!(list(&map), "Sessions:\n* a\n* b (current)");
+    }
+
+    #[test]
+    fn deleting_after_the_current_keeps_it() {
+        let mut map = ChatSessions::first_use(key());
+        map.new_session(Some(&alias("a"))).unwrap();
+        map.new_session(Some(&alias("b"))).unwrap();
+        map.switch_to(&alias("a")).unwrap();
+        map.delete(&alias("b")).unwrap();
+        assert_eq!(map.current().as_str(), "a");
+        assert_eq!(names(&map), ["default_01", "a"]);
+    }
+
+    #[test]
+    fn replies_use_esp_claws_texts() {
+        assert_eq!(
+            SessionReply::Started(alias("x")).to_string(),
+            "Started a new session: x"
+        );
+        assert_eq!(
+            SessionReply::Switched(alias("x")).to_string(),
+            "Switched to session: x"
+        );
+        assert_eq!(
+            SessionReply::Deleted(alias("x")).to_string(),
+            "Deleted session: x"
+        );
+        assert!(UsageError
+            .to_string()
+            .starts_with("Usage:\n/session new [name]"));
+        assert!(USAGE_TEXT.ends_with("A-Z, a-z, 0-9, _ or -."));
+    }
+
+    #[test]
+    fn command_parsing() {
+        assert_eq!(session_command_args("/session new x"), Some(" new x"));
+        assert_eq!(session_command_args("  \t/session"), Some(""));
+        assert_eq!(session_command_args("/sessions"), None);
+        assert_eq!(session_command_args("hello /session"), None);
+        assert_eq!(
+            parse_session_command(" new "),
+            Ok(SessionCommand::New(None))
+        );
+        assert_eq!(
+            parse_session_command("new\tproj-1"),
+            Ok(SessionCommand::New(Some(alias("proj-1"))))
+        );
+        assert_eq!(parse_session_command("list"), Ok(SessionCommand::List));
+        assert_eq!(
+            parse_session_command("switch a\u{b}"),
+            Ok(SessionCommand::Switch(alias("a")))
+        );
+        assert_eq!(
+            parse_session_command("delete a"),
+            Ok(SessionCommand::Delete(alias("a")))
+        );
+        for bad in [
+            "",
+            "   ",
+            "list x",
+            "switch",
+            "delete",
+            "new a b",
+            "new bad.name",
+            "new é",
+            "rename a",
+            "NEW",
+            &std::format!("new {}", "x".repeat(33)),
+        ] {
+            assert_eq!(parse_session_command(bad), Err(UsageError), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn encoding_round_trips() {
+        let mut map = ChatSessions::first_use(ChatKey::for_agent(7, "feishu", "oc_1").unwrap());
+        map.new_session(Some(&alias("work"))).unwrap();
+        map.new_session(None).unwrap();
+        map.switch_to(&alias("work")).unwrap();
+        let mut buf = [0u8; MAP_ENCODED_MAX_BYTES];
+        let len = map.encode(&mut buf).unwrap();
+        assert_eq!(len, map.encoded_len());
+        assert_eq!(buf[0], MAP_FORMAT_VERSION);
+        let decoded = ChatSessions::decode(&buf[..len]).unwrap();
+        assert_eq!(decoded, map);
+        assert_eq!(decoded.current().as_str(), "work");
+        assert_eq!(
+            ChatSessions::decode_for(map.key(), &buf[..len]),
+            Ok(map.clone())
+        );
+        assert_eq!(
+            ChatSessions::decode_for(&key(), &buf[..len]),
+            Err(MapDecodeError::ChatKeyMismatch)
+        );
+        let mut small = [0u8; 4];
+        assert_eq!(
+            map.encode(&mut small),
+            Err(EncodeError { needed_bytes: len })
+        );
+    }
+
+    #[test]
+    fn the_largest_map_fits_the_maximum_encoding() {
+        let long_key = ChatKey::new("tg", &"9".repeat(CHAT_KEY_MAX_BYTES - 8)).unwrap();
+        let mut map = ChatSessions::create(long_key, Some(&alias(&"a".repeat(32))));
+        for i in 1..MAX_SESSIONS_PER_CHAT {
+            let name = std::format!("{:0>32}", i);
+            map.new_session(Some(&alias(&name))).unwrap();
+        }
+        assert_eq!(map.encoded_len(), MAP_ENCODED_MAX_BYTES);
+        let mut buf = [0u8; MAP_ENCODED_MAX_BYTES];
+        let len = map.encode(&mut buf).unwrap();
+        assert_eq!(ChatSessions::decode(&buf[..len]).unwrap(), map);
+    }
+
+    fn encoded(key: &str, count: u8, current: u8, aliases: &[&[u8]]) -> std::vec::Vec<u8> {
+        let mut bytes = vec![MAP_FORMAT_VERSION, key.len() as u8];
+        bytes.extend_from_slice(key.as_bytes());
+        bytes.push(count);
+        bytes.push(current);
+        for a in aliases {
+            bytes.push(a.len() as u8);
+            bytes.extend_from_slice(a);
+        }
+        bytes
+    }
+
+    #[test]
+    fn bad_bytes_are_errors_not_panics() {
+        let good = encoded("chat:t:1", 2, 1, &[b"a", b"b"]);
+        assert!(ChatSessions::decode(&good).is_ok());
+        assert_eq!(
+            ChatSessions::decode(&[]),
+            Err(MapDecodeError::Truncated { offset: 0 })
+        );
+        let mut v = good.clone();
+        v[0] = 9;
+        assert_eq!(
+            ChatSessions::decode(&v),
+            Err(MapDecodeError::UnsupportedVersion(9))
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("", 1, 0, &[b"a"])),
+            Err(MapDecodeError::BadChatKey(ChatKeyError::Empty))
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("chat:\u{0}", 1, 0, &[b"a"])).map(|m| m.len()),
+            Ok(1)
+        );
+        let mut not_utf8 = encoded("chat:xx", 1, 0, &[b"a"]);
+        not_utf8[3] = 0xff;
+        assert_eq!(
+            ChatSessions::decode(&not_utf8),
+            Err(MapDecodeError::BadChatKey(ChatKeyError::NotUtf8))
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 0, 0, &[])),
+            Err(MapDecodeError::BadSessionCount(0))
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 33, 0, &[])),
+            Err(MapDecodeError::BadSessionCount(33))
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 2, 2, &[b"a", b"b"])),
+            Err(MapDecodeError::BadCurrent {
+                current: 2,
+                count: 2
+            })
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 2, 0, &[b"a", b""])),
+            Err(MapDecodeError::BadAlias {
+                index: 1,
+                reason: InvalidAlias::Empty
+            })
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 1, 0, &[b"a b"])),
+            Err(MapDecodeError::BadAlias {
+                index: 0,
+                reason: InvalidAlias::BadByte { at: 1, byte: b' ' }
+            })
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 1, 0, &[&[b'x'; 33]])),
+            Err(MapDecodeError::BadAlias {
+                index: 0,
+                reason: InvalidAlias::TooLong { len_bytes: 33 }
+            })
+        );
+        assert_eq!(
+            ChatSessions::decode(&encoded("k", 3, 0, &[b"a", b"b", b"a"])),
+            Err(MapDecodeError::DuplicateAlias { index: 2 })
+        );
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert_eq!(
+            ChatSessions::decode(&trailing),
+            Err(MapDecodeError::TrailingBytes { count: 1 })
+        );
+        // Every truncation of a valid encoding is an error.
+        for end in 0..good.len() {
+            assert!(matches!(
+                ChatSessions::decode(&good[..end]),
+                Err(MapDecodeError::Truncated { .. })
+            ));
+        }
+        // Every single-byte corruption decodes or errors, never panics, and a
+        // successful decode is always a valid map.
+        for i in 0..good.len() {
+            for b in 0..=255u8 {
+                let mut v = good.clone();
+                v[i] = b;
+                if let Ok(map) = ChatSessions::decode(&v) {
+                    assert!(
+                        !map.is_empty() && map.aliases().iter().all(|a| is_valid_alias(a.as_str()))
+                    );
+                    let _ = list(&map);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn errors_display() {
+        let e = MapDecodeError::BadAlias {
+            index: 3,
+            reason: InvalidAlias::BadByte { at: 0, byte: b'.' },
+        };
+        assert!(e.to_string().contains("alias 3"));
+        assert!(EncodeError { needed_bytes: 9 }
+            .to_string()
+            .contains("9 bytes"));
+    }
+}

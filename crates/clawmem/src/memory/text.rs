@@ -1,0 +1,302 @@
+//! Text primitives shared by the memory rules: UTF-8-safe cuts, ESP-Claw's
+//! whitespace trim, term splitting, the normalized key, and JSON string
+//! escaping for rendered output.
+//!
+//! Everything here works on `&str`, so every cut lands on a character
+//! boundary by construction (ESP-Claw cuts by byte and can split a UTF-8
+//! sequence; clawmem never does). Nothing allocates; the two owned results
+//! ([`NormalizedText`], [`ItemKey`]) are fixed-capacity `heapless` strings.
+
+use core::fmt::{self, Write};
+
+use super::{CONTENT_MAX_BYTES, KEY_MAX_BYTES};
+
+/// The normalized form of a text, as used by the duplicate rules: see
+/// [`normalize_for_key`]. Capacity equals the content capacity, so a
+/// normalized item content is never cut.
+pub type NormalizedText = heapless::String<CONTENT_MAX_BYTES>;
+
+/// An item's dedup key: the first [`KEY_MAX_BYTES`] bytes of its normalized
+/// content, cut on a character boundary. See [`item_key`].
+pub type ItemKey = heapless::String<KEY_MAX_BYTES>;
+
+/// The non-ASCII punctuation that key normalization drops, exactly the list
+/// of ESP-Claw's `utf8_is_common_punctuation`
+/// (`components/claw_modules/claw_memory/src/claw_memory_utils.c`): CJK and
+/// full-width marks. Every other non-ASCII character is kept.
+pub const KEY_DROPPED_PUNCTUATION: [char; 28] = [
+    '\u{3002}', // 。
+    '\u{FF0C}', // ，
+    '\u{FF01}', // ！
+    '\u{FF1F}', // ？
+    '\u{FF1B}', // ；
+    '\u{FF1A}', // ：
+    '\u{3001}', // 、
+    '\u{FF08}', // （
+    '\u{FF09}', // ）
+    '\u{3010}', // 【
+    '\u{3011}', // 】
+    '\u{300A}', // 《
+    '\u{300B}', // 》
+    '\u{201C}', // “
+    '\u{201D}', // ”
+    '\u{2018}', // ‘
+    '\u{2019}', // ’
+    '\u{300C}', // 「
+    '\u{300D}', // 」
+    '\u{300E}', // 『
+    '\u{300F}', // 』
+    '\u{00B7}', // ·
+    '\u{2026}', // …
+    '\u{2014}', // —
+    '\u{FF0D}', // －
+    '\u{FF5E}', // ～
+    '\u{3000}', // ideographic space
+    '\u{FF0E}', // ．
+];
+
+/// The characters that separate terms in a tags or keywords list
+/// (ESP-Claw's `strtok_r(..., ",;/|", ...)`).
+pub const TERM_SEPARATORS: [char; 4] = [',', ';', '/', '|'];
+
+/// Whitespace as C's `isspace` in the "C" locale sees it, which is what
+/// ESP-Claw's `trim_whitespace` strips. Unlike [`str::trim`] this leaves
+/// non-ASCII spaces (such as U+3000) alone.
+pub(crate) fn is_c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r')
+}
+
+/// Strips C whitespace from both ends.
+pub(crate) fn trim_c(s: &str) -> &str {
+    s.trim_matches(is_c_space)
+}
+
+/// Strips C whitespace from the end.
+pub(crate) fn trim_end_c(s: &str) -> &str {
+    s.trim_end_matches(is_c_space)
+}
+
+/// The longest prefix of `s` that is at most `max_bytes` long and ends on a
+/// character boundary.
+pub fn cut_utf8(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or("")
+}
+
+/// The prefix of `s` holding at most `max_chars` characters (code points).
+pub(crate) fn cut_chars(s: &str, max_chars: usize) -> &str {
+    match s.char_indices().nth(max_chars) {
+        Some((end, _)) => s.get(..end).unwrap_or(s),
+        None => s,
+    }
+}
+
+/// Copies `s` into a fixed-capacity string, cut on a character boundary to
+/// fit.
+pub(crate) fn to_fixed<const N: usize>(s: &str) -> heapless::String<N> {
+    let mut out = heapless::String::new();
+    // Cannot fail: the cut fits the capacity.
+    let _ = out.push_str(cut_utf8(s, N));
+    out
+}
+
+/// The non-empty, trimmed terms of a tags/keywords list, in order.
+/// Consecutive separators yield no empty terms (like `strtok_r`).
+pub(crate) fn terms(list: &str) -> impl Iterator<Item = &str> {
+    list.split(TERM_SEPARATORS)
+        .map(trim_c)
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether `term` is one of the terms of `list` (exact, case-sensitive:
+/// ESP-Claw's `claw_memory_csv_contains_term`).
+pub(crate) fn list_contains_term(list: &str, term: &str) -> bool {
+    terms(list).any(|t| t == term)
+}
+
+/// Whether the two lists share a term (`claw_memory_csv_has_overlap`).
+pub(crate) fn lists_overlap(a: &str, b: &str) -> bool {
+    terms(a).any(|t| list_contains_term(b, t))
+}
+
+/// Whether `needle` occurs in `haystack`, ASCII letters compared without
+/// case (ESP-Claw's `text_contains_token`: `strstr` or
+/// `text_contains_ascii_ci`). An empty needle never occurs.
+pub(crate) fn contains_ascii_ci(haystack: &str, needle: &str) -> bool {
+    let needle = needle.as_bytes();
+    if needle.is_empty() {
+        return false;
+    }
+    haystack
+        .as_bytes()
+        .windows(needle.len())
+        .any(|window| window.eq_ignore_ascii_case(needle))
+}
+
+/// Normalizes a text for duplicate detection, as ESP-Claw's
+/// `normalize_text_for_key` does: ASCII letters are lowercased and kept,
+/// ASCII digits kept, every other ASCII character (spaces, punctuation,
+/// controls) dropped; non-ASCII characters are kept except the CJK and
+/// full-width punctuation of [`KEY_DROPPED_PUNCTUATION`]. The result is cut
+/// (on a character boundary) at [`CONTENT_MAX_BYTES`], which an item's
+/// content never reaches.
+pub fn normalize_for_key(text: &str) -> NormalizedText {
+    let mut out = NormalizedText::new();
+    for c in text.chars() {
+        let keep = if c.is_ascii() {
+            c.is_ascii_alphanumeric()
+        } else {
+            !KEY_DROPPED_PUNCTUATION.contains(&c)
+        };
+        if keep && out.push(c.to_ascii_lowercase()).is_err() {
+            break;
+        }
+    }
+    out
+}
+
+/// The dedup key of a content: its normalized form (see
+/// [`normalize_for_key`]) cut to the first [`KEY_MAX_BYTES`] bytes on a
+/// character boundary (`claw_memory_build_item_key`). Empty when the content
+/// has nothing but punctuation and spaces; an empty key never matches
+/// anything (ESP-Claw substitutes `memory-<now>`, which collides for two such
+/// items stored in the same second).
+pub fn item_key(content: &str) -> ItemKey {
+    key_of_normalized(&normalize_for_key(content))
+}
+
+/// The key of an already normalized text.
+pub(crate) fn key_of_normalized(normalized: &str) -> ItemKey {
+    to_fixed(normalized)
+}
+
+/// Writes `s` as a JSON string literal the way cJSON prints it: `"` and `\`
+/// escaped, `\b \f \n \r \t` as short escapes, other control characters as
+/// `\u00xx`, everything else (including non-ASCII) as is.
+pub(crate) fn write_json_string<W: Write>(w: &mut W, s: &str) -> fmt::Result {
+    w.write_char('"')?;
+    let mut rest = s;
+    while let Some(pos) = rest.find(|c: char| c == '"' || c == '\\' || c < ' ') {
+        let (plain, tail) = rest.split_at(pos);
+        w.write_str(plain)?;
+        let mut chars = tail.chars();
+        let Some(c) = chars.next() else { break };
+        match c {
+            '"' => w.write_str("\\\"")?,
+            '\\' => w.write_str("\\\\")?,
+            '\u{08}' => w.write_str("\\b")?,
+            '\u{0C}' => w.write_str("\\f")?,
+            '\n' => w.write_str("\\n")?,
+            '\r' => w.write_str("\\r")?,
+            '\t' => w.write_str("\\t")?,
+            other => write!(w, "\\u{:04x}", u32::from(other))?,
+        }
+        rest = chars.as_str();
+    }
+    w.write_str(rest)?;
+    w.write_char('"')
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::String;
+    use std::vec::Vec;
+
+    use super::*;
+
+    #[test]
+    fn cut_utf8_never_splits_a_character() {
+        // "é" is 2 bytes, "中" 3, "😀" 4.
+        let s = "aé中😀";
+        assert_eq!(cut_utf8(s, 0), "");
+        assert_eq!(cut_utf8(s, 1), "a");
+        assert_eq!(cut_utf8(s, 2), "a");
+        assert_eq!(cut_utf8(s, 3), "aé");
+        assert_eq!(cut_utf8(s, 5), "aé");
+        assert_eq!(cut_utf8(s, 6), "aé中");
+        assert_eq!(cut_utf8(s, 9), "aé中");
+        assert_eq!(cut_utf8(s, 10), s);
+        assert_eq!(cut_utf8(s, 1000), s);
+        for max in 0..=s.len() + 1 {
+            let cut = cut_utf8(s, max);
+            assert!(cut.len() <= max);
+            assert!(s.starts_with(cut));
+        }
+    }
+
+    #[test]
+    fn cut_chars_counts_code_points() {
+        assert_eq!(cut_chars("dietary_preferences", 8), "dietary_");
+        assert_eq!(cut_chars("饮食偏好与禁忌清单详情", 8), "饮食偏好与禁忌清");
+        assert_eq!(cut_chars("ab", 8), "ab");
+        assert_eq!(cut_chars("ab", 0), "");
+    }
+
+    #[test]
+    fn trim_uses_c_whitespace_only() {
+        assert_eq!(trim_c(" \t\n\u{0B}\u{0C}\r x y \r\n"), "x y");
+        // U+3000 is not C whitespace: ESP-Claw keeps it.
+        assert_eq!(trim_c("\u{3000}x"), "\u{3000}x");
+    }
+
+    #[test]
+    fn terms_split_on_all_separators_and_skip_empties() {
+        let got: Vec<&str> = terms(" a, b;c /d|| e ,,").collect();
+        assert_eq!(got, ["a", "b", "c", "d", "e"]);
+        assert_eq!(terms(" , ; ").count(), 0);
+        assert!(list_contains_term("x, y", "y"));
+        assert!(!list_contains_term("x, y", "Y"));
+        assert!(lists_overlap("a,b", "c;b"));
+        assert!(!lists_overlap("a,b", "c;d"));
+    }
+
+    #[test]
+    fn contains_is_ascii_case_insensitive() {
+        assert!(contains_ascii_ci("I drink Green Tea", "green tea"));
+        assert!(contains_ascii_ci("喜欢绿茶", "绿茶"));
+        assert!(!contains_ascii_ci("tea", "teas"));
+        assert!(!contains_ascii_ci("tea", ""));
+    }
+
+    #[test]
+    fn normalization_drops_ascii_and_cjk_punctuation() {
+        assert_eq!(normalize_for_key("Hello, World! 42_x"), "helloworld42x");
+        assert_eq!(
+            normalize_for_key("用户喜欢：绿茶（不加糖）。“真的”…"),
+            "用户喜欢绿茶不加糖真的"
+        );
+        // Full-width punctuation outside ESP-Claw's list is kept, as there.
+        assert_eq!(normalize_for_key("a＃b"), "a＃b");
+        // Non-ASCII letters are not lowercased (ESP-Claw only lowercases ASCII).
+        assert_eq!(normalize_for_key("ÉCOLE"), "École");
+    }
+
+    #[test]
+    fn key_is_36_bytes_on_a_char_boundary() {
+        let ascii = "The quick brown fox jumps over the lazy dog, twice!";
+        let key = item_key(ascii);
+        assert_eq!(key.as_str(), "thequickbrownfoxjumpsoverthelazydogt");
+        assert_eq!(key.len(), 36);
+        // 13 CJK characters are 39 bytes: the key keeps 12 (36 bytes).
+        let cjk = "一二三四五六七八九十百千万";
+        assert_eq!(item_key(cjk).as_str(), "一二三四五六七八九十百千");
+        // 'a' + 12 CJK = 37 bytes: the 12th CJK char would end at byte 37.
+        let mixed = "a一二三四五六七八九十百千";
+        assert_eq!(item_key(mixed).as_str(), "a一二三四五六七八九十百");
+        assert_eq!(item_key("!!! ，。").as_str(), "");
+    }
+
+    #[test]
+    fn json_escaping_matches_cjson() {
+        let mut out = String::new();
+        write_json_string(&mut out, "a\"b\\c\n\t\u{01}中").unwrap();
+        assert_eq!(out, "\"a\\\"b\\\\c\\n\\t\\u0001中\"");
+    }
+}
