@@ -21,3 +21,18 @@ pub mod naming;
 pub mod profile;
 pub mod text;
 pub mod turns;
+
+mod cursor;
+mod error;
+mod layout;
+mod log;
+mod session;
+mod store;
+
+pub use chdx::{BackendFormat, RecordType};
+pub use error::Error;
+pub use layout::FORMAT_VERSION;
+pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
+pub use store::{
+    Appended, Config, Gate, History, MountMode, MountReport, SessionInfo, Space, Store,
+};

@@ -1,0 +1,398 @@
+//! Reading a session's records in order, and reading batches with their
+//! checksums verified.
+//!
+//! [`Records`] walks a session from its root (a base or its first batch)
+//! through the batches chained after it. The chain is stored newest to
+//! oldest; it is collected once into a bounded array ([`CHAIN_MAX`] + 1
+//! addresses), so no recursion and no allocation are needed.
+
+use embedded_storage::nor_flash::NorFlash;
+
+use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
+use crate::error::Error;
+use crate::layout::{kind, ChunkHeader, CHUNK_HEADER_LEN};
+use crate::log::Io;
+use crate::session::{
+    get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
+    BATCH_META_MAX, CHAIN_MAX,
+};
+
+/// One record as found on flash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordInfo {
+    pub kind: RecordType,
+    pub format: BackendFormat,
+    /// Body length in bytes (without ESP-Claw's newline).
+    pub len: u32,
+    /// Stream address of the body.
+    pub addr: u32,
+    /// CRC-32 of the body when a base recorded it.
+    pub crc: Option<u32>,
+    /// Index of the batch in the chain (0 for the root), for damage reports.
+    pub segment: usize,
+}
+
+/// Where a base's sections are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BaseLayout {
+    pub fixed: BaseFixed,
+    /// Stream address of the first CHDX entry.
+    pub entries: u32,
+    /// Stream address of the first per-record CRC.
+    pub crcs: u32,
+}
+
+/// Reads the fixed part of a chunk's payload and checks the chunk header.
+pub(crate) fn read_first_chunk<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    want_kind: Option<u8>,
+) -> Result<ChunkHeader, Error<F::Error>> {
+    let h = io.chunk_header(addr)?.ok_or(Error::Corrupted {
+        address: addr,
+        what: "no chunk header where a record should start",
+    })?;
+    if !h.is_first() || want_kind.is_some_and(|k| k != h.kind) {
+        return Err(Error::Corrupted {
+            address: addr,
+            what: "a pointer leads to the wrong kind of record",
+        });
+    }
+    Ok(h)
+}
+
+/// Reads a base's layout from its first chunk at `addr`.
+pub(crate) fn read_base<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+) -> Result<BaseLayout, Error<F::Error>> {
+    read_first_chunk(io, addr, Some(kind::SESSION_BASE))?;
+    let payload = addr + CHUNK_HEADER_LEN;
+    let mut b = [0u8; BASE_FIXED as usize + CHDX_HEADER_SIZE];
+    let mut fixed = [0u8; BASE_FIXED as usize];
+    io.read_stream(payload, &mut fixed)?;
+    let f = BaseFixed::decode(&fixed).ok_or(Error::Corrupted {
+        address: addr,
+        what: "session base header is invalid",
+    })?;
+    let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
+    io.read_stream(hdr_at, &mut b[..CHDX_HEADER_SIZE])?;
+    crate::chdx::check_header(&b[..CHDX_HEADER_SIZE]).map_err(|_| Error::Corrupted {
+        address: hdr_at,
+        what: "session index has a bad CHDX header (magic, version or entry size)",
+    })?;
+    let entries = io.stream_advance(hdr_at, CHDX_HEADER_SIZE as u32);
+    let crcs = io.stream_advance(entries, f.count * CHDX_ENTRY_SIZE as u32);
+    Ok(BaseLayout {
+        fixed: f,
+        entries,
+        crcs,
+    })
+}
+
+/// Reads `len` bytes of a session id stored at stream address `at`.
+pub(crate) fn read_id<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    s: &Session,
+    out: &mut [u8; crate::session::MAX_SESSION_ID_BYTES],
+) -> Result<usize, Error<F::Error>> {
+    let payload = s.root + CHUNK_HEADER_LEN;
+    let at = if s.root_is_base {
+        io.stream_advance(payload, BASE_FIXED)
+    } else {
+        io.stream_advance(payload, BATCH_FIXED + 1)
+    };
+    let n = s.id_len as usize;
+    io.read_stream(at, &mut out[..n])?;
+    Ok(n)
+}
+
+/// A batch's parsed meta.
+#[derive(Clone)]
+pub(crate) struct BatchMeta {
+    pub fixed: BatchFixed,
+    pub bytes: [u8; BATCH_META_MAX],
+    /// Meta length: bodies start this far into the payload.
+    pub len: usize,
+    /// Position of the first record descriptor in `bytes`.
+    pub records_at: usize,
+}
+
+impl BatchMeta {
+    /// Reads and parses the meta of the batch whose first chunk is `addr`.
+    pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Error<F::Error>> {
+        let h = read_first_chunk(io, addr, Some(kind::SESSION_BATCH))?;
+        let mut bytes = [0u8; BATCH_META_MAX];
+        // The meta is at most BATCH_META_MAX bytes and at most the payload.
+        let want = (BATCH_META_MAX as u32).min(h.len.max(BATCH_FIXED)) as usize;
+        let bad = || Error::Corrupted {
+            address: addr,
+            what: "session batch meta is invalid",
+        };
+        // A multi-chunk batch's meta may continue in the next sector.
+        let avail = if h.is_last() {
+            want.min(h.len as usize)
+        } else {
+            want
+        };
+        io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..avail])?;
+        let fixed = BatchFixed::decode(&bytes[..avail]).ok_or_else(bad)?;
+        let mut at = BATCH_FIXED as usize;
+        if fixed.flags & BATCH_HAS_ID != 0 {
+            let n = *bytes.get(at).ok_or_else(bad)? as usize;
+            if n == 0 || n > crate::session::MAX_SESSION_ID_BYTES {
+                return Err(bad());
+            }
+            at += 1 + n;
+        }
+        let records_at = at;
+        for _ in 0..fixed.count {
+            let b = *bytes.get(at).ok_or_else(bad)?;
+            unpack_kind(b).ok_or_else(bad)?;
+            let (len, next) = get_varint(&bytes[..avail], at + 1).ok_or_else(bad)?;
+            if len == 0 {
+                return Err(bad());
+            }
+            at = next;
+        }
+        Ok(BatchMeta {
+            fixed,
+            bytes,
+            len: at,
+            records_at,
+        })
+    }
+
+    /// The id bytes, if the batch starts its session.
+    pub fn id(&self) -> Option<&[u8]> {
+        if self.fixed.flags & BATCH_HAS_ID == 0 {
+            return None;
+        }
+        let n = self.bytes[BATCH_FIXED as usize] as usize;
+        self.bytes
+            .get(BATCH_FIXED as usize + 1..BATCH_FIXED as usize + 1 + n)
+    }
+
+    /// Iterates `(kind, format, len)` of the records.
+    pub fn records(&self) -> impl Iterator<Item = (RecordType, BackendFormat, u32)> + '_ {
+        let mut at = self.records_at;
+        (0..self.fixed.count).filter_map(move |_| {
+            let (kind, format) = unpack_kind(*self.bytes.get(at)?)?;
+            let (len, next) = get_varint(&self.bytes[..self.len], at + 1)?;
+            at = next;
+            Some((kind, format, len))
+        })
+    }
+
+    /// Sum of body lengths.
+    pub fn bodies_len(&self) -> u32 {
+        self.records().map(|r| r.2).sum()
+    }
+}
+
+/// The batches of a session from its root to its head, oldest first.
+#[derive(Clone)]
+pub(crate) struct Chain {
+    pub addrs: [u32; CHAIN_MAX + 1],
+    pub len: usize,
+}
+
+impl Chain {
+    /// Collects the chain of `s` by walking back from its head.
+    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Error<F::Error>> {
+        let mut addrs = [0u32; CHAIN_MAX + 1];
+        let mut n = 0;
+        let mut at = s.head;
+        loop {
+            if n > CHAIN_MAX {
+                return Err(Error::Corrupted {
+                    address: at,
+                    what: "a session chain is longer than it may be",
+                });
+            }
+            addrs[n] = at;
+            n += 1;
+            if at == s.root {
+                break;
+            }
+            let h = read_first_chunk(io, at, Some(kind::SESSION_BATCH))?;
+            let mut fixed = [0u8; BATCH_FIXED as usize];
+            io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
+            let f = BatchFixed::decode(&fixed).ok_or(Error::Corrupted {
+                address: at,
+                what: "session batch meta is invalid",
+            })?;
+            if f.uid != s.uid || f.prev == at {
+                return Err(Error::Corrupted {
+                    address: at,
+                    what: "a session chain leads to another session",
+                });
+            }
+            let _ = h;
+            at = f.prev;
+        }
+        addrs[..n].reverse();
+        Ok(Chain { addrs, len: n })
+    }
+}
+
+/// Reads a session's records in order: the root's (base entries or first
+/// batch), then each chained batch's.
+#[derive(Clone)]
+pub(crate) struct Records {
+    chain: Chain,
+    root_is_base: bool,
+    base: Option<BaseLayout>,
+    segment: usize,
+    index: u32,
+    meta: Option<BatchMeta>,
+    body_offset: u32,
+}
+
+impl Records {
+    /// Starts at the first record of `s`.
+    pub fn new<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Records, Error<F::Error>> {
+        let chain = Chain::collect(io, s)?;
+        let base = if s.root_is_base {
+            Some(read_base(io, s.root)?)
+        } else {
+            None
+        };
+        Ok(Records {
+            chain,
+            root_is_base: s.root_is_base,
+            base,
+            segment: 0,
+            index: 0,
+            meta: None,
+            body_offset: 0,
+        })
+    }
+
+    /// The chain (root first).
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// Back to the first record.
+    pub fn rewind(&mut self) {
+        self.segment = 0;
+        self.index = 0;
+        self.meta = None;
+        self.body_offset = 0;
+    }
+
+    /// The next record, or `None` after the last.
+    pub fn next<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+    ) -> Result<Option<RecordInfo>, Error<F::Error>> {
+        loop {
+            if self.segment >= self.chain.len {
+                return Ok(None);
+            }
+            if self.segment == 0 && self.root_is_base {
+                let b = self.base.as_ref().ok_or(Error::LogicBug("base not read"))?;
+                if self.index >= b.fixed.count {
+                    self.segment += 1;
+                    self.index = 0;
+                    continue;
+                }
+                let mut e = [0u8; CHDX_ENTRY_SIZE];
+                let at = io.stream_advance(b.entries, self.index * CHDX_ENTRY_SIZE as u32);
+                io.read_stream(at, &mut e)?;
+                let mut c = [0u8; 4];
+                let cat = io.stream_advance(b.crcs, self.index * 4);
+                io.read_stream(cat, &mut c)?;
+                let raw = RawEntry::decode(&e);
+                let entry_at = self.chain.addrs[0];
+                let (kind, format) =
+                    raw.check_fields(self.index as usize)
+                        .map_err(|_| Error::Corrupted {
+                            address: entry_at,
+                            what: "session index entry has a bad type or format",
+                        })?;
+                if raw.length < 2 || raw.offset >= io.geo.capacity() {
+                    return Err(Error::Corrupted {
+                        address: entry_at,
+                        what: "session index entry is out of bounds",
+                    });
+                }
+                self.index += 1;
+                return Ok(Some(RecordInfo {
+                    kind,
+                    format,
+                    len: raw.length - 1,
+                    addr: raw.offset,
+                    crc: Some(u32::from_le_bytes(c)),
+                    segment: 0,
+                }));
+            }
+            let addr = self.chain.addrs[self.segment];
+            if self.meta.is_none() {
+                let meta = BatchMeta::read(io, addr)?;
+                self.body_offset = meta.len as u32;
+                self.meta = Some(meta);
+                self.index = 0;
+            }
+            let meta = self.meta.as_ref().ok_or(Error::LogicBug("meta missing"))?;
+            let found = meta.records().nth(self.index as usize);
+            match found {
+                Some((kind, format, len)) => {
+                    let body = io.stream_advance(addr + CHUNK_HEADER_LEN, self.body_offset);
+                    self.body_offset += len;
+                    self.index += 1;
+                    return Ok(Some(RecordInfo {
+                        kind,
+                        format,
+                        len,
+                        addr: body,
+                        crc: None,
+                        segment: self.segment,
+                    }));
+                }
+                None => {
+                    self.segment += 1;
+                    self.meta = None;
+                    self.index = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Verifies every chunk of the batch at `addr`: CRCs, continuation headers,
+/// and the commit (`LAST`) flag. Returns the batch's payload length.
+pub(crate) fn verify_batch<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    scratch: &mut [u8],
+) -> Result<Option<u32>, Error<F::Error>> {
+    let first = match io.chunk_header(addr)? {
+        Some(h) if h.is_first() => h,
+        _ => return Ok(None),
+    };
+    let mut h = first;
+    let mut at = addr;
+    let mut total = 0u32;
+    for _ in 0..=io.geo.count {
+        if at + io.geo.chunk_size(h.len) > io.geo.sector_end(at)
+            || !io.chunk_crc_ok(at, &h, scratch)?
+        {
+            return Ok(None);
+        }
+        total += h.len;
+        if h.is_last() {
+            return Ok(Some(total));
+        }
+        let next = io.geo.first_chunk(io.geo.next(io.geo.sector_of(at)));
+        match io.chunk_header(next)? {
+            Some(c) if !c.is_first() && c.seq == first.seq && c.kind == first.kind => {
+                h = c;
+                at = next;
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,125 @@
+//! The one error type of the crate.
+
+use core::fmt;
+
+/// Everything that can go wrong in clawmem. `E` is the flash driver's error.
+///
+/// Variants say what a caller can act on: retry after the flash recovers
+/// ([`Error::Flash`]), free space ([`Error::Full`]), create a new session
+/// ([`Error::Blocked`]), fix the input ([`Error::InvalidInput`],
+/// [`Error::TooLarge`], [`Error::BufferTooSmall`]), or format
+/// ([`Error::NotFormatted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error<E> {
+    /// The flash driver failed. Nothing acknowledged is lost; the operation
+    /// in flight may or may not have landed (see each function's "Power
+    /// loss" notes) and a remount gives a consistent answer.
+    Flash(E),
+    /// The partition holds no clawmem store (blank or foreign). Nothing was
+    /// written: format explicitly, or mount with formatting allowed.
+    NotFormatted,
+    /// The partition was written by a newer on-flash format than this crate
+    /// reads. Nothing was written or erased.
+    UnsupportedVersion {
+        /// Version found on flash.
+        found: u16,
+        /// Newest version this crate reads.
+        supported: u16,
+    },
+    /// Flash contents failed a check that a CRC or a structural rule
+    /// guards. `address` is where; nothing was changed.
+    Corrupted {
+        /// Flash address of the damaged structure.
+        address: u32,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// Not enough free space, even after garbage collection. Nothing was
+    /// written; reads, deletes and compaction still work.
+    Full {
+        /// Bytes the operation needed.
+        needed_bytes: u32,
+        /// Bytes that could be made free.
+        available_bytes: u32,
+    },
+    /// An input exceeds a configured or format limit.
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The session is blocked: it is still over its size limit after
+    /// compaction. Appends are refused until the session is deleted.
+    Blocked,
+    /// No such session, item or document (an empty history is "not found").
+    NotFound,
+    /// The input is malformed; the text says how.
+    InvalidInput(&'static str),
+    /// The session table is full.
+    TooManySessions {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// The caller's buffer is too small; `needed` bytes would do.
+    BufferTooSmall {
+        /// Bytes needed.
+        needed: usize,
+    },
+    /// The configuration does not fit the flash.
+    Config(&'static str),
+    /// An internal invariant failed. This is a bug in clawmem; please report
+    /// it. It would otherwise have been a panic. Nothing acknowledged is lost.
+    LogicBug(&'static str),
+}
+
+impl<E> From<E> for Error<E> {
+    fn from(e: E) -> Self {
+        Error::Flash(e)
+    }
+}
+
+impl<E: fmt::Debug> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Flash(e) => write!(f, "flash error: {e:?}"),
+            Error::NotFormatted => f.write_str(
+                "the partition holds no clawmem store (blank or foreign); format it to use it",
+            ),
+            Error::UnsupportedVersion { found, supported } => write!(
+                f,
+                "the store uses on-flash format {found}, this clawmem reads up to {supported}; upgrade clawmem"
+            ),
+            Error::Corrupted { address, what } => {
+                write!(f, "corrupted flash at 0x{address:08x}: {what}")
+            }
+            Error::Full {
+                needed_bytes,
+                available_bytes,
+            } => write!(
+                f,
+                "store full: needs {needed_bytes} B, {available_bytes} B can be freed; delete sessions or memory"
+            ),
+            Error::TooLarge { what, size, limit } => {
+                write!(f, "{what} is {size} B, the limit is {limit} B")
+            }
+            Error::Blocked => f.write_str(crate::turns::SESSION_BLOCKED_WARNING),
+            Error::NotFound => f.write_str("not found"),
+            Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
+            Error::TooManySessions { max } => {
+                write!(f, "too many sessions: the store holds at most {max}")
+            }
+            Error::BufferTooSmall { needed } => {
+                write!(f, "buffer too small: {needed} B needed")
+            }
+            Error::Config(what) => write!(f, "bad configuration: {what}"),
+            Error::LogicBug(what) => write!(
+                f,
+                "clawmem internal error ({what}); this is a bug, please report it"
+            ),
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! Geometry and the byte layout of the two structures every sector holds:
+//! the sector header and the chunk header. See `docs/FORMAT.md`.
+//!
+//! Everything on flash is little-endian and encoded by hand here; nothing is
+//! transmuted. Decoding never panics: every byte pattern decodes to a value or
+//! to "invalid".
+
+use embedded_storage::nor_flash::NorFlash;
+
+/// On-flash format version written by this crate. Images with a newer
+/// version are refused.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// Sector header magic: `"CLMS"` on flash.
+pub(crate) const SECTOR_MAGIC: u32 = u32::from_le_bytes(*b"CLMS");
+
+/// Unpadded sector header length: magic u32, version u16, flags u16, sector
+/// sequence u32, erase count u32, checkpoint address u32, CRC-32 u32.
+pub(crate) const SECTOR_HEADER_LEN: u32 = 24;
+
+/// Chunk header length: kind u8, flags u8, length low u16, sequence u32,
+/// CRC-32 u32.
+pub(crate) const CHUNK_HEADER_LEN: u32 = 12;
+
+/// Largest chunk payload the header can describe (20 bits).
+pub(crate) const CHUNK_PAYLOAD_MAX: u32 = (1 << 20) - 1;
+
+/// Chunk flag: first chunk of a batch.
+pub(crate) const CHUNK_FIRST: u8 = 1;
+/// Chunk flag: last chunk of a batch; a batch without it never committed.
+pub(crate) const CHUNK_LAST: u8 = 2;
+
+/// The "no address" value in pointers.
+pub(crate) const NO_ADDR: u32 = u32::MAX;
+
+/// CRC-32 (ISO-HDLC, the zlib one) used for every checksum on flash.
+pub(crate) const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+const _: () = assert!(SECTOR_HEADER_LEN.is_multiple_of(4) && CHUNK_HEADER_LEN.is_multiple_of(4));
+
+/// Sizes of the partition, taken from the flash type and its capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    /// Program unit in bytes.
+    pub write: u32,
+    /// Erase unit (sector) in bytes.
+    pub sector: u32,
+    /// Number of sectors.
+    pub count: u32,
+    /// Sector header length padded to the program unit.
+    pub sector_header: u32,
+}
+
+/// Why a flash cannot hold a clawmem store.
+pub(crate) fn geometry<F: NorFlash>(flash: &F) -> Result<Geometry, &'static str> {
+    let write = F::WRITE_SIZE;
+    let sector = F::ERASE_SIZE;
+    if !write.is_power_of_two() || write > 32 {
+        return Err("write size must be a power of two up to 32 bytes");
+    }
+    if !sector.is_power_of_two() || !(128..=128 * 1024).contains(&sector) || sector < write {
+        return Err("erase size must be a power of two from 128 B to 128 KiB");
+    }
+    let capacity = flash.capacity();
+    if !capacity.is_multiple_of(sector) {
+        return Err("capacity is not a whole number of sectors");
+    }
+    if capacity >= NO_ADDR as usize {
+        return Err("capacity must be below 4 GiB");
+    }
+    let count = capacity / sector;
+    if count < 4 {
+        return Err("the partition needs at least 4 sectors");
+    }
+    let write = write as u32;
+    Ok(Geometry {
+        write,
+        sector: sector as u32,
+        count: count as u32,
+        sector_header: align_up(SECTOR_HEADER_LEN, write),
+    })
+}
+
+/// Rounds `n` up to a multiple of `align` (a power of two).
+pub(crate) const fn align_up(n: u32, align: u32) -> u32 {
+    (n + align - 1) & !(align - 1)
+}
+
+impl Geometry {
+    /// Total size in bytes.
+    pub fn capacity(&self) -> u32 {
+        self.sector * self.count
+    }
+
+    /// Sector index holding `address`.
+    pub fn sector_of(&self, address: u32) -> u32 {
+        address / self.sector
+    }
+
+    /// First byte of sector `index`.
+    pub fn sector_start(&self, index: u32) -> u32 {
+        index * self.sector
+    }
+
+    /// One past the last byte of the sector holding `address`.
+    pub fn sector_end(&self, address: u32) -> u32 {
+        (address / self.sector + 1) * self.sector
+    }
+
+    /// Where the first chunk of sector `index` starts.
+    pub fn first_chunk(&self, index: u32) -> u32 {
+        self.sector_start(index) + self.sector_header
+    }
+
+    /// The sector after `index` in ring order.
+    pub fn next(&self, index: u32) -> u32 {
+        if index + 1 == self.count {
+            0
+        } else {
+            index + 1
+        }
+    }
+
+    /// The sector before `index` in ring order.
+    pub fn prev(&self, index: u32) -> u32 {
+        if index == 0 {
+            self.count - 1
+        } else {
+            index - 1
+        }
+    }
+
+    /// Space for chunks in one sector.
+    pub fn sector_payload_space(&self) -> u32 {
+        self.sector - self.sector_header
+    }
+
+    /// Bytes a chunk with `payload` bytes occupies.
+    pub fn chunk_size(&self, payload: u32) -> u32 {
+        align_up(CHUNK_HEADER_LEN + payload, self.write)
+    }
+}
+
+/// A decoded sector header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SectorHeader {
+    /// Every header byte is 0xFF: the sector is (or looks) erased.
+    Erased,
+    /// A valid header of this format.
+    Valid {
+        /// Order in which the sector was opened; grows by one per opening.
+        seq: u32,
+        /// `SECTOR_FLAG_*`.
+        flags: u16,
+        /// Times this sector has been erased, as far as clawmem knows.
+        erase_count: u32,
+        /// Address of the newest checkpoint when the sector was opened.
+        checkpoint: u32,
+    },
+    /// A valid clawmem header of a newer format.
+    Newer {
+        /// Its version.
+        version: u16,
+    },
+    /// Anything else: torn, rotten or foreign.
+    Invalid,
+}
+
+/// Encodes a sector header into the first `SECTOR_HEADER_LEN` bytes of `out`.
+pub(crate) fn encode_sector_header(
+    out: &mut [u8],
+    seq: u32,
+    flags: u16,
+    erase_count: u32,
+    checkpoint: u32,
+) {
+    out[0..4].copy_from_slice(&SECTOR_MAGIC.to_le_bytes());
+    out[4..6].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out[6..8].copy_from_slice(&flags.to_le_bytes());
+    out[8..12].copy_from_slice(&seq.to_le_bytes());
+    out[12..16].copy_from_slice(&erase_count.to_le_bytes());
+    out[16..20].copy_from_slice(&checkpoint.to_le_bytes());
+    let crc = CRC.checksum(&out[0..20]);
+    out[20..24].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes a sector header from `bytes` (at least `SECTOR_HEADER_LEN` long).
+pub(crate) fn decode_sector_header(bytes: &[u8]) -> SectorHeader {
+    let Some(b) = bytes.get(..SECTOR_HEADER_LEN as usize) else {
+        return SectorHeader::Invalid;
+    };
+    if b.iter().all(|x| *x == 0xFF) {
+        return SectorHeader::Erased;
+    }
+    if u32_at(b, 0) != SECTOR_MAGIC || CRC.checksum(&b[0..20]) != u32_at(b, 20) {
+        return SectorHeader::Invalid;
+    }
+    let version = u16_at(b, 4);
+    if version > FORMAT_VERSION {
+        return SectorHeader::Newer { version };
+    }
+    if version < FORMAT_VERSION {
+        return SectorHeader::Invalid;
+    }
+    SectorHeader::Valid {
+        seq: u32_at(b, 8),
+        flags: u16_at(b, 6),
+        erase_count: u32_at(b, 12),
+        checkpoint: u32_at(b, 16),
+    }
+}
+
+/// A decoded chunk header (its CRC is checked separately, over the payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChunkHeader {
+    /// Record kind (`kind::*`).
+    pub kind: u8,
+    /// `CHUNK_FIRST` / `CHUNK_LAST`.
+    pub flags: u8,
+    /// Payload length in bytes.
+    pub len: u32,
+    /// Sequence number of the batch; every chunk of a batch has the same.
+    pub seq: u32,
+    /// CRC-32 over the first 8 header bytes and the payload.
+    pub crc: u32,
+}
+
+impl ChunkHeader {
+    /// Encodes into 12 bytes.
+    pub fn encode(&self) -> [u8; CHUNK_HEADER_LEN as usize] {
+        let mut b = [0u8; CHUNK_HEADER_LEN as usize];
+        b[0] = self.kind;
+        b[1] = (self.flags & 0x0F) | (((self.len >> 16) as u8 & 0x0F) << 4);
+        b[2..4].copy_from_slice(&(self.len as u16).to_le_bytes());
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..12].copy_from_slice(&self.crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes 12 bytes. `None` if they are all 0xFF (erased) or name no
+    /// known kind.
+    pub fn decode(b: &[u8; CHUNK_HEADER_LEN as usize]) -> Option<ChunkHeader> {
+        if b.iter().all(|x| *x == 0xFF) || !kind::is_known(b[0]) || b[1] & 0x0C != 0 {
+            return None;
+        }
+        Some(ChunkHeader {
+            kind: b[0],
+            flags: b[1] & 0x03,
+            len: u32::from(u16_at(b, 2)) | (u32::from(b[1] >> 4) << 16),
+            seq: u32_at(b, 4),
+            crc: u32_at(b, 8),
+        })
+    }
+
+    /// Whether this chunk starts a batch.
+    pub fn is_first(&self) -> bool {
+        self.flags & CHUNK_FIRST != 0
+    }
+
+    /// Whether this chunk ends a batch.
+    pub fn is_last(&self) -> bool {
+        self.flags & CHUNK_LAST != 0
+    }
+
+    /// CRC digest primed with the header fields.
+    pub fn crc_start(kind: u8, flags: u8, len: u32, seq: u32) -> crc::Digest<'static, u32> {
+        let mut h = ChunkHeader {
+            kind,
+            flags,
+            len,
+            seq,
+            crc: 0,
+        }
+        .encode();
+        h[8..12].fill(0);
+        let mut d = CRC.digest();
+        d.update(&h[0..8]);
+        d
+    }
+}
+
+/// Record kinds.
+pub(crate) mod kind {
+    /// Engine state at a point in the log; mount starts from the newest.
+    pub const CHECKPOINT: u8 = 0x01;
+    /// Records appended to a session.
+    pub const SESSION_BATCH: u8 = 0x10;
+    /// A session's index (CHDX) after compaction, consolidation or
+    /// relocation, possibly with the bodies it relocated.
+    pub const SESSION_BASE: u8 = 0x11;
+    /// A session deletion.
+    pub const SESSION_DELETE: u8 = 0x12;
+    /// A session's block flag.
+    pub const SESSION_BLOCK: u8 = 0x13;
+
+    /// Whether `k` is a kind this format defines.
+    pub fn is_known(k: u8) -> bool {
+        matches!(
+            k,
+            CHECKPOINT | SESSION_BATCH | SESSION_BASE | SESSION_DELETE | SESSION_BLOCK
+        )
+    }
+}
+
+/// Reads a little-endian u16 at `at` (caller guarantees bounds).
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+/// Reads a little-endian u32 at `at` (caller guarantees bounds).
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sector_header_round_trip_and_rejection() {
+        let mut b = [0xFFu8; 24];
+        assert_eq!(decode_sector_header(&b), SectorHeader::Erased);
+        encode_sector_header(&mut b, 7, 1, 3, 0x1234);
+        assert_eq!(
+            decode_sector_header(&b),
+            SectorHeader::Valid {
+                seq: 7,
+                flags: 1,
+                erase_count: 3,
+                checkpoint: 0x1234,
+            }
+        );
+        for i in 0..24 {
+            let mut c = b;
+            c[i] ^= 0x10;
+            assert_eq!(decode_sector_header(&c), SectorHeader::Invalid, "byte {i}");
+        }
+        let mut newer = b;
+        newer[4..6].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+        let crc = CRC.checksum(&newer[0..20]);
+        newer[20..24].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_sector_header(&newer),
+            SectorHeader::Newer {
+                version: FORMAT_VERSION + 1
+            }
+        );
+    }
+
+    #[test]
+    fn chunk_header_round_trip_with_20_bit_length() {
+        for len in [0, 1, 0xFFFF, 0x1_0000, CHUNK_PAYLOAD_MAX] {
+            let h = ChunkHeader {
+                kind: kind::SESSION_BATCH,
+                flags: CHUNK_FIRST | CHUNK_LAST,
+                len,
+                seq: 0xDEAD_BEEF,
+                crc: 42,
+            };
+            assert_eq!(ChunkHeader::decode(&h.encode()), Some(h));
+        }
+        assert_eq!(ChunkHeader::decode(&[0xFF; 12]), None);
+        let mut unknown = [0u8; 12];
+        unknown[0] = 0x7E;
+        assert_eq!(ChunkHeader::decode(&unknown), None);
+    }
+}

@@ -1,0 +1,514 @@
+//! The log: a ring of sectors holding CRC-framed chunks.
+//!
+//! Sectors are used in ring order. Opening a sector erases it and programs its
+//! header with the next sector sequence number, so the sectors in use always
+//! carry consecutive sequence numbers from the tail (oldest) to the head
+//! (newest). Records ("batches") are written at the head as one or more
+//! chunks. A batch that does not fit in the head sector continues in the next
+//! sector: every chunk but the last fills its sector to the end, so a batch's
+//! payload is one *stream* that skips only sector and chunk headers, and a
+//! byte of it can be addressed by its flash address (see [`Io::read_stream`]).
+//!
+//! Commit rule: a batch exists once its last chunk (flag `LAST`) is on flash
+//! with a valid CRC. Chunk headers are programmed first and the payload after
+//! them, in page-aligned pieces of at most [`STAGE`] bytes.
+//!
+//! Power loss: a cut while a batch is programmed leaves a chunk whose CRC
+//! fails, or a batch without its `LAST` chunk; both are ignored. After any
+//! failed write the head sector is sealed (nothing more is written to it), so
+//! a damaged chunk is always the last chunk of its sector. A cut during a
+//! sector opening leaves an erased or partly erased sector without a valid
+//! header, which is erased again when it is next opened.
+
+use embedded_storage::nor_flash::NorFlash;
+
+use crate::error::Error;
+use crate::layout::{
+    align_up, decode_sector_header, encode_sector_header, ChunkHeader, Geometry, SectorHeader,
+    CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST, CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
+};
+
+/// Size of the staging buffer: writes are split at multiples of it, which
+/// also keeps each program call inside one 256 B SPI NOR page.
+pub(crate) const STAGE: usize = 256;
+
+/// Smallest payload worth starting a chunk for at the end of a sector;
+/// with less room the batch starts in the next sector instead.
+const MIN_CHUNK_PAYLOAD: u32 = 16;
+
+/// Flash access with the partition's geometry.
+pub(crate) struct Io<'a, F> {
+    pub flash: &'a mut F,
+    pub geo: &'a Geometry,
+}
+
+/// A source of batch payload bytes.
+///
+/// `fill` is called with increasing offsets in two passes (checksum, then
+/// program); each pass starts again at offset 0.
+pub(crate) trait Payload<F: NorFlash> {
+    /// Total payload length in bytes.
+    fn len(&self) -> u32;
+    /// Copies payload bytes `offset..offset + out.len()` into `out`.
+    fn fill(
+        &mut self,
+        io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>>;
+}
+
+/// A payload made of byte slices laid end to end.
+pub(crate) struct Slices<'a, const N: usize>(pub [&'a [u8]; N]);
+
+impl<F: NorFlash, const N: usize> Payload<F> for Slices<'_, N> {
+    fn len(&self) -> u32 {
+        self.0.iter().map(|s| s.len() as u32).sum()
+    }
+
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        copy_from_parts(self.0.iter().copied(), offset, out);
+        Ok(())
+    }
+}
+
+/// Copies `out.len()` bytes starting at `offset` of the concatenation of
+/// `parts` into `out`.
+pub(crate) fn copy_from_parts<'p>(
+    parts: impl Iterator<Item = &'p [u8]>,
+    offset: u32,
+    out: &mut [u8],
+) {
+    let mut skip = offset as usize;
+    let mut done = 0;
+    for part in parts {
+        if done == out.len() {
+            break;
+        }
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        let n = (part.len() - skip).min(out.len() - done);
+        out[done..done + n].copy_from_slice(&part[skip..skip + n]);
+        done += n;
+        skip = 0;
+    }
+}
+
+impl<F: NorFlash> Io<'_, F> {
+    /// Reads `out.len()` bytes at `address`.
+    pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Error<F::Error>> {
+        let end = address as u64 + out.len() as u64;
+        if end > self.geo.capacity() as u64 {
+            return Err(Error::Corrupted {
+                address,
+                what: "a pointer leads past the end of the partition",
+            });
+        }
+        self.flash.read(address, out).map_err(Error::Flash)
+    }
+
+    /// Reads `out.len()` bytes of a batch payload stream starting at
+    /// `address`: at a sector end the stream continues after the next
+    /// sector's header and continuation chunk header.
+    pub fn read_stream(&mut self, mut address: u32, out: &mut [u8]) -> Result<(), Error<F::Error>> {
+        let mut done = 0;
+        let mut hops = 0;
+        while done < out.len() {
+            let end = self.geo.sector_end(address);
+            let n = ((end - address) as usize).min(out.len() - done);
+            self.read(address, &mut out[done..done + n])?;
+            done += n;
+            if done < out.len() {
+                hops += 1;
+                if hops > self.geo.count {
+                    return Err(Error::Corrupted {
+                        address,
+                        what: "a payload stream longer than the partition",
+                    });
+                }
+                let next = self.geo.next(self.geo.sector_of(address));
+                address = self.geo.first_chunk(next) + CHUNK_HEADER_LEN;
+            }
+        }
+        Ok(())
+    }
+
+    /// The address of the byte `len` bytes further along the payload stream
+    /// that starts at `address` (the continuation's address when that byte
+    /// is in the next sector).
+    pub fn stream_advance(&self, address: u32, len: u32) -> u32 {
+        let mut address = address;
+        let mut left = len;
+        for _ in 0..=self.geo.count {
+            let room = self.geo.sector_end(address) - address;
+            if left < room {
+                return address + left;
+            }
+            left -= room;
+            let next = self.geo.next(self.geo.sector_of(address));
+            address = self.geo.first_chunk(next) + CHUNK_HEADER_LEN;
+        }
+        address
+    }
+
+    /// Reads and decodes the header of sector `index`.
+    pub fn sector_header(&mut self, index: u32) -> Result<SectorHeader, Error<F::Error>> {
+        let mut b = [0u8; SECTOR_HEADER_LEN as usize];
+        self.read(self.geo.sector_start(index), &mut b)?;
+        Ok(decode_sector_header(&b))
+    }
+
+    /// Reads the chunk header at `address`; `None` if erased or invalid.
+    pub fn chunk_header(&mut self, address: u32) -> Result<Option<ChunkHeader>, Error<F::Error>> {
+        let mut b = [0u8; CHUNK_HEADER_LEN as usize];
+        self.read(address, &mut b)?;
+        Ok(ChunkHeader::decode(&b))
+    }
+
+    /// Checks a chunk's CRC by reading its payload through `scratch`.
+    pub fn chunk_crc_ok(
+        &mut self,
+        address: u32,
+        h: &ChunkHeader,
+        scratch: &mut [u8],
+    ) -> Result<bool, Error<F::Error>> {
+        let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
+        let mut at = address + CHUNK_HEADER_LEN;
+        let mut left = h.len;
+        while left > 0 {
+            let n = (left as usize).min(scratch.len());
+            self.read(at, &mut scratch[..n])?;
+            d.update(&scratch[..n]);
+            at += n as u32;
+            left -= n as u32;
+        }
+        Ok(d.finalize() == h.crc)
+    }
+
+    /// Whether `len` bytes at `address` are all 0xFF.
+    pub fn is_erased(
+        &mut self,
+        address: u32,
+        len: u32,
+        scratch: &mut [u8],
+    ) -> Result<bool, Error<F::Error>> {
+        let mut at = address;
+        let end = address + len;
+        while at < end {
+            let n = ((end - at) as usize).min(scratch.len());
+            self.read(at, &mut scratch[..n])?;
+            if scratch[..n].iter().any(|b| *b != 0xFF) {
+                return Ok(false);
+            }
+            at += n as u32;
+        }
+        Ok(true)
+    }
+}
+
+/// Where a chunk lies and what its header says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChunkAt {
+    pub address: u32,
+    pub header: ChunkHeader,
+}
+
+/// What lies at a position inside a sector.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Slot {
+    /// A chunk whose header decodes and whose length fits the sector.
+    Chunk(ChunkAt),
+    /// Erased space (or the sector end): nothing more was written here.
+    End,
+    /// Bytes that are neither: a torn write or damage.
+    Damaged,
+}
+
+/// The ring's write state.
+pub(crate) struct Log<F> {
+    pub flash: F,
+    pub geo: Geometry,
+    /// Head sector index: the sector being written.
+    pub head: u32,
+    /// Sector sequence number of the head.
+    pub head_seq: u32,
+    /// Erase count of the head sector.
+    pub head_erase_count: u32,
+    /// Address where the next chunk goes (the head sector's end if full).
+    pub write_pos: u32,
+    /// Sector sequence number of the oldest sector in use.
+    pub tail_seq: u32,
+    /// Next batch sequence number.
+    pub next_seq: u32,
+    /// Address of the newest committed checkpoint.
+    pub checkpoint: u32,
+    /// Staging buffer for programs and scratch for reads.
+    pub buf: [u8; STAGE],
+}
+
+impl<F: NorFlash> Log<F> {
+    /// Flash access.
+    pub fn io(&mut self) -> Io<'_, F> {
+        Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        }
+    }
+
+    /// Sectors in use, tail to head inclusive.
+    pub fn used_sectors(&self) -> u32 {
+        self.head_seq.wrapping_sub(self.tail_seq).wrapping_add(1)
+    }
+
+    /// Sectors that can be opened without reclaiming any.
+    pub fn free_sectors(&self) -> u32 {
+        self.geo.count - self.used_sectors()
+    }
+
+    /// Sector index holding the sector with sequence `seq`, if in use.
+    pub fn sector_index_of_seq(&self, seq: u32) -> Option<u32> {
+        if seq < self.tail_seq || seq > self.head_seq {
+            return None;
+        }
+        let back = self.head_seq - seq;
+        Some((self.head + self.geo.count - back % self.geo.count) % self.geo.count)
+    }
+
+    /// Sector sequence of the sector at `index`, if it is in use.
+    pub fn seq_of_sector(&self, index: u32) -> Option<u32> {
+        let back = (self.head + self.geo.count - index) % self.geo.count;
+        if back >= self.used_sectors() {
+            return None;
+        }
+        Some(self.head_seq - back)
+    }
+
+    /// Where a batch of `len` payload bytes would start, and how many new
+    /// sectors it would open.
+    pub fn plan(&self, len: u32) -> (u32, u32) {
+        let mut sector = self.head;
+        let mut pos = self.write_pos;
+        let mut opened = 0;
+        let mut left = len;
+        let mut start = None;
+        loop {
+            let room = self.geo.sector_start(sector) + self.geo.sector - pos;
+            if start.is_none() && room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
+                opened += 1;
+                sector = self.geo.next(sector);
+                pos = self.geo.first_chunk(sector);
+                continue;
+            }
+            let first = *start.get_or_insert(pos);
+            let n = left.min(room - CHUNK_HEADER_LEN).min(CHUNK_PAYLOAD_MAX);
+            left -= n;
+            if left == 0 {
+                return (first, opened);
+            }
+            opened += 1;
+            sector = self.geo.next(sector);
+            pos = self.geo.first_chunk(sector);
+        }
+    }
+
+    /// Opens the next sector in ring order: erase, then program its header,
+    /// which records `checkpoint`, the newest checkpoint's address.
+    ///
+    /// Power loss: a cut during the erase or before the header lands leaves
+    /// the sector without a valid header; it stays free and is erased again.
+    pub fn open_next_sector(&mut self) -> Result<(), Error<F::Error>> {
+        if self.free_sectors() == 0 {
+            return Err(Error::LogicBug("opened a sector that is not free"));
+        }
+        let index = self.geo.next(self.head);
+        let erase_count = match self.io().sector_header(index)? {
+            SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
+            _ => self.head_erase_count.saturating_add(1),
+        };
+        let start = self.geo.sector_start(index);
+        self.flash
+            .erase(start, start + self.geo.sector)
+            .map_err(Error::Flash)?;
+        let seq = self.head_seq.wrapping_add(1);
+        let len = self.geo.sector_header as usize;
+        self.buf[..len].fill(0xFF);
+        encode_sector_header(&mut self.buf, seq, 0, erase_count, self.checkpoint);
+        // The sector is erased now: whatever happens next, it is no longer
+        // the old sector, so the ring moves on.
+        let result = self
+            .flash
+            .write(start, &self.buf[..len])
+            .map_err(Error::Flash);
+        self.head = index;
+        self.head_seq = seq;
+        self.head_erase_count = erase_count;
+        self.write_pos = match result {
+            Ok(()) => self.geo.first_chunk(index),
+            Err(_) => self.geo.sector_end(start),
+        };
+        result
+    }
+
+    /// Writes one batch at the head. The caller has made sure that
+    /// [`plan`](Self::plan)'s sectors are free. Returns the address of the
+    /// first chunk and the batch's sequence number.
+    ///
+    /// Power loss: see the module docs; a failed write seals the head sector.
+    pub fn write_batch<P: Payload<F>>(
+        &mut self,
+        kind: u8,
+        payload: &mut P,
+    ) -> Result<(u32, u32), Error<F::Error>> {
+        let len = payload.len();
+        let (_, opens) = self.plan(len);
+        if opens > self.free_sectors() {
+            return Err(Error::LogicBug("batch written without room"));
+        }
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        let result = self.write_chunks(kind, seq, payload, len);
+        if result.is_err() {
+            // Seal the head sector: a damaged chunk is always the last one.
+            self.write_pos = self.geo.sector_end(self.geo.sector_start(self.head));
+        }
+        result.map(|first| (first, seq))
+    }
+
+    fn write_chunks<P: Payload<F>>(
+        &mut self,
+        kind: u8,
+        seq: u32,
+        payload: &mut P,
+        len: u32,
+    ) -> Result<u32, Error<F::Error>> {
+        let mut offset = 0u32;
+        let mut first_addr = None;
+        loop {
+            let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
+            let left = len - offset;
+            if room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
+                self.open_next_sector()?;
+                continue;
+            }
+            let n = left.min(room - CHUNK_HEADER_LEN).min(CHUNK_PAYLOAD_MAX);
+            let mut flags = 0;
+            if offset == 0 {
+                flags |= CHUNK_FIRST;
+            }
+            if offset + n == len {
+                flags |= CHUNK_LAST;
+            }
+            let addr = self.write_pos;
+            first_addr.get_or_insert(addr);
+            self.write_chunk(kind, flags, seq, payload, offset, n, addr)?;
+            self.write_pos = addr + self.geo.chunk_size(n);
+            offset += n;
+            if offset == len {
+                return Ok(first_addr.unwrap_or(addr));
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_chunk<P: Payload<F>>(
+        &mut self,
+        kind: u8,
+        flags: u8,
+        seq: u32,
+        payload: &mut P,
+        offset: u32,
+        n: u32,
+        addr: u32,
+    ) -> Result<(), Error<F::Error>> {
+        // Pass 1: checksum.
+        let mut d = ChunkHeader::crc_start(kind, flags, n, seq);
+        let mut done = 0;
+        while done < n {
+            let m = ((n - done) as usize).min(STAGE);
+            let mut io = Io {
+                flash: &mut self.flash,
+                geo: &self.geo,
+            };
+            payload.fill(&mut io, offset + done, &mut self.buf[..m])?;
+            d.update(&self.buf[..m]);
+            done += m as u32;
+        }
+        let header = ChunkHeader {
+            kind,
+            flags,
+            len: n,
+            seq,
+            crc: d.finalize(),
+        }
+        .encode();
+        // Pass 2: header then payload, staged up to page boundaries.
+        let total = CHUNK_HEADER_LEN + n;
+        let padded = align_up(total, self.geo.write);
+        let mut at = 0u32; // bytes of the chunk already programmed
+        while at < padded {
+            let piece_start = addr + at;
+            let boundary = (piece_start / STAGE as u32 + 1) * STAGE as u32;
+            let piece = (boundary - piece_start).min(padded - at) as usize;
+            for (i, b) in self.buf[..piece].iter_mut().enumerate() {
+                let k = at + i as u32;
+                *b = if k < CHUNK_HEADER_LEN {
+                    header[k as usize]
+                } else {
+                    0xFF
+                };
+            }
+            // Payload bytes of this piece.
+            let lo = at.max(CHUNK_HEADER_LEN);
+            let hi = (at + piece as u32).min(total);
+            if lo < hi {
+                let (s, e) = ((lo - at) as usize, (hi - at) as usize);
+                let mut io = Io {
+                    flash: &mut self.flash,
+                    geo: &self.geo,
+                };
+                payload.fill(&mut io, offset + lo - CHUNK_HEADER_LEN, &mut self.buf[s..e])?;
+            }
+            self.flash
+                .write(piece_start, &self.buf[..piece])
+                .map_err(Error::Flash)?;
+            at += piece as u32;
+        }
+        Ok(())
+    }
+
+    /// What lies at `address` in sector `sector` (the sector's end is
+    /// [`Slot::End`]).
+    pub fn slot_at(&mut self, sector: u32, address: u32) -> Result<Slot, Error<F::Error>> {
+        let end = self.geo.sector_start(sector) + self.geo.sector;
+        if address >= end || end - address < CHUNK_HEADER_LEN {
+            return Ok(Slot::End);
+        }
+        let mut b = [0u8; CHUNK_HEADER_LEN as usize];
+        self.io().read(address, &mut b)?;
+        if b.iter().all(|x| *x == 0xFF) {
+            return Ok(Slot::End);
+        }
+        match ChunkHeader::decode(&b) {
+            Some(h) if address + self.geo.chunk_size(h.len) <= end => {
+                Ok(Slot::Chunk(ChunkAt { address, header: h }))
+            }
+            _ => Ok(Slot::Damaged),
+        }
+    }
+
+    /// Checks the chunk's CRC.
+    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Error<F::Error>> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        io.chunk_crc_ok(c.address, &c.header, &mut self.buf)
+    }
+}

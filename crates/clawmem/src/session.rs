@@ -1,0 +1,312 @@
+//! Session records on flash and the in-RAM session table.
+//!
+//! A session is a chain of batches rooted at either its first batch (which
+//! carries the session id) or its newest *base*. A base is the session's full
+//! index in ESP-Claw's CHDX layout (8-byte header, 10-byte entries) whose
+//! entry offsets are flash addresses of record bodies, followed by a CRC-32
+//! per record and, when the base relocated or added bodies, those bodies.
+//! Every batch points back to the previous batch or base of its session.
+//!
+//! Compaction and consolidation write a new base that references the kept
+//! bodies where they are; garbage collection writes a base that carries
+//! copies of the session's live bodies. Either way the old chain is dead once
+//! the base commits: a power cut before that leaves the old chain in force.
+
+use crate::chdx::{BackendFormat, RecordType};
+use crate::layout::{u16_at, u32_at};
+
+/// Most bytes of a session id.
+pub const MAX_SESSION_ID_BYTES: usize = 64;
+
+/// Most batches a chain may have after its root before the next append
+/// consolidates them into a base.
+pub(crate) const CHAIN_MAX: usize = 32;
+
+/// Most records in one append.
+pub const MAX_RECORDS_PER_APPEND: usize = 16;
+
+/// Session flag: blocked after compaction.
+pub(crate) const FLAG_BLOCKED: u8 = 1;
+
+/// Batch flag: the batch completes a turn.
+pub(crate) const BATCH_TURN_COMPLETED: u8 = 1;
+/// Batch flag: the batch starts a session and carries its id.
+pub(crate) const BATCH_HAS_ID: u8 = 2;
+
+/// Fixed part of a batch payload: uid u32, prev u32, count u8, flags u8.
+pub(crate) const BATCH_FIXED: u32 = 10;
+
+/// Fixed part of a base payload: uid u32, flags u8, id_len u8, reserved
+/// u16, size u32, count u32, oldest u32.
+pub(crate) const BASE_FIXED: u32 = 20;
+
+/// One record of a session history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// ESP-Claw record type.
+    pub kind: RecordType,
+    /// Backend format the record was written in.
+    pub format: BackendFormat,
+    /// The message, a JSON text; opaque to the store.
+    pub body: &'a [u8],
+}
+
+/// A session's entry in the RAM table (and in checkpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Session {
+    /// Unique over the store's lifetime; never reused.
+    pub uid: u32,
+    /// FNV-1a of the id, to find it quickly; the id itself is on flash.
+    pub id_hash: u32,
+    pub id_len: u8,
+    pub flags: u8,
+    /// Records in the history.
+    pub records: u16,
+    /// Batches after the root.
+    pub chain: u16,
+    /// Newest batch or base (address of its first chunk).
+    pub head: u32,
+    /// The base, or the first batch when there is no base.
+    pub root: u32,
+    /// Whether `root` is a base.
+    pub root_is_base: bool,
+    /// Sector sequence of the oldest sector holding any of its live bytes.
+    pub oldest: u32,
+    /// ESP-Claw `.log` size: every body plus one newline.
+    pub size: u32,
+}
+
+/// Bytes of one session in a checkpoint.
+pub(crate) const SESSION_ENCODED: usize = 32;
+
+impl Session {
+    pub fn blocked(&self) -> bool {
+        self.flags & FLAG_BLOCKED != 0
+    }
+
+    pub fn encode(&self, out: &mut [u8; SESSION_ENCODED]) {
+        out[0..4].copy_from_slice(&self.uid.to_le_bytes());
+        out[4..8].copy_from_slice(&self.id_hash.to_le_bytes());
+        out[8] = self.id_len;
+        out[9] = self.flags | if self.root_is_base { 0x80 } else { 0 };
+        out[10..12].copy_from_slice(&self.records.to_le_bytes());
+        out[12..14].copy_from_slice(&self.chain.to_le_bytes());
+        out[14..16].fill(0);
+        out[16..20].copy_from_slice(&self.head.to_le_bytes());
+        out[20..24].copy_from_slice(&self.root.to_le_bytes());
+        out[24..28].copy_from_slice(&self.oldest.to_le_bytes());
+        out[28..32].copy_from_slice(&self.size.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8; SESSION_ENCODED]) -> Option<Session> {
+        let s = Session {
+            uid: u32_at(b, 0),
+            id_hash: u32_at(b, 4),
+            id_len: b[8],
+            flags: b[9] & 0x7F,
+            root_is_base: b[9] & 0x80 != 0,
+            records: u16_at(b, 10),
+            chain: u16_at(b, 12),
+            head: u32_at(b, 16),
+            root: u32_at(b, 20),
+            oldest: u32_at(b, 24),
+            size: u32_at(b, 28),
+        };
+        let sane = s.id_len as usize <= MAX_SESSION_ID_BYTES
+            && s.id_len > 0
+            && s.flags & !FLAG_BLOCKED == 0
+            && (s.chain as usize) <= CHAIN_MAX
+            && b[14..16] == [0, 0];
+        sane.then_some(s)
+    }
+}
+
+/// Packs a record's type and format into one byte.
+pub(crate) fn pack_kind(kind: RecordType, format: BackendFormat) -> u8 {
+    (kind.as_u8() << 4) | format.as_u8()
+}
+
+/// Unpacks [`pack_kind`].
+pub(crate) fn unpack_kind(b: u8) -> Option<(RecordType, BackendFormat)> {
+    let kind = RecordType::try_from(b >> 4).ok()?;
+    let format = BackendFormat::try_from(b & 0x0F).ok()?;
+    Some((kind, format))
+}
+
+/// Appends `v` as LEB128 to `out` at `at`; returns the new position.
+pub(crate) fn put_varint(out: &mut [u8], mut at: usize, mut v: u32) -> Option<usize> {
+    loop {
+        let byte = (v & 0x7F) as u8;
+        v >>= 7;
+        *out.get_mut(at)? = byte | if v != 0 { 0x80 } else { 0 };
+        at += 1;
+        if v == 0 {
+            return Some(at);
+        }
+    }
+}
+
+/// Reads a LEB128 u32 from `b` at `at`; returns value and new position.
+pub(crate) fn get_varint(b: &[u8], mut at: usize) -> Option<(u32, usize)> {
+    let mut v: u32 = 0;
+    for shift in (0..35).step_by(7) {
+        let byte = *b.get(at)?;
+        at += 1;
+        let bits = u32::from(byte & 0x7F);
+        if shift == 28 && bits > 0x0F {
+            return None;
+        }
+        v |= bits << shift;
+        if byte & 0x80 == 0 {
+            return Some((v, at));
+        }
+    }
+    None
+}
+
+/// Largest batch meta: fixed part, id, and per record a kind byte and a
+/// 5-byte varint.
+pub(crate) const BATCH_META_MAX: usize =
+    BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + MAX_RECORDS_PER_APPEND * 6;
+
+/// Encodes a batch's meta (everything before the bodies) into `out`;
+/// returns its length.
+pub(crate) fn encode_batch_meta(
+    out: &mut [u8; BATCH_META_MAX],
+    uid: u32,
+    prev: u32,
+    flags: u8,
+    id: Option<&[u8]>,
+    records: &[Record<'_>],
+) -> usize {
+    out[0..4].copy_from_slice(&uid.to_le_bytes());
+    out[4..8].copy_from_slice(&prev.to_le_bytes());
+    out[8] = records.len() as u8;
+    out[9] = flags | if id.is_some() { BATCH_HAS_ID } else { 0 };
+    let mut at = BATCH_FIXED as usize;
+    if let Some(id) = id {
+        out[at] = id.len() as u8;
+        out[at + 1..at + 1 + id.len()].copy_from_slice(id);
+        at += 1 + id.len();
+    }
+    for r in records {
+        out[at] = pack_kind(r.kind, r.format);
+        at = put_varint(out, at + 1, r.body.len() as u32).unwrap_or(out.len());
+    }
+    at
+}
+
+/// The parsed fixed part of a batch meta.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchFixed {
+    pub uid: u32,
+    pub prev: u32,
+    pub count: u8,
+    pub flags: u8,
+}
+
+impl BatchFixed {
+    pub fn decode(b: &[u8]) -> Option<BatchFixed> {
+        let b = b.get(..BATCH_FIXED as usize)?;
+        let f = BatchFixed {
+            uid: u32_at(b, 0),
+            prev: u32_at(b, 4),
+            count: b[8],
+            flags: b[9],
+        };
+        let sane = f.count >= 1
+            && f.count as usize <= MAX_RECORDS_PER_APPEND
+            && f.flags & !(BATCH_TURN_COMPLETED | BATCH_HAS_ID) == 0;
+        sane.then_some(f)
+    }
+}
+
+/// The parsed fixed part of a base.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BaseFixed {
+    pub uid: u32,
+    pub flags: u8,
+    pub id_len: u8,
+    pub size: u32,
+    pub count: u32,
+    pub oldest: u32,
+}
+
+impl BaseFixed {
+    pub fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&self.uid.to_le_bytes());
+        out[4] = self.flags;
+        out[5] = self.id_len;
+        out[6..8].fill(0);
+        out[8..12].copy_from_slice(&self.size.to_le_bytes());
+        out[12..16].copy_from_slice(&self.count.to_le_bytes());
+        out[16..20].copy_from_slice(&self.oldest.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Option<BaseFixed> {
+        let b = b.get(..BASE_FIXED as usize)?;
+        let f = BaseFixed {
+            uid: u32_at(b, 0),
+            flags: b[4],
+            id_len: b[5],
+            size: u32_at(b, 8),
+            count: u32_at(b, 12),
+            oldest: u32_at(b, 16),
+        };
+        let sane = f.flags & !FLAG_BLOCKED == 0
+            && f.id_len as usize <= MAX_SESSION_ID_BYTES
+            && f.id_len > 0
+            && b[6..8] == [0, 0]
+            && f.count <= u16::MAX as u32;
+        sane.then_some(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_reject_overlong() {
+        let mut b = [0u8; 8];
+        for v in [0, 1, 127, 128, 300, 65_535, 1 << 21, u32::MAX] {
+            let end = put_varint(&mut b, 0, v).unwrap();
+            assert_eq!(get_varint(&b, 0), Some((v, end)));
+        }
+        assert_eq!(get_varint(&[0x80, 0x80, 0x80, 0x80, 0x10], 0), None);
+        assert_eq!(get_varint(&[0x80], 0), None);
+    }
+
+    #[test]
+    fn session_entry_round_trip_and_sanity() {
+        let s = Session {
+            uid: 9,
+            id_hash: 0xABCD,
+            id_len: 12,
+            flags: FLAG_BLOCKED,
+            records: 300,
+            chain: 3,
+            head: 0x2000,
+            root: 0x1000,
+            root_is_base: true,
+            oldest: 4,
+            size: 150_000,
+        };
+        let mut b = [0u8; SESSION_ENCODED];
+        s.encode(&mut b);
+        assert_eq!(Session::decode(&b), Some(s));
+        b[8] = 0;
+        assert_eq!(Session::decode(&b), None);
+    }
+
+    #[test]
+    fn kinds_pack_and_reject_unknown() {
+        let b = pack_kind(RecordType::ToolResult, BackendFormat::OpenAiResponses);
+        assert_eq!(
+            unpack_kind(b),
+            Some((RecordType::ToolResult, BackendFormat::OpenAiResponses))
+        );
+        assert_eq!(unpack_kind(0x05), None);
+        assert_eq!(unpack_kind(0x14), None);
+    }
+}

@@ -1,0 +1,1762 @@
+//! The store: mount, sessions, garbage collection and checkpoints.
+//!
+//! [`Store`] owns the flash, the ring ([`Log`]) and the RAM session table.
+//! Every change is one batch appended at the head; RAM is updated only after
+//! the batch commits, so after any failure the RAM state is the state of the
+//! last acknowledged write, and a remount reads the same.
+//!
+//! Mount reads the sector headers, the head sector, the newest checkpoint and
+//! the chunk headers written after it; it never reads the whole partition.
+//! Garbage collection reclaims the tail sector: a session whose live bytes
+//! reach into the tail is relocated first (its live records are copied into a
+//! new base at the head), then the tail is released. Sectors are erased only
+//! when they are opened again, so wear is spread evenly around the ring.
+
+use core::fmt;
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
+
+use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
+use crate::cursor::{read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records};
+use crate::error::Error;
+use crate::layout::{
+    geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, CHUNK_HEADER_LEN, CRC, NO_ADDR,
+};
+use crate::log::{copy_from_parts, Io, Log, Payload, Slices, Slot, STAGE};
+use crate::naming::fnv1a32;
+use crate::session::{
+    encode_batch_meta, BaseFixed, Record, Session, BASE_FIXED, BATCH_META_MAX,
+    BATCH_TURN_COMPLETED, CHAIN_MAX, FLAG_BLOCKED, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES,
+    SESSION_ENCODED,
+};
+use crate::turns::{PlanBuilder, SummaryCutFinder, TurnCursor, SESSION_BLOCKED_WARNING};
+
+/// Tunables of a store. [`Config::default`] follows ESP-Claw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// A session whose ESP-Claw `.log` size (bodies plus one newline each)
+    /// exceeds this after a completed turn is compacted; if it is still over,
+    /// it is blocked. ESP-Claw: 150 KiB.
+    pub session_size_limit_bytes: u32,
+    /// Longest session id, at most [`MAX_SESSION_ID_BYTES`].
+    pub max_session_id_bytes: usize,
+    /// Payload bytes between two checkpoints (at least 24 checkpoints' worth
+    /// is used). Mount reads the chunk headers written since the newest
+    /// checkpoint, so this bounds mount cost.
+    pub checkpoint_interval_bytes: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            session_size_limit_bytes: crate::turns::SESSION_SIZE_LIMIT as u32,
+            max_session_id_bytes: MAX_SESSION_ID_BYTES,
+            checkpoint_interval_bytes: 32 * 1024,
+        }
+    }
+}
+
+/// What to do when mounting finds no store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountMode {
+    /// Refuse with [`Error::NotFormatted`].
+    ExistingOnly,
+    /// Format a partition that is entirely erased (never a foreign one).
+    FormatIfBlank,
+}
+
+/// What an append did besides storing the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Appended {
+    /// Turn-aware compaction ran and dropped records.
+    pub compacted: bool,
+    /// The session is now blocked (still over its limit after compaction).
+    pub blocked: bool,
+}
+
+/// The request gate's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The request may go on.
+    Pass,
+    /// The session is blocked; send this warning to the user, whole.
+    Blocked(&'static str),
+}
+
+/// Facts about one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Records in the history.
+    pub records: u32,
+    /// ESP-Claw `.log` size: bodies plus one newline each.
+    pub size_bytes: u32,
+    /// Whether appends are refused until the session is deleted.
+    pub blocked: bool,
+}
+
+/// Space in the partition, in sectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Sectors in the partition.
+    pub sectors: u32,
+    /// Sectors from the tail to the head.
+    pub used_sectors: u32,
+    /// Sectors kept free for garbage collection and maintenance.
+    pub reserve_sectors: u32,
+    /// Sector size.
+    pub sector_bytes: u32,
+}
+
+/// Counters of what mount did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MountReport {
+    /// Sector headers read.
+    pub sector_headers: u32,
+    /// Chunks applied after the checkpoint.
+    pub chunks_scanned: u32,
+    /// Whether a checkpoint was found (else the whole ring was scanned).
+    pub from_checkpoint: bool,
+    /// Whether the head sector held damage (a torn write) and was sealed.
+    pub sealed_head: bool,
+    /// Batches found damaged or uncommitted and ignored.
+    pub ignored_batches: u32,
+}
+
+/// A session history read into a caller buffer: each record is a 6-byte
+/// header (type u8, format u8, body length u32 LE) and the body.
+pub struct History<'b> {
+    buf: &'b [u8],
+    records: u32,
+    damaged: u32,
+}
+
+impl<'b> History<'b> {
+    /// Records returned.
+    pub fn len(&self) -> usize {
+        self.records as usize
+    }
+
+    /// Whether there are no records (never true for a returned history).
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Records that were damaged on flash and left out.
+    pub fn damaged_records(&self) -> u32 {
+        self.damaged
+    }
+
+    /// Bytes of the buffer used.
+    pub fn used_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The records, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = Record<'b>> + 'b {
+        let buf = self.buf;
+        let mut at = 0usize;
+        core::iter::from_fn(move || {
+            let h = buf.get(at..at + HIST_HEADER)?;
+            let kind = RecordType::try_from(h[0]).ok()?;
+            let format = BackendFormat::try_from(h[1]).ok()?;
+            let len = u32_at(h, 2) as usize;
+            let body = buf.get(at + HIST_HEADER..at + HIST_HEADER + len)?;
+            at += HIST_HEADER + len;
+            Some(Record { kind, format, body })
+        })
+    }
+}
+
+impl fmt::Debug for History<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("History")
+            .field("records", &self.records)
+            .field("damaged", &self.damaged)
+            .finish()
+    }
+}
+
+const HIST_HEADER: usize = 6;
+
+/// Checkpoint fixed part: version u8, reserved u8, count u16, next uid u32,
+/// tail sequence u32, next batch sequence u32.
+const CKPT_FIXED: usize = 16;
+const CKPT_VERSION: u8 = 1;
+
+/// How much room a write may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    /// Appends: leave the whole reserve free.
+    User,
+    /// Deletes, blocks, compaction, checkpoints: may use the maintenance part.
+    Maintenance,
+    /// Garbage collection itself: may use everything.
+    Gc,
+}
+
+/// Which records a new base keeps.
+#[derive(Clone, Copy)]
+enum Keep<'p> {
+    All,
+    Turns(&'p crate::turns::Plan),
+    From(u64),
+}
+
+#[derive(Clone)]
+struct KeepState {
+    turns: TurnCursor,
+    index: u64,
+}
+
+impl KeepState {
+    fn new() -> Self {
+        KeepState {
+            turns: TurnCursor::new(),
+            index: 0,
+        }
+    }
+
+    fn keep(&mut self, mode: Keep<'_>, kind: RecordType) -> bool {
+        let turn = self.turns.advance(kind);
+        let i = self.index;
+        self.index += 1;
+        match mode {
+            Keep::All => true,
+            Keep::Turns(p) => p.keep(turn, kind),
+            Keep::From(n) => i >= n,
+        }
+    }
+}
+
+/// An agent memory store on a NOR flash partition.
+///
+/// `MAX_SESSIONS` bounds the session table held in RAM (32 bytes each).
+pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
+    log: Log<F>,
+    sessions: Vec<Session, MAX_SESSIONS>,
+    config: Config,
+    next_uid: u32,
+    /// Sector sequence of the sector holding the newest checkpoint.
+    checkpoint_sector_seq: u32,
+    bytes_since_checkpoint: u32,
+    reserve_gc: u32,
+    reserve_maintenance: u32,
+    mount_report: MountReport,
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+    fn check_config(
+        geo: &crate::layout::Geometry,
+        config: &Config,
+    ) -> Result<(u32, u32), Error<F::Error>> {
+        if config.max_session_id_bytes == 0 || config.max_session_id_bytes > MAX_SESSION_ID_BYTES {
+            return Err(Error::Config("max_session_id_bytes must be 1 to 64"));
+        }
+        if config.session_size_limit_bytes < 64 {
+            return Err(Error::Config(
+                "session_size_limit_bytes must be at least 64",
+            ));
+        }
+        let space = geo.sector_payload_space() - CHUNK_HEADER_LEN;
+        let limit = config.session_size_limit_bytes;
+        // Relocating the largest session: its bodies plus at most 15 index
+        // bytes per 16 body bytes, its id, and one chunk header per sector.
+        let session_max = limit + limit / 16 * 15 + BASE_FIXED + 64 + 8 + 1024;
+        let gc = session_max.div_ceil(space) + 2;
+        let ckpt = (CKPT_FIXED + MAX_SESSIONS * SESSION_ENCODED) as u32;
+        let maintenance = (limit / 16 * 15 + ckpt + 1024).div_ceil(space) + 1;
+        if gc + maintenance + 2 > geo.count {
+            return Err(Error::Config(
+                "partition too small for the session size limit: needs room to relocate and compact the largest session",
+            ));
+        }
+        Ok((gc, maintenance))
+    }
+
+    /// Formats the partition: erases every sector that holds a store (of any
+    /// version) and writes an empty store. Everything stored is lost.
+    ///
+    /// Power loss: a cut leaves either the old store (possibly missing erased
+    /// sectors, which mount tolerates) or a blank partition; format again.
+    pub fn format(mut flash: F, config: Config) -> Result<Self, Error<F::Error>> {
+        let geo = geometry(&flash).map_err(Error::Config)?;
+        let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
+        let mut log = Log {
+            flash,
+            geo,
+            head: geo.count - 1,
+            head_seq: 0,
+            head_erase_count: 0,
+            write_pos: geo.capacity(),
+            tail_seq: 1,
+            next_seq: 1,
+            checkpoint: NO_ADDR,
+            buf: [0; STAGE],
+        };
+        for i in (0..geo.count).rev() {
+            let h = log.io().sector_header(i)?;
+            if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) || i == 0 {
+                let start = geo.sector_start(i);
+                log.flash
+                    .erase(start, start + geo.sector)
+                    .map_err(Error::Flash)?;
+            }
+        }
+        flash = log.flash;
+        let mut log = Log { flash, ..log };
+        // Opening sector 0 takes sequence 1 (tail_seq - 1 + 1).
+        log.tail_seq = 1;
+        log.head_seq = 0;
+        log.open_next_sector()?;
+        let mut store = Store {
+            log,
+            sessions: Vec::new(),
+            config,
+            next_uid: 1,
+            checkpoint_sector_seq: 1,
+            bytes_since_checkpoint: 0,
+            reserve_gc,
+            reserve_maintenance,
+            mount_report: MountReport::default(),
+        };
+        store.write_checkpoint()?;
+        Ok(store)
+    }
+
+    /// Mounts the store on `flash`.
+    ///
+    /// Reads every sector header, the head sector, the newest checkpoint and
+    /// the chunk headers written after it. A torn write at the head is
+    /// ignored and its sector sealed; an image written by a newer format is
+    /// refused; a blank or foreign partition is [`Error::NotFormatted`]
+    /// unless `mode` allows formatting a blank one.
+    ///
+    /// Power loss: mount writes nothing unless it formats.
+    pub fn mount(flash: F, config: Config, mode: MountMode) -> Result<Self, Error<F::Error>> {
+        let geo = geometry(&flash).map_err(Error::Config)?;
+        let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
+        let mut log = Log {
+            flash,
+            geo,
+            head: 0,
+            head_seq: 0,
+            head_erase_count: 0,
+            write_pos: 0,
+            tail_seq: 0,
+            next_seq: 1,
+            checkpoint: NO_ADDR,
+            buf: [0; STAGE],
+        };
+        let mut report = MountReport::default();
+        // 1. Sector headers: find the head.
+        let mut newest: Option<(u32, u32, u32, u32)> = None;
+        let mut all_erased = true;
+        for i in 0..geo.count {
+            report.sector_headers += 1;
+            match log.io().sector_header(i)? {
+                SectorHeader::Valid {
+                    seq,
+                    erase_count,
+                    checkpoint,
+                    ..
+                } => {
+                    all_erased = false;
+                    if newest.is_none_or(|n| seq > n.1) {
+                        newest = Some((i, seq, erase_count, checkpoint));
+                    }
+                }
+                SectorHeader::Newer { version } => {
+                    return Err(Error::UnsupportedVersion {
+                        found: version,
+                        supported: crate::layout::FORMAT_VERSION,
+                    })
+                }
+                SectorHeader::Erased => {}
+                SectorHeader::Invalid => all_erased = false,
+            }
+        }
+        let Some((head, head_seq, head_erase_count, header_checkpoint)) = newest else {
+            if mode == MountMode::FormatIfBlank && all_erased {
+                return Self::format(log.flash, config);
+            }
+            return Err(Error::NotFormatted);
+        };
+        log.head = head;
+        log.head_seq = head_seq;
+        log.head_erase_count = head_erase_count;
+        log.tail_seq = head_seq;
+        // 2. The head sector: every chunk's CRC, the newest checkpoint in it,
+        // and where writing goes on.
+        let mut pos = geo.first_chunk(head);
+        let mut head_checkpoint = None;
+        loop {
+            match log.slot_at(head, pos)? {
+                Slot::Chunk(c) => {
+                    if !log.crc_ok(&c)? {
+                        report.sealed_head = true;
+                        pos = geo.sector_start(head) + geo.sector;
+                        break;
+                    }
+                    log.next_seq = log.next_seq.max(c.header.seq.wrapping_add(1));
+                    if c.header.kind == kind::CHECKPOINT && c.header.is_first() {
+                        head_checkpoint = Some(c.address);
+                    }
+                    pos += geo.chunk_size(c.header.len);
+                }
+                Slot::End => {
+                    // A torn first piece may have left bits after an erased
+                    // header: the rest of that piece must be erased too.
+                    let end = geo.sector_start(head) + geo.sector;
+                    let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(end);
+                    let mut io = Io {
+                        flash: &mut log.flash,
+                        geo: &log.geo,
+                    };
+                    if pos < end && !io.is_erased(pos, piece_end - pos, &mut log.buf)? {
+                        report.sealed_head = true;
+                        pos = end;
+                    }
+                    break;
+                }
+                Slot::Damaged => {
+                    report.sealed_head = true;
+                    pos = geo.sector_start(head) + geo.sector;
+                    break;
+                }
+            }
+        }
+        log.write_pos = pos;
+        let mut store = Store {
+            log,
+            sessions: Vec::new(),
+            config,
+            next_uid: 1,
+            checkpoint_sector_seq: head_seq,
+            bytes_since_checkpoint: 0,
+            reserve_gc,
+            reserve_maintenance,
+            mount_report: report,
+        };
+        // 3. The newest checkpoint, else a scan of the whole ring.
+        let candidates = [head_checkpoint, Some(header_checkpoint)];
+        let mut start = None;
+        for c in candidates.into_iter().flatten() {
+            if c != NO_ADDR && store.load_checkpoint(c)? {
+                start = Some(c);
+                break;
+            }
+        }
+        let scan_from = match start {
+            Some(c) => {
+                store.mount_report.from_checkpoint = true;
+                store.log.checkpoint = c;
+                store.checkpoint_sector_seq =
+                    store
+                        .log
+                        .seq_of_sector(geo.sector_of(c))
+                        .ok_or(Error::Corrupted {
+                            address: c,
+                            what: "the checkpoint lies outside the ring",
+                        })?;
+                c
+            }
+            None => {
+                // Walk back over consecutive sector sequences to the tail.
+                let mut tail_seq = head_seq;
+                let mut i = head;
+                for _ in 1..geo.count {
+                    let p = geo.prev(i);
+                    match store.log.io().sector_header(p)? {
+                        SectorHeader::Valid { seq, .. } if seq.wrapping_add(1) == tail_seq => {
+                            tail_seq = seq;
+                            i = p;
+                        }
+                        _ => break,
+                    }
+                }
+                store.log.tail_seq = tail_seq;
+                store.sessions.clear();
+                geo.first_chunk(i)
+            }
+        };
+        store.scan(scan_from)?;
+        if store.mount_report.sealed_head || !store.mount_report.from_checkpoint {
+            // Record the recovered state, so that the next mount reads the
+            // same and never revisits the damage.
+            store.write_checkpoint_with(Priority::Gc)?;
+        }
+        Ok(store)
+    }
+
+    /// Reads a checkpoint; `false` if it is damaged.
+    fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Error<F::Error>> {
+        let geo = self.log.geo;
+        if addr >= geo.capacity() {
+            return Ok(false);
+        }
+        let mut io = Io {
+            flash: &mut self.log.flash,
+            geo: &self.log.geo,
+        };
+        match io.chunk_header(addr)? {
+            Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
+            _ => return Ok(false),
+        }
+        let Some(len) = verify_batch(&mut io, addr, &mut self.log.buf)? else {
+            return Ok(false);
+        };
+        let payload = addr + CHUNK_HEADER_LEN;
+        let mut fixed = [0u8; CKPT_FIXED];
+        if (len as usize) < CKPT_FIXED {
+            return Ok(false);
+        }
+        io.read_stream(payload, &mut fixed)?;
+        let count = u16_at(&fixed, 2) as usize;
+        if fixed[0] != CKPT_VERSION || len as usize != CKPT_FIXED + count * SESSION_ENCODED {
+            return Ok(false);
+        }
+        if count > MAX_SESSIONS {
+            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+        }
+        self.sessions.clear();
+        for k in 0..count {
+            let mut b = [0u8; SESSION_ENCODED];
+            let at = io.stream_advance(payload, (CKPT_FIXED + k * SESSION_ENCODED) as u32);
+            io.read_stream(at, &mut b)?;
+            let Some(s) = Session::decode(&b) else {
+                return Ok(false);
+            };
+            let _ = self.sessions.push(s);
+        }
+        self.next_uid = u32_at(&fixed, 4);
+        let tail_seq = u32_at(&fixed, 8);
+        let oldest_possible = self.log.head_seq.saturating_sub(geo.count - 1);
+        self.log.tail_seq = tail_seq.max(oldest_possible).min(self.log.head_seq);
+        self.log.next_seq = self.log.next_seq.max(u32_at(&fixed, 12));
+        Ok(true)
+    }
+
+    /// Applies every committed batch from `from` to the head.
+    fn scan(&mut self, from: u32) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        let mut pos = from;
+        let mut sector = geo.sector_of(from);
+        // A multi-chunk batch being followed: (first chunk, header).
+        let mut pending: Option<(u32, ChunkHeader)> = None;
+        let skip_seq = match self.log.io().chunk_header(from)? {
+            Some(h) if h.kind == kind::CHECKPOINT && self.mount_report.from_checkpoint => {
+                Some(h.seq)
+            }
+            _ => None,
+        };
+        for _ in 0..=geo.count {
+            loop {
+                if sector == self.log.head && pos >= self.log.write_pos {
+                    break;
+                }
+                let c = match self.log.slot_at(sector, pos)? {
+                    Slot::Chunk(c) => c,
+                    Slot::End | Slot::Damaged => break,
+                };
+                let next = pos + geo.chunk_size(c.header.len);
+                let is_last_in_sector = sector != self.log.head
+                    && !matches!(self.log.slot_at(sector, next)?, Slot::Chunk(_));
+                pos = next;
+                if Some(c.header.seq) == skip_seq {
+                    continue;
+                }
+                self.log.next_seq = self.log.next_seq.max(c.header.seq.wrapping_add(1));
+                self.mount_report.chunks_scanned += 1;
+                // Only the last chunk of a sector can be torn (the sector is
+                // sealed after any failed write); check it if it ends a batch.
+                if is_last_in_sector && c.header.is_last() && !self.log.crc_ok(&c)? {
+                    self.mount_report.ignored_batches += 1;
+                    pending = None;
+                    continue;
+                }
+                if c.header.is_first() {
+                    if pending.is_some() {
+                        self.mount_report.ignored_batches += 1;
+                    }
+                    pending = Some((c.address, c.header));
+                } else if pending
+                    .is_none_or(|(_, h)| h.seq != c.header.seq || h.kind != c.header.kind)
+                {
+                    pending = None;
+                    continue;
+                }
+                if c.header.is_last() {
+                    if let Some((addr, h)) = pending.take() {
+                        if self.apply(addr, &h).is_err() {
+                            self.mount_report.ignored_batches += 1;
+                        }
+                    }
+                }
+            }
+            if sector == self.log.head {
+                return Ok(());
+            }
+            sector = geo.next(sector);
+            pos = geo.first_chunk(sector);
+        }
+        Ok(())
+    }
+
+    /// Applies one committed batch found at mount to the RAM state.
+    fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        let sector_seq = self
+            .log
+            .seq_of_sector(geo.sector_of(addr))
+            .unwrap_or(self.log.head_seq);
+        match h.kind {
+            kind::SESSION_BATCH => {
+                let meta = BatchMeta::read(&mut self.log.io(), addr)?;
+                let uid = meta.fixed.uid;
+                let added = meta.bodies_len() + u32::from(meta.fixed.count);
+                self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                if let Some(id) = meta.id() {
+                    self.remove_uid(uid);
+                    let s = Session {
+                        uid,
+                        id_hash: fnv1a32(id),
+                        id_len: id.len() as u8,
+                        flags: 0,
+                        records: u16::from(meta.fixed.count),
+                        chain: 0,
+                        head: addr,
+                        root: addr,
+                        root_is_base: false,
+                        oldest: sector_seq,
+                        size: added,
+                    };
+                    self.sessions
+                        .push(s)
+                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
+                } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                    if meta.fixed.prev != s.head {
+                        return Err(Error::Corrupted {
+                            address: addr,
+                            what: "a batch does not follow its session's head",
+                        });
+                    }
+                    s.head = addr;
+                    s.records = s.records.saturating_add(u16::from(meta.fixed.count));
+                    s.size = s.size.saturating_add(added);
+                    s.chain = s.chain.saturating_add(1);
+                }
+            }
+            kind::SESSION_BASE => {
+                let b = read_base(&mut self.log.io(), addr)?;
+                let mut id = [0u8; MAX_SESSION_ID_BYTES];
+                let n = b.fixed.id_len as usize;
+                let at = self
+                    .log
+                    .io()
+                    .stream_advance(addr + CHUNK_HEADER_LEN, BASE_FIXED);
+                self.log.io().read_stream(at, &mut id[..n])?;
+                self.next_uid = self.next_uid.max(b.fixed.uid.wrapping_add(1));
+                let s = Session {
+                    uid: b.fixed.uid,
+                    id_hash: fnv1a32(&id[..n]),
+                    id_len: n as u8,
+                    flags: b.fixed.flags,
+                    records: b.fixed.count as u16,
+                    chain: 0,
+                    head: addr,
+                    root: addr,
+                    root_is_base: true,
+                    oldest: b.fixed.oldest,
+                    size: b.fixed.size,
+                };
+                match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
+                    Some(x) => *x = s,
+                    None => self
+                        .sessions
+                        .push(s)
+                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
+                }
+            }
+            kind::SESSION_DELETE | kind::SESSION_BLOCK => {
+                let mut b = [0u8; 4];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                let uid = u32::from_le_bytes(b);
+                if h.kind == kind::SESSION_DELETE {
+                    self.remove_uid(uid);
+                } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                    s.flags |= FLAG_BLOCKED;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn remove_uid(&mut self, uid: u32) {
+        if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
+            self.sessions.swap_remove(i);
+        }
+    }
+
+    /// What the last mount did.
+    pub fn mount_report(&self) -> MountReport {
+        self.mount_report
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Space in the partition.
+    pub fn space(&self) -> Space {
+        Space {
+            sectors: self.log.geo.count,
+            used_sectors: self.log.used_sectors(),
+            reserve_sectors: self.reserve_gc + self.reserve_maintenance,
+            sector_bytes: self.log.geo.sector,
+        }
+    }
+
+    /// The flash, for inspection.
+    pub fn flash(&self) -> &F {
+        &self.log.flash
+    }
+
+    /// The flash, mutably (for a simulator's fault injection).
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.log.flash
+    }
+
+    /// Unmounts and returns the flash. Nothing needs flushing: every
+    /// acknowledged write is already on flash.
+    pub fn into_flash(self) -> F {
+        self.log.flash
+    }
+
+    // ---- session lookup ----------------------------------------------------
+
+    fn check_id(&self, id: &str) -> Result<(), Error<F::Error>> {
+        if id.is_empty() {
+            return Err(Error::InvalidInput("session id is empty"));
+        }
+        if id.len() > self.config.max_session_id_bytes {
+            return Err(Error::TooLarge {
+                what: "session id",
+                size: id.len(),
+                limit: self.config.max_session_id_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn find(&mut self, id: &str) -> Result<Option<usize>, Error<F::Error>> {
+        let hash = fnv1a32(id.as_bytes());
+        for i in 0..self.sessions.len() {
+            let s = self.sessions[i];
+            if s.id_hash != hash || s.id_len as usize != id.len() {
+                continue;
+            }
+            let mut buf = [0u8; MAX_SESSION_ID_BYTES];
+            let n = read_id(&mut self.log.io(), &s, &mut buf)?;
+            if &buf[..n] == id.as_bytes() {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Facts about a session, or `None` if it does not exist.
+    pub fn session_info(&mut self, id: &str) -> Result<Option<SessionInfo>, Error<F::Error>> {
+        self.check_id(id)?;
+        Ok(self.find(id)?.map(|i| {
+            let s = &self.sessions[i];
+            SessionInfo {
+                records: u32::from(s.records),
+                size_bytes: s.size,
+                blocked: s.blocked(),
+            }
+        }))
+    }
+
+    /// Number of sessions stored.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Calls `f` with the id of every session.
+    pub fn for_each_session(
+        &mut self,
+        mut f: impl FnMut(&str, SessionInfo),
+    ) -> Result<(), Error<F::Error>> {
+        for i in 0..self.sessions.len() {
+            let s = self.sessions[i];
+            let mut buf = [0u8; MAX_SESSION_ID_BYTES];
+            let n = read_id(&mut self.log.io(), &s, &mut buf)?;
+            let id = core::str::from_utf8(&buf[..n]).map_err(|_| Error::Corrupted {
+                address: s.root,
+                what: "a session id is not UTF-8",
+            })?;
+            f(
+                id,
+                SessionInfo {
+                    records: u32::from(s.records),
+                    size_bytes: s.size,
+                    blocked: s.blocked(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// ESP-Claw's request gate: a request without a session passes; a
+    /// blocked session is refused with the warning, whole. A fault in the
+    /// memory system never blocks a request.
+    pub fn gate(&mut self, session: Option<&str>) -> Gate {
+        let Some(id) = session else {
+            return Gate::Pass;
+        };
+        match self.session_info(id) {
+            Ok(Some(info)) if info.blocked => Gate::Blocked(SESSION_BLOCKED_WARNING),
+            _ => Gate::Pass,
+        }
+    }
+
+    // ---- writing -----------------------------------------------------------
+
+    fn reserve_for(&self, p: Priority) -> u32 {
+        match p {
+            Priority::User => self.reserve_gc + self.reserve_maintenance,
+            Priority::Maintenance => self.reserve_gc,
+            Priority::Gc => 0,
+        }
+    }
+
+    /// Bytes of live data that garbage collection would have to keep.
+    fn live_bytes(&self) -> u64 {
+        let sessions: u64 = self
+            .sessions
+            .iter()
+            .map(|s| u64::from(s.size) + 14 * u64::from(s.records) + 96)
+            .sum();
+        sessions + self.checkpoint_len() as u64
+    }
+
+    /// Makes room for a batch of `len` payload bytes, collecting garbage if
+    /// needed.
+    fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        for _ in 0..=2 * geo.count {
+            let (_, opens) = self.log.plan(len);
+            if self.log.free_sectors() >= opens + self.reserve_for(p) {
+                return Ok(());
+            }
+            let usable =
+                u64::from(geo.count - self.reserve_for(p)) * u64::from(geo.sector_payload_space());
+            if self.live_bytes() + u64::from(len) > usable || !self.reclaim_tail()? {
+                break;
+            }
+        }
+        let free = u64::from(self.log.free_sectors().saturating_sub(self.reserve_for(p)))
+            * u64::from(geo.sector_payload_space());
+        Err(Error::Full {
+            needed_bytes: len,
+            available_bytes: free.min(u64::from(u32::MAX)) as u32,
+        })
+    }
+
+    /// Releases the tail sector, relocating what is still live in it.
+    /// `false` if nothing can be released.
+    fn reclaim_tail(&mut self) -> Result<bool, Error<F::Error>> {
+        if self.log.used_sectors() <= 1 {
+            return Ok(false);
+        }
+        let tail_seq = self.log.tail_seq;
+        if self.checkpoint_sector_seq <= tail_seq {
+            self.write_checkpoint_with(Priority::Gc)?;
+        }
+        let mut i = 0;
+        while i < self.sessions.len() {
+            if self.sessions[i].oldest <= tail_seq {
+                self.rewrite_base(i, Keep::All, None, true, Priority::Gc)?;
+            }
+            i += 1;
+        }
+        if self.checkpoint_sector_seq <= tail_seq {
+            return Err(Error::LogicBug("checkpoint still in the reclaimed sector"));
+        }
+        self.log.tail_seq += 1;
+        Ok(true)
+    }
+
+    /// Writes a batch with room made first; returns its address.
+    fn write<P: Payload<F>>(
+        &mut self,
+        k: u8,
+        payload: &mut P,
+        p: Priority,
+    ) -> Result<u32, Error<F::Error>> {
+        if p == Priority::User && self.bytes_since_checkpoint >= self.checkpoint_interval() {
+            self.write_checkpoint_with(Priority::Maintenance)?;
+        }
+        let len = payload.len();
+        self.ensure_room(len, p)?;
+        let (addr, _) = self.log.write_batch(k, payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        Ok(addr)
+    }
+
+    fn checkpoint_len(&self) -> u32 {
+        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED) as u32
+    }
+
+    fn checkpoint_interval(&self) -> u32 {
+        self.config
+            .checkpoint_interval_bytes
+            .max(24 * self.checkpoint_len())
+    }
+
+    fn write_checkpoint(&mut self) -> Result<(), Error<F::Error>> {
+        self.write_checkpoint_with(Priority::Maintenance)
+    }
+
+    /// Writes the RAM state as a checkpoint.
+    ///
+    /// Power loss: until the checkpoint commits, the previous one (which is
+    /// never reclaimed before a newer one exists) stays in force.
+    fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+        let len = self.checkpoint_len();
+        self.ensure_room(len, p)?;
+        let mut fixed = [0u8; CKPT_FIXED];
+        fixed[0] = CKPT_VERSION;
+        fixed[2..4].copy_from_slice(&(self.sessions.len() as u16).to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.next_uid.to_le_bytes());
+        fixed[8..12].copy_from_slice(&self.log.tail_seq.to_le_bytes());
+        fixed[12..16].copy_from_slice(&self.log.next_seq.to_le_bytes());
+        let mut payload = CheckpointPayload {
+            fixed,
+            sessions: &self.sessions,
+        };
+        let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
+        self.log.checkpoint = addr;
+        self.checkpoint_sector_seq = self
+            .log
+            .seq_of_sector(self.log.geo.sector_of(addr))
+            .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
+        self.bytes_since_checkpoint = 0;
+        Ok(())
+    }
+
+    /// Appends records to a session as one atomic batch, creating the
+    /// session on first use. With `turn_completed`, a session left over its
+    /// size limit is compacted (ESP-Claw's turn-aware rules), or blocked if
+    /// compaction cannot bring it under.
+    ///
+    /// Power loss: the batch is all-or-nothing; once this returns `Ok` it
+    /// survives any cut. A cut during the compaction that follows leaves the
+    /// uncompacted history, which the next completed turn compacts.
+    pub fn append(
+        &mut self,
+        session: &str,
+        records: &[Record<'_>],
+        turn_completed: bool,
+    ) -> Result<Appended, Error<F::Error>> {
+        self.check_id(session)?;
+        if records.is_empty() {
+            return Err(Error::InvalidInput("an append needs at least one record"));
+        }
+        if records.len() > MAX_RECORDS_PER_APPEND {
+            return Err(Error::TooLarge {
+                what: "records in one append",
+                size: records.len(),
+                limit: MAX_RECORDS_PER_APPEND,
+            });
+        }
+        let mut total: u64 = 0;
+        for r in records {
+            if r.body.is_empty() {
+                return Err(Error::InvalidInput("a record body is empty"));
+            }
+            total += r.body.len() as u64 + 1;
+        }
+        let limit = self.config.session_size_limit_bytes as usize;
+        if total > limit as u64 {
+            return Err(Error::TooLarge {
+                what: "one append",
+                size: total as usize,
+                limit,
+            });
+        }
+        let found = self.find(session)?;
+        if let Some(i) = found {
+            if self.sessions[i].blocked() {
+                return Err(Error::Blocked);
+            }
+            if self.sessions[i].chain as usize >= CHAIN_MAX {
+                self.rewrite_base(i, Keep::All, None, false, Priority::User)?;
+            }
+        } else if self.sessions.is_full() {
+            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+        }
+        let (uid, prev) = match found {
+            Some(i) => (self.sessions[i].uid, self.sessions[i].head),
+            None => (self.next_uid, NO_ADDR),
+        };
+        let mut meta = [0u8; BATCH_META_MAX];
+        let flags = if turn_completed {
+            BATCH_TURN_COMPLETED
+        } else {
+            0
+        };
+        let id = found.is_none().then_some(session.as_bytes());
+        let meta_len = encode_batch_meta(&mut meta, uid, prev, flags, id, records);
+        let mut payload = AppendPayload {
+            meta: &meta[..meta_len],
+            records,
+        };
+        if found.is_none() {
+            self.next_uid = self.next_uid.wrapping_add(1);
+        }
+        let addr = self.write(kind::SESSION_BATCH, &mut payload, Priority::User)?;
+        let sector_seq = self.log.head_seq_of(addr);
+        let i = match found {
+            Some(i) => {
+                let s = &mut self.sessions[i];
+                s.head = addr;
+                s.chain += 1;
+                s.records = s.records.saturating_add(records.len() as u16);
+                s.size = s.size.saturating_add(total as u32);
+                i
+            }
+            None => {
+                let s = Session {
+                    uid,
+                    id_hash: fnv1a32(session.as_bytes()),
+                    id_len: session.len() as u8,
+                    flags: 0,
+                    records: records.len() as u16,
+                    chain: 0,
+                    head: addr,
+                    root: addr,
+                    root_is_base: false,
+                    oldest: sector_seq,
+                    size: total as u32,
+                };
+                self.sessions
+                    .push(s)
+                    .map_err(|_| Error::LogicBug("session table full after check"))?;
+                self.sessions.len() - 1
+            }
+        };
+        let mut out = Appended::default();
+        if turn_completed && self.sessions[i].size > self.config.session_size_limit_bytes {
+            out = self.compact_turns(i)?;
+        }
+        Ok(out)
+    }
+
+    /// ESP-Claw's turn-aware compaction of session `i`.
+    fn compact_turns(&mut self, i: usize) -> Result<Appended, Error<F::Error>> {
+        let s = self.sessions[i];
+        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            plan.push(r.kind, u64::from(r.len));
+        }
+        let plan = plan.finish();
+        if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
+            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
+            self.write(kind::SESSION_BLOCK, &mut payload, Priority::Maintenance)?;
+            self.sessions[i].flags |= FLAG_BLOCKED;
+            return Ok(Appended {
+                compacted: false,
+                blocked: true,
+            });
+        }
+        if plan.kept_record_count() == plan.record_count() {
+            return Ok(Appended::default());
+        }
+        self.rewrite_base(i, Keep::Turns(&plan), None, false, Priority::Maintenance)?;
+        Ok(Appended {
+            compacted: true,
+            blocked: false,
+        })
+    }
+
+    /// Ameba-Claw's summary compaction: replaces every turn before the last
+    /// `keep_turns` turns by `summary`. Returns `false` (and writes nothing)
+    /// if fewer than two turns would be replaced.
+    ///
+    /// Power loss: atomic; before the new index commits the old history
+    /// stands, after it the summarized one.
+    pub fn compact_with_summary(
+        &mut self,
+        session: &str,
+        keep_turns: u64,
+        summary: Record<'_>,
+    ) -> Result<bool, Error<F::Error>> {
+        self.check_id(session)?;
+        if summary.body.is_empty() {
+            return Err(Error::InvalidInput("the summary is empty"));
+        }
+        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let s = self.sessions[i];
+        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        let mut turns = TurnCursor::new();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            turns.advance(r.kind);
+        }
+        let mut finder = SummaryCutFinder::new(turns.turns(), keep_turns);
+        recs.rewind();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            finder.push(r.kind, u64::from(r.len));
+        }
+        let Some(cut) = finder.finish() else {
+            return Ok(false);
+        };
+        if cut.replaced_turns < crate::turns::SUMMARY_MIN_REPLACED_TURNS {
+            return Ok(false);
+        }
+        self.rewrite_base(
+            i,
+            Keep::From(cut.record_index),
+            Some(summary),
+            false,
+            Priority::Maintenance,
+        )?;
+        Ok(true)
+    }
+
+    /// Writes a new base for session `i` holding the records `keep` selects,
+    /// after `summary` if given. With `embed`, the kept bodies are copied
+    /// into the base (relocation); otherwise it references them in place.
+    fn rewrite_base(
+        &mut self,
+        i: usize,
+        keep: Keep<'_>,
+        summary: Option<Record<'_>>,
+        embed: bool,
+        p: Priority,
+    ) -> Result<(), Error<F::Error>> {
+        let s = self.sessions[i];
+        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        // Check the batches whose bodies will be referenced or copied.
+        for k in 0..recs.chain().len {
+            let addr = recs.chain().addrs[k];
+            if k == 0 && s.root_is_base {
+                continue;
+            }
+            if self.log.verify(addr)?.is_none() {
+                return Err(Error::Corrupted {
+                    address: addr,
+                    what: "a session batch failed its checksum",
+                });
+            }
+        }
+        // Pre-pass: what is kept.
+        let mut state = KeepState::new();
+        let mut count: u32 = u32::from(summary.is_some());
+        let mut size: u32 = summary.map_or(0, |r| r.body.len() as u32 + 1);
+        let mut embedded: u32 = summary.map_or(0, |r| r.body.len() as u32);
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if state.keep(keep, r.kind) {
+                count += 1;
+                size += r.len + 1;
+                if embed {
+                    embedded += r.len;
+                }
+            }
+        }
+        if count == 0 {
+            return Err(Error::LogicBug("a base with no records"));
+        }
+        recs.rewind();
+        let mut id = [0u8; MAX_SESSION_ID_BYTES];
+        read_id(&mut self.log.io(), &s, &mut id)?;
+        let id_len = s.id_len as u32;
+        let entries_at = BASE_FIXED + id_len + CHDX_HEADER_SIZE as u32;
+        let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
+        let bodies_at = crcs_at + count * 4;
+        let total = bodies_at + embedded;
+        self.ensure_room(total, p)?;
+        let (start, opens) = self.log.plan(total);
+        let payload_start = start + CHUNK_HEADER_LEN;
+        let new_sector_seq = self.log.head_seq + opens;
+        // A relocating base holds every live body itself; otherwise the
+        // referenced bodies stay where they are.
+        let oldest = if embed { new_sector_seq } else { s.oldest };
+        let mut fixed = [0u8; BASE_FIXED as usize];
+        BaseFixed {
+            uid: s.uid,
+            flags: s.flags,
+            id_len: s.id_len,
+            size,
+            count,
+            oldest,
+        }
+        .encode(&mut fixed);
+        let sweep = Sweep::new(recs);
+        let mut payload = BasePayload {
+            fixed,
+            id,
+            id_len,
+            summary,
+            keep,
+            embed,
+            payload_start,
+            entries_at,
+            crcs_at,
+            bodies_at,
+            total,
+            entries: sweep.clone(),
+            crcs: sweep.clone(),
+            bodies: sweep,
+        };
+        let (addr, _) = self.log.write_batch(kind::SESSION_BASE, &mut payload)?;
+        if addr != start {
+            return Err(Error::LogicBug("base landed elsewhere than planned"));
+        }
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(total);
+        let s = &mut self.sessions[i];
+        s.root = addr;
+        s.head = addr;
+        s.root_is_base = true;
+        s.chain = 0;
+        s.records = count as u16;
+        s.size = size;
+        s.oldest = oldest;
+        Ok(())
+    }
+
+    /// Reads a session's history into `buf`, oldest record first, applying
+    /// ESP-Claw's mixed-backend filter for the `current` backend (tool
+    /// records of another known backend are dropped; a final answer keeps
+    /// only its text). An empty or unknown session is [`Error::NotFound`].
+    ///
+    /// Reads about the bytes it returns: the session's index and bodies and
+    /// the meta of its recent batches, never the rest of the partition.
+    pub fn history<'b>(
+        &mut self,
+        session: &str,
+        current: BackendFormat,
+        buf: &'b mut [u8],
+    ) -> Result<History<'b>, Error<F::Error>> {
+        self.check_id(session)?;
+        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let s = self.sessions[i];
+        let needed = s.size as usize - s.records as usize + HIST_HEADER * s.records as usize;
+        if buf.len() < needed {
+            return Err(Error::BufferTooSmall { needed });
+        }
+        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        let mut at = 0usize;
+        let mut count = 0u32;
+        let mut damaged = 0u32;
+        // Batch CRCs are checked as the batch is read: remember where each
+        // batch's output began, to drop it whole if its checksum fails.
+        let mut seg_start = 0usize;
+        let mut seg_records = 0u32;
+        let mut cur_seg = usize::MAX;
+        let mut digest: Option<SegmentCheck> = None;
+        loop {
+            let next = recs.next(&mut self.log.io())?;
+            let seg = next.map(|r| r.segment);
+            if seg != Some(cur_seg) {
+                // Close the previous batch.
+                if let Some(check) = digest.take() {
+                    if self.log.verify(check.addr)?.is_none() {
+                        damaged += seg_records;
+                        count -= seg_records;
+                        at = seg_start;
+                    }
+                }
+                if let Some(seg) = seg {
+                    cur_seg = seg;
+                    seg_start = at;
+                    seg_records = 0;
+                    if !(seg == 0 && s.root_is_base) {
+                        digest = Some(SegmentCheck {
+                            addr: recs.chain().addrs[seg],
+                        });
+                    }
+                }
+            }
+            let Some(r) = next else { break };
+            let body = at + HIST_HEADER;
+            let end = body + r.len as usize;
+            let dst = buf
+                .get_mut(body..end)
+                .ok_or(Error::BufferTooSmall { needed })?;
+            self.log.io().read_stream(r.addr, dst)?;
+            if let Some(crc) = r.crc {
+                if CRC.checksum(dst) != crc {
+                    damaged += 1;
+                    continue;
+                }
+            }
+            // The mixed-backend filter.
+            let mut len = r.len as usize;
+            match crate::backend::history_action(current, r.format, r.kind) {
+                crate::backend::HistoryAction::Keep => {}
+                crate::backend::HistoryAction::Drop => continue,
+                crate::backend::HistoryAction::KeepTextOnly => {
+                    let (head, tail) = buf.split_at_mut(end);
+                    match crate::backend::degrade_assistant_final(&head[body..end], tail) {
+                        Ok(crate::backend::Degraded::Unchanged) | Err(_) => {}
+                        Ok(crate::backend::Degraded::Dropped) => continue,
+                        Ok(crate::backend::Degraded::Rewritten { len_bytes }) => {
+                            buf.copy_within(end..end + len_bytes, body);
+                            len = len_bytes;
+                        }
+                    }
+                }
+            }
+            buf[at] = r.kind.as_u8();
+            buf[at + 1] = r.format.as_u8();
+            buf[at + 2..at + 6].copy_from_slice(&(len as u32).to_le_bytes());
+            at = body + len;
+            count += 1;
+            seg_records += 1;
+        }
+        if count == 0 {
+            return Err(Error::NotFound);
+        }
+        Ok(History {
+            buf: &buf[..at],
+            records: count,
+            damaged,
+        })
+    }
+
+    /// Deletes a session and all its records.
+    ///
+    /// Power loss: atomic; the deletion commits with one small record.
+    pub fn delete_session(&mut self, session: &str) -> Result<(), Error<F::Error>> {
+        self.check_id(session)?;
+        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let uid = self.sessions[i].uid;
+        let mut payload = Slices([&uid.to_le_bytes()[..]]);
+        self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
+        self.sessions.swap_remove(i);
+        Ok(())
+    }
+
+    /// Deletes every session. Returns how many were deleted.
+    ///
+    /// Power loss: each session's deletion is atomic on its own.
+    pub fn clear_sessions(&mut self) -> Result<usize, Error<F::Error>> {
+        let mut n = 0;
+        while let Some(s) = self.sessions.last().copied() {
+            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
+            self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
+            self.sessions.pop();
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Checks the store's structure against the flash: every session's chain
+    /// and index, checksums, record counts and sizes, and the ring.
+    /// Returns the number of records checked.
+    pub fn check(&mut self) -> Result<u32, Error<F::Error>> {
+        let geo = self.log.geo;
+        let mut records = 0u32;
+        for seq in self.log.tail_seq..=self.log.head_seq {
+            let idx = self
+                .log
+                .sector_index_of_seq(seq)
+                .ok_or(Error::LogicBug("ring"))?;
+            match self.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq: s, .. } if s == seq => {}
+                _ => {
+                    return Err(Error::Corrupted {
+                        address: geo.sector_start(idx),
+                        what: "a sector in use has a wrong or missing header",
+                    })
+                }
+            }
+        }
+        for i in 0..self.sessions.len() {
+            let s = self.sessions[i];
+            if s.oldest < self.log.tail_seq || s.oldest > self.log.head_seq {
+                return Err(Error::Corrupted {
+                    address: s.root,
+                    what: "a session's oldest sector is outside the ring",
+                });
+            }
+            let mut recs = Records::new(&mut self.log.io(), &s)?;
+            if recs.chain().len != s.chain as usize + 1 {
+                return Err(Error::Corrupted {
+                    address: s.head,
+                    what: "a session's chain length disagrees with the table",
+                });
+            }
+            let (mut n, mut size) = (0u32, 0u32);
+            while let Some(r) = recs.next(&mut self.log.io())? {
+                n += 1;
+                size += r.len + 1;
+                let sector_seq = self.log.seq_of_sector(geo.sector_of(r.addr));
+                if sector_seq.is_none_or(|q| q < s.oldest) {
+                    return Err(Error::Corrupted {
+                        address: r.addr,
+                        what: "a record body lies outside the session's live sectors",
+                    });
+                }
+            }
+            if n != u32::from(s.records) || size != s.size {
+                return Err(Error::Corrupted {
+                    address: s.root,
+                    what: "a session's record count or size disagrees with the table",
+                });
+            }
+            for k in 0..recs.chain().len {
+                let addr = recs.chain().addrs[k];
+                if self.log.verify(addr)?.is_none() {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a session record failed its checksum",
+                    });
+                }
+            }
+            records += n;
+        }
+        Ok(records)
+    }
+}
+
+impl<F: NorFlash> Log<F> {
+    /// Verifies the batch at `addr` (see [`verify_batch`]).
+    fn verify(&mut self, addr: u32) -> Result<Option<u32>, Error<F::Error>> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        verify_batch(&mut io, addr, &mut self.buf)
+    }
+
+    /// Sector sequence of the sector holding `addr` (the head's if unknown).
+    fn head_seq_of(&self, addr: u32) -> u32 {
+        self.seq_of_sector(self.geo.sector_of(addr))
+            .unwrap_or(self.head_seq)
+    }
+}
+
+/// A batch of a history whose checksums are verified after its bodies were
+/// read.
+struct SegmentCheck {
+    addr: u32,
+}
+
+struct AppendPayload<'a, 'r> {
+    meta: &'a [u8],
+    records: &'a [Record<'r>],
+}
+
+impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
+    fn len(&self) -> u32 {
+        self.meta.len() as u32
+            + self
+                .records
+                .iter()
+                .map(|r| r.body.len() as u32)
+                .sum::<u32>()
+    }
+
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        let parts = core::iter::once(self.meta).chain(self.records.iter().map(|r| r.body));
+        copy_from_parts(parts, offset, out);
+        Ok(())
+    }
+}
+
+struct CheckpointPayload<'a> {
+    fixed: [u8; CKPT_FIXED],
+    sessions: &'a [Session],
+}
+
+impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
+    fn len(&self) -> u32 {
+        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED) as u32
+    }
+
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        let mut done = 0;
+        while done < out.len() {
+            let p = offset as usize + done;
+            if p < CKPT_FIXED {
+                let n = (CKPT_FIXED - p).min(out.len() - done);
+                out[done..done + n].copy_from_slice(&self.fixed[p..p + n]);
+                done += n;
+            } else {
+                let k = (p - CKPT_FIXED) / SESSION_ENCODED;
+                let j = (p - CKPT_FIXED) % SESSION_ENCODED;
+                let mut b = [0u8; SESSION_ENCODED];
+                self.sessions
+                    .get(k)
+                    .ok_or(Error::LogicBug("checkpoint payload overrun"))?
+                    .encode(&mut b);
+                let n = (SESSION_ENCODED - j).min(out.len() - done);
+                out[done..done + n].copy_from_slice(&b[j..j + n]);
+                done += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One sequential pass over the kept records of a base being written.
+#[derive(Clone)]
+struct Sweep {
+    recs: Records,
+    state: KeepState,
+    /// Index (among kept records, the summary counting as 0) of `cur`.
+    k: Option<u32>,
+    cur: Option<RecordInfo>,
+    /// Offset of `cur`'s body within the embedded-bodies section.
+    embed_off: u32,
+    /// Bytes of `cur`'s body emitted so far (bodies sweep only).
+    started: bool,
+}
+
+impl Sweep {
+    fn new(recs: Records) -> Self {
+        Sweep {
+            recs,
+            state: KeepState::new(),
+            k: None,
+            cur: None,
+            embed_off: 0,
+            started: false,
+        }
+    }
+
+    fn rewind(&mut self) {
+        self.recs.rewind();
+        self.state = KeepState::new();
+        self.k = None;
+        self.cur = None;
+        self.embed_off = 0;
+        self.started = false;
+    }
+}
+
+struct BasePayload<'p, 'r> {
+    fixed: [u8; BASE_FIXED as usize],
+    id: [u8; MAX_SESSION_ID_BYTES],
+    id_len: u32,
+    summary: Option<Record<'r>>,
+    keep: Keep<'p>,
+    embed: bool,
+    payload_start: u32,
+    entries_at: u32,
+    crcs_at: u32,
+    bodies_at: u32,
+    total: u32,
+    entries: Sweep,
+    crcs: Sweep,
+    bodies: Sweep,
+}
+
+/// A kept record as the base sees it: from RAM (the summary) or flash.
+#[derive(Clone, Copy)]
+enum Kept<'r> {
+    Summary(Record<'r>),
+    Flash(RecordInfo),
+}
+
+impl<'r> BasePayload<'_, 'r> {
+    /// Moves `sweep` to kept record `k`; returns it and its body's offset in
+    /// the embedded section (if embedded).
+    fn seek<F: NorFlash>(
+        sweep: &mut Sweep,
+        io: &mut Io<'_, F>,
+        keep: Keep<'_>,
+        summary: Option<Record<'r>>,
+        embed: bool,
+        k: u32,
+    ) -> Result<(Kept<'r>, Option<u32>), Error<F::Error>> {
+        if sweep.k.is_some_and(|c| c > k) {
+            sweep.rewind();
+        }
+        loop {
+            if sweep.k == Some(k) {
+                break;
+            }
+            // Account the current record's embedded body before moving on.
+            match (sweep.k, summary) {
+                (Some(0), Some(s)) => sweep.embed_off += s.body.len() as u32,
+                (Some(_), _) => {
+                    if let (true, Some(c)) = (embed, sweep.cur) {
+                        sweep.embed_off += c.len;
+                    }
+                }
+                (None, _) => {}
+            }
+            let next_k = sweep.k.map_or(0, |c| c + 1);
+            if next_k == 0 && summary.is_some() {
+                sweep.k = Some(0);
+                sweep.cur = None;
+                continue;
+            }
+            loop {
+                let r = sweep
+                    .recs
+                    .next(io)?
+                    .ok_or(Error::LogicBug("base sweep ran out of records"))?;
+                if sweep.state.keep(keep, r.kind) {
+                    sweep.cur = Some(r);
+                    break;
+                }
+            }
+            sweep.k = Some(next_k);
+        }
+        let off = sweep.embed_off;
+        match (k, summary) {
+            (0, Some(s)) => Ok((Kept::Summary(s), Some(off))),
+            _ => {
+                let r = sweep
+                    .cur
+                    .ok_or(Error::LogicBug("base sweep lost its record"))?;
+                Ok((Kept::Flash(r), embed.then_some(off)))
+            }
+        }
+    }
+}
+
+impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
+    fn len(&self) -> u32 {
+        self.total
+    }
+
+    fn fill(
+        &mut self,
+        io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        if offset == 0 {
+            self.entries.rewind();
+            self.crcs.rewind();
+            self.bodies.rewind();
+        }
+        let mut done = 0usize;
+        while done < out.len() {
+            let p = offset + done as u32;
+            let rest = out.len() - done;
+            let n;
+            if p < BASE_FIXED {
+                n = ((BASE_FIXED - p) as usize).min(rest);
+                out[done..done + n].copy_from_slice(&self.fixed[p as usize..p as usize + n]);
+            } else if p < BASE_FIXED + self.id_len {
+                let j = (p - BASE_FIXED) as usize;
+                n = (self.id_len as usize - j).min(rest);
+                out[done..done + n].copy_from_slice(&self.id[j..j + n]);
+            } else if p < self.entries_at {
+                let h = chdx::encode_header();
+                let j = (p - BASE_FIXED - self.id_len) as usize;
+                n = (CHDX_HEADER_SIZE - j).min(rest);
+                out[done..done + n].copy_from_slice(&h[j..j + n]);
+            } else if p < self.crcs_at {
+                let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
+                let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
+                let (rec, emb) = Self::seek(
+                    &mut self.entries,
+                    io,
+                    self.keep,
+                    self.summary,
+                    self.embed,
+                    k,
+                )?;
+                let (kind, format, len, addr) = match rec {
+                    Kept::Summary(s) => (s.kind, s.format, s.body.len() as u32, 0),
+                    Kept::Flash(r) => (r.kind, r.format, r.len, r.addr),
+                };
+                let addr = match emb {
+                    Some(off) => io.stream_advance(self.payload_start, self.bodies_at + off),
+                    None => addr,
+                };
+                let e = chdx::RawEntry {
+                    offset: addr,
+                    length: len + 1,
+                    record_type: kind.as_u8(),
+                    backend_format: format.as_u8(),
+                }
+                .encode();
+                n = (CHDX_ENTRY_SIZE - j).min(rest);
+                out[done..done + n].copy_from_slice(&e[j..j + n]);
+            } else if p < self.bodies_at {
+                let k = (p - self.crcs_at) / 4;
+                let j = ((p - self.crcs_at) % 4) as usize;
+                let (rec, _) =
+                    Self::seek(&mut self.crcs, io, self.keep, self.summary, self.embed, k)?;
+                let crc = match rec {
+                    Kept::Summary(s) => CRC.checksum(s.body),
+                    Kept::Flash(r) => match r.crc {
+                        Some(c) => c,
+                        None => {
+                            let mut d = CRC.digest();
+                            let mut chunk = [0u8; 64];
+                            let mut got = 0u32;
+                            while got < r.len {
+                                let m = ((r.len - got) as usize).min(chunk.len());
+                                let at = io.stream_advance(r.addr, got);
+                                io.read_stream(at, &mut chunk[..m])?;
+                                d.update(&chunk[..m]);
+                                got += m as u32;
+                            }
+                            d.finalize()
+                        }
+                    },
+                };
+                let c = crc.to_le_bytes();
+                n = (4 - j).min(rest);
+                out[done..done + n].copy_from_slice(&c[j..j + n]);
+            } else {
+                // Embedded bodies, in kept order.
+                let rel = p - self.bodies_at;
+                let mut k = self.bodies.k.unwrap_or(0);
+                let (mut rec, mut off) =
+                    Self::seek(&mut self.bodies, io, self.keep, self.summary, self.embed, k)?;
+                loop {
+                    let len = match rec {
+                        Kept::Summary(s) => s.body.len() as u32,
+                        Kept::Flash(r) => r.len,
+                    };
+                    let o = off.ok_or(Error::LogicBug("body section holds a referenced record"))?;
+                    if rel < o {
+                        return Err(Error::LogicBug("base body sweep went backwards"));
+                    }
+                    if rel < o + len {
+                        let j = rel - o;
+                        n = ((len - j) as usize).min(rest);
+                        match rec {
+                            Kept::Summary(s) => out[done..done + n]
+                                .copy_from_slice(&s.body[j as usize..j as usize + n]),
+                            Kept::Flash(r) => {
+                                let at = io.stream_advance(r.addr, j);
+                                io.read_stream(at, &mut out[done..done + n])?;
+                            }
+                        }
+                        break;
+                    }
+                    k += 1;
+                    (rec, off) =
+                        Self::seek(&mut self.bodies, io, self.keep, self.summary, self.embed, k)?;
+                }
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
