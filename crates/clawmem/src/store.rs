@@ -243,6 +243,8 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     reserve_gc: u32,
     reserve_maintenance: u32,
     mount_report: MountReport,
+    /// Set while garbage collection relocates: no nested collection.
+    in_gc: bool,
 }
 
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
@@ -319,6 +321,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             reserve_gc,
             reserve_maintenance,
             mount_report: MountReport::default(),
+            in_gc: false,
         };
         store.write_checkpoint()?;
         Ok(store)
@@ -390,7 +393,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // and where writing goes on.
         let mut pos = geo.first_chunk(head);
         let mut head_checkpoint = None;
+        // Everything in the head sector before `valid_end` checked out.
+        let mut valid_end;
         loop {
+            valid_end = pos;
             match log.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
                     if !log.crc_ok(&c)? {
@@ -427,6 +433,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
         }
         log.write_pos = pos;
+        let head_valid_end = valid_end;
         let mut store = Store {
             log,
             sessions: Vec::new(),
@@ -437,6 +444,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             reserve_gc,
             reserve_maintenance,
             mount_report: report,
+            in_gc: false,
         };
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];
@@ -480,7 +488,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 geo.first_chunk(i)
             }
         };
-        store.scan(scan_from)?;
+        // Sectors at the tail end whose header does not carry the sequence
+        // the ring expects were being reopened when power failed: free.
+        while store.log.tail_seq < store.log.head_seq {
+            let idx = store
+                .log
+                .sector_index_of_seq(store.log.tail_seq)
+                .ok_or(Error::LogicBug("tail outside the ring"))?;
+            match store.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq, .. } if seq == store.log.tail_seq => break,
+                _ => store.log.tail_seq += 1,
+            }
+        }
+        store.scan(scan_from, head_valid_end)?;
         if store.mount_report.sealed_head || !store.mount_report.from_checkpoint {
             // Record the recovered state, so that the next mount reads the
             // same and never revisits the damage.
@@ -537,8 +557,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(true)
     }
 
-    /// Applies every committed batch from `from` to the head.
-    fn scan(&mut self, from: u32) -> Result<(), Error<F::Error>> {
+    /// Applies every committed batch from `from` to `head_end` in the head
+    /// sector.
+    fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Error<F::Error>> {
         let geo = self.log.geo;
         let mut pos = from;
         let mut sector = geo.sector_of(from);
@@ -552,7 +573,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         };
         for _ in 0..=geo.count {
             loop {
-                if sector == self.log.head && pos >= self.log.write_pos {
+                if sector == self.log.head && pos >= head_end {
                     break;
                 }
                 let c = match self.log.slot_at(sector, pos)? {
@@ -873,21 +894,43 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(false);
         }
         let tail_seq = self.log.tail_seq;
+        // Room for everything that must move, checked before anything moves.
+        let mut needed = 0u64;
         if self.checkpoint_sector_seq <= tail_seq {
-            self.write_checkpoint_with(Priority::Gc)?;
+            needed += u64::from(self.checkpoint_len()) + 64;
         }
-        let mut i = 0;
-        while i < self.sessions.len() {
-            if self.sessions[i].oldest <= tail_seq {
-                self.rewrite_base(i, Keep::All, None, true, Priority::Gc)?;
-            }
-            i += 1;
+        for s in self.sessions.iter().filter(|s| s.oldest <= tail_seq) {
+            needed += u64::from(s.size) + 14 * u64::from(s.records) + 96;
         }
+        let space = u64::from(self.log.geo.sector_payload_space() - CHUNK_HEADER_LEN);
+        let room = u64::from(self.log.free_sectors()) * space
+            + u64::from(
+                self.log.geo.sector_start(self.log.head) + self.log.geo.sector - self.log.write_pos,
+            );
+        if needed > 0 && needed + space > room {
+            return Ok(false);
+        }
+        self.in_gc = true;
+        let result = self.relocate_tail(tail_seq);
+        self.in_gc = false;
+        result?;
         if self.checkpoint_sector_seq <= tail_seq {
             return Err(Error::LogicBug("checkpoint still in the reclaimed sector"));
         }
         self.log.tail_seq += 1;
         Ok(true)
+    }
+
+    fn relocate_tail(&mut self, tail_seq: u32) -> Result<(), Error<F::Error>> {
+        if self.checkpoint_sector_seq <= tail_seq {
+            self.write_checkpoint_with(Priority::Gc)?;
+        }
+        for i in 0..self.sessions.len() {
+            if self.sessions[i].oldest <= tail_seq {
+                self.rewrite_base(i, Keep::All, None, true, Priority::Gc)?;
+            }
+        }
+        Ok(())
     }
 
     /// Writes a batch with room made first; returns its address.
@@ -1209,6 +1252,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             crcs_at,
             bodies_at,
             total,
+            last_end: 0,
             entries: sweep.clone(),
             crcs: sweep.clone(),
             bodies: sweep,
@@ -1563,6 +1607,7 @@ struct BasePayload<'p, 'r> {
     crcs_at: u32,
     bodies_at: u32,
     total: u32,
+    last_end: u32,
     entries: Sweep,
     crcs: Sweep,
     bodies: Sweep,
@@ -1645,11 +1690,13 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
         offset: u32,
         out: &mut [u8],
     ) -> Result<(), Error<F::Error>> {
-        if offset == 0 {
+        if offset < self.last_end {
+            // A new pass over this chunk (checksum, then program).
             self.entries.rewind();
             self.crcs.rewind();
             self.bodies.rewind();
         }
+        self.last_end = offset + out.len() as u32;
         let mut done = 0usize;
         while done < out.len() {
             let p = offset + done as u32;

@@ -1,0 +1,243 @@
+//! Power cuts at every program and erase call of a workload, on several
+//! geometries, each followed by a fresh mount (never the engine's RAM state).
+//!
+//! Checked after every cut: acknowledged appends and deletes are all there
+//! (durability); the operation in flight is all-or-nothing and a second
+//! mount gives the same answer (atomicity); `check()` passes; and a write
+//! that fits succeeds afterwards (progress).
+
+use std::collections::BTreeMap;
+
+use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store};
+use clawmem_sim::{CutPoint, Geometry, Model, Nor, PowerCut, Preset, SimFlash, Tear, WriteRule};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(usize, Vec<u8>, RecordType),
+    Delete(usize),
+}
+
+type Model_ = BTreeMap<usize, Vec<Vec<u8>>>;
+
+fn workload(n: usize, seed: u64, max_body: u64, max_session: usize) -> Vec<Op> {
+    let mut x = seed;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut ops = Vec::new();
+    let mut sizes = [0usize; 4];
+    for i in 0..n {
+        let s = rnd(4) as usize;
+        // Sessions are deleted now and then, and always before they outgrow
+        // a few KiB, so the live data stays well inside the partition.
+        if rnd(40) == 0 || sizes[s] > max_session {
+            ops.push(Op::Delete(s));
+            sizes[s] = 0;
+            continue;
+        }
+        let len = 20 + rnd(max_body) as usize;
+        let body: Vec<u8> = format!("{{\"n\":{i},\"pad\":\"{}\"}}", "y".repeat(len)).into_bytes();
+        sizes[s] += body.len() + 1;
+        ops.push(Op::Append(s, body, RecordType::User));
+    }
+    ops
+}
+
+fn id(s: usize) -> String {
+    format!("chat:cut:{s}")
+}
+
+fn apply_model(m: &mut Model_, op: &Op) {
+    match op {
+        Op::Append(s, body, _) => m.entry(*s).or_default().push(body.clone()),
+        Op::Delete(s) => {
+            m.remove(s);
+        }
+    }
+}
+
+fn run_op<F: embedded_storage::nor_flash::NorFlash, const N: usize>(
+    store: &mut Store<F, N>,
+    op: &Op,
+) -> Result<(), Error<F::Error>> {
+    match op {
+        Op::Append(s, body, kind) => store
+            .append(
+                &id(*s),
+                &[Record {
+                    kind: *kind,
+                    format: BackendFormat::OpenAiCompatible,
+                    body,
+                }],
+                false,
+            )
+            .map(|_| ()),
+        Op::Delete(s) => match store.delete_session(&id(*s)) {
+            Err(Error::NotFound) => Ok(()),
+            r => r,
+        },
+    }
+}
+
+fn read_all<F: embedded_storage::nor_flash::NorFlash, const N: usize>(
+    store: &mut Store<F, N>,
+) -> Model_ {
+    let mut out = Model_::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    for s in 0..4 {
+        match store.history(&id(s), BackendFormat::Unknown, &mut buf) {
+            Ok(h) => {
+                assert_eq!(h.damaged_records(), 0);
+                out.insert(s, h.iter().map(|r| r.body.to_vec()).collect());
+            }
+            Err(Error::NotFound) => {}
+            Err(e) => panic!("history of session {s}: {e:?}"),
+        }
+    }
+    out
+}
+
+/// Runs the sweep for one geometry; returns (cut points, runs).
+fn sweep<const W: usize, const E: usize, const M: bool>(
+    model: Model,
+    config: Config,
+    ops: &[Op],
+    tears: &[Tear],
+) -> (u64, u64) {
+    let fresh = || {
+        let flash = Nor::<W, E, M>::new(SimFlash::new(model.clone())).unwrap();
+        Store::<_, 8>::format(flash, config).unwrap().into_flash()
+    };
+    // A clean run counts the cut points.
+    let base = fresh();
+    let mut clean = base.clone();
+    clean.flash_mut().arm_power_cut(PowerCut {
+        seed: 0,
+        at: CutPoint::Op(u64::MAX),
+        tear: Tear::Prefix(0),
+    });
+    let mut store = Store::<_, 8>::mount(clean, config, MountMode::ExistingOnly).unwrap();
+    for op in ops {
+        run_op(&mut store, op).unwrap();
+    }
+    store.check().unwrap();
+    let total = store.flash().flash().ops_since_arm();
+    assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+    let mut runs = 0;
+    for cut in 0..total {
+        for (t, tear) in tears.iter().enumerate() {
+            let replay = PowerCut {
+                seed: cut * 31 + t as u64,
+                at: CutPoint::Op(cut),
+                tear: *tear,
+            };
+            let mut flash = base.clone();
+            flash.flash_mut().arm_power_cut(replay);
+            let mut store = Store::<_, 8>::mount(flash, config, MountMode::ExistingOnly).unwrap();
+            let mut before = Model_::new();
+            let mut in_flight = None;
+            for op in ops {
+                match run_op(&mut store, op) {
+                    Ok(()) => apply_model(&mut before, op),
+                    Err(_) => {
+                        in_flight = Some(op.clone());
+                        break;
+                    }
+                }
+            }
+            let mut flash = store.into_flash();
+            assert_eq!(
+                flash.flash().stats().write_budget_violations,
+                0,
+                "write budget violated ({replay})"
+            );
+            flash.flash_mut().restore_power();
+            let mut store = Store::<_, 8>::mount(flash, config, MountMode::ExistingOnly)
+                .unwrap_or_else(|e| panic!("mount after {replay}: {e:?}"));
+            let got = read_all(&mut store);
+            let mut after = before.clone();
+            if let Some(op) = &in_flight {
+                apply_model(&mut after, op);
+            }
+            assert!(
+                got == before || got == after,
+                "{replay}: history is neither before nor after the op in flight {in_flight:?}"
+            );
+            store
+                .check()
+                .unwrap_or_else(|e| panic!("check after {replay}: {e:?}"));
+            // A second mount gives the same answer.
+            let flash = store.into_flash();
+            let mut store = Store::<_, 8>::mount(flash, config, MountMode::ExistingOnly).unwrap();
+            assert_eq!(read_all(&mut store), got, "{replay}: second mount differs");
+            // Progress: a write that fits succeeds.
+            store
+                .append(
+                    "chat:cut:after",
+                    &[Record {
+                        kind: RecordType::User,
+                        format: BackendFormat::Unknown,
+                        body: b"{\"after\":true}",
+                    }],
+                    false,
+                )
+                .unwrap_or_else(|e| panic!("{replay}: write after recovery: {e:?}"));
+            assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+            runs += 1;
+        }
+    }
+    (total, runs)
+}
+
+const TEARS: [Tear; 4] = [Tear::Prefix(0), Tear::Prefix(7), Tear::Bits, Tear::Random];
+
+#[test]
+fn every_cut_esp32() {
+    let config = Config {
+        session_size_limit_bytes: 4096,
+        ..Config::default()
+    };
+    let model = Preset::Esp32.model(16 * 4096).unwrap();
+    let (cuts, runs) = sweep::<4, 4096, true>(model, config, &workload(300, 7, 400, 3000), &TEARS);
+    println!("esp32: {cuts} cut points, {runs} runs");
+    assert!(cuts > 300, "the workload must wrap the ring: {cuts}");
+}
+
+#[test]
+fn every_cut_write_once_32_byte_words() {
+    let config = Config {
+        session_size_limit_bytes: 4096,
+        ..Config::default()
+    };
+    let t = Preset::Stm32h7.default_model().timings;
+    let model = Model::custom(Geometry::new(32, 4096, 16).unwrap(), WriteRule::Once, t);
+    let (cuts, runs) =
+        sweep::<32, 4096, false>(model, config, &workload(200, 11, 400, 3000), &TEARS);
+    println!("write-once 32 B: {cuts} cut points, {runs} runs");
+}
+
+#[test]
+fn every_cut_stm32l4() {
+    let config = Config {
+        session_size_limit_bytes: 2048,
+        ..Config::default()
+    };
+    let model = Preset::Stm32l4.model(24 * 2048).unwrap();
+    let (cuts, runs) = sweep::<8, 2048, false>(model, config, &workload(200, 5, 200, 1500), &TEARS);
+    println!("stm32l4: {cuts} cut points, {runs} runs");
+}
+
+#[test]
+fn every_cut_tiny_sectors_byte_writes() {
+    let config = Config {
+        session_size_limit_bytes: 1024,
+        ..Config::default()
+    };
+    let t = Preset::Generic.default_model().timings;
+    let model = Model::custom(Geometry::new(1, 256, 64).unwrap(), WriteRule::Unlimited, t);
+    let (cuts, runs) = sweep::<1, 256, true>(model, config, &workload(200, 3, 100, 800), &TEARS);
+    println!("1 B / 256 B: {cuts} cut points, {runs} runs");
+}
