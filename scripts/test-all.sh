@@ -21,6 +21,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test"
 cargo test --workspace
 
+step "fuzz harnesses as tests (fuzz/, outside the workspace)"
+(cd fuzz && cargo test)
+
 step "no_std builds of crates/clawmem"
 for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     cargo build -p clawmem --release --target "$target"

@@ -375,8 +375,9 @@ impl SimFlash {
         self.faults.cut
     }
 
-    /// Program and erase calls seen since the power cut was armed (or since
-    /// creation): the number of cut points a workload offers.
+    /// Program and erase calls (that passed the alignment and bounds checks)
+    /// seen since the last power cut was armed, or since creation: the number
+    /// of cut points a workload offers. Counting stops while power is off.
     pub fn ops_since_arm(&self) -> u64 {
         self.faults.cut_ops_seen
     }
@@ -696,9 +697,9 @@ impl SimFlash {
 
     /// Whether the armed cut hits the program call in flight of `len` bytes.
     fn cut_for_program(&mut self, len: usize) -> Option<PowerCut> {
-        let cut = self.faults.cut?;
         let index = self.faults.cut_ops_seen;
         self.faults.cut_ops_seen += 1;
+        let cut = self.faults.cut?;
         match cut.at {
             CutPoint::Op(n) if n == index => Some(cut),
             CutPoint::Byte(n) if self.faults.cut_bytes_seen + len as u64 > n => Some(cut),
@@ -707,9 +708,9 @@ impl SimFlash {
     }
 
     fn cut_for_erase(&mut self) -> Option<PowerCut> {
-        let cut = self.faults.cut?;
         let index = self.faults.cut_ops_seen;
         self.faults.cut_ops_seen += 1;
+        let cut = self.faults.cut?;
         match cut.at {
             CutPoint::Op(n) if n == index => Some(cut),
             CutPoint::Byte(n) if self.faults.cut_bytes_seen >= n => Some(cut),

@@ -43,7 +43,9 @@
 //! offset and the reason, a short output buffer is
 //! [`ScanError::BufferTooSmall`] with the size needed. Like cJSON it accepts raw
 //! control characters inside strings; unlike cJSON it rejects invalid UTF-8,
-//! leading zeros (`01`) and a bare trailing dot (`1.`).
+//! leading zeros (`01`) and a bare trailing dot (`1.`). [`JsonValue`] gives
+//! other modules read-only navigation over a validated document (members,
+//! array elements, string comparison).
 //!
 //! Written strings are escaped as cJSON prints them: `\"`, `\\`, `\b`, `\f`,
 //! `\n`, `\r`, `\t`, other characters below U+0020 as `\u00xx`, everything else
@@ -739,6 +741,112 @@ impl<'a> Json<'a> {
 /// Checks that `body` is one complete JSON document.
 pub fn validate_json(body: &[u8]) -> Result<(), ScanError> {
     Json::new(body).validate().map(|_| ())
+}
+
+/// The kind of a [`JsonValue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    /// `{...}`
+    Object,
+    /// `[...]`
+    Array,
+    /// `"..."`
+    String,
+    /// A number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// `null`.
+    Null,
+}
+
+/// One value of a validated JSON document, for read-only navigation without
+/// allocation (used by `rebuild` to recognise record shapes).
+///
+/// Only [`JsonValue::parse`] makes one, after validating the whole document,
+/// so every method is total: a lookup that cannot succeed gives `None`,
+/// `false` or no elements.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonValue<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> JsonValue<'a> {
+    /// Validates `body` as one JSON document (see [`validate_json`]) and
+    /// returns its root value.
+    pub fn parse(body: &'a [u8]) -> Result<JsonValue<'a>, ScanError> {
+        let at = Json::new(body).validate()?;
+        Ok(JsonValue { bytes: body, at })
+    }
+
+    /// What kind of value this is.
+    pub fn kind(self) -> JsonKind {
+        match self.bytes.get(self.at) {
+            Some(b'{') => JsonKind::Object,
+            Some(b'[') => JsonKind::Array,
+            Some(b'"') => JsonKind::String,
+            Some(b't' | b'f') => JsonKind::Bool,
+            Some(b'n') => JsonKind::Null,
+            _ => JsonKind::Number,
+        }
+    }
+
+    /// The first member named `name`, ignoring ASCII case as
+    /// `cJSON_GetObjectItem` does; `None` if this is not an object or has no
+    /// such member.
+    pub fn member(self, name: &str) -> Option<JsonValue<'a>> {
+        let at = Json::new(self.bytes).member(self.at, name).ok()??;
+        Some(JsonValue {
+            bytes: self.bytes,
+            at,
+        })
+    }
+
+    /// `true` if this is a string equal to `expected` (compared exactly, as
+    /// `strcmp`).
+    pub fn is_string(self, expected: &str) -> bool {
+        Json::new(self.bytes)
+            .string_eq(self.at, expected, false)
+            .unwrap_or(false)
+    }
+
+    /// The elements of this array, in order; none if this is not an array.
+    pub fn elements(self) -> JsonElements<'a> {
+        let json = Json::new(self.bytes);
+        JsonElements {
+            bytes: self.bytes,
+            list: json.list(self.at),
+            done: self.kind() != JsonKind::Array,
+        }
+    }
+}
+
+/// Iterator over the elements of a [`JsonValue`] array.
+pub struct JsonElements<'a> {
+    bytes: &'a [u8],
+    list: List,
+    done: bool,
+}
+
+impl<'a> Iterator for JsonElements<'a> {
+    type Item = JsonValue<'a>;
+
+    fn next(&mut self) -> Option<JsonValue<'a>> {
+        if self.done {
+            return None;
+        }
+        match Json::new(self.bytes).next_item(&mut self.list) {
+            Ok(Some((_, at))) => Some(JsonValue {
+                bytes: self.bytes,
+                at,
+            }),
+            _ => {
+                self.done = true;
+                None
+            }
+        }
+    }
 }
 
 const TEXT_MESSAGE_PREFIX: &[u8] = br#"{"role":"assistant","content":""#;

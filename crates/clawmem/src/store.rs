@@ -203,6 +203,42 @@ enum Keep<'p> {
     From(u64),
 }
 
+/// Which kept bodies a new base carries (copies) instead of referencing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Embed {
+    /// None: compaction and consolidation reference bodies in place.
+    None,
+    /// All: relocation of a whole session.
+    All,
+    /// Bodies starting in sectors up to this sector sequence: relocation of
+    /// the part of a session in the sectors being reclaimed.
+    UpTo(u32),
+}
+
+/// The ring as it was before a write, to tell a body's sector sequence.
+#[derive(Clone, Copy)]
+struct Ring {
+    head: u32,
+    head_seq: u32,
+    count: u32,
+    sector: u32,
+}
+
+impl Ring {
+    fn seq_of(&self, addr: u32) -> u32 {
+        let idx = addr / self.sector;
+        self.head_seq - (self.head + self.count - idx) % self.count
+    }
+
+    fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
+        match e {
+            Embed::None => false,
+            Embed::All => true,
+            Embed::UpTo(seq) => self.seq_of(r.addr) <= seq,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct KeepState {
     turns: TurnCursor,
@@ -894,26 +930,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(false);
         }
         let tail_seq = self.log.tail_seq;
-        // Room for everything that must move, checked before anything moves.
-        let mut needed = 0u64;
-        if self.checkpoint_sector_seq <= tail_seq {
-            needed += u64::from(self.checkpoint_len()) + 64;
-        }
-        for s in self.sessions.iter().filter(|s| s.oldest <= tail_seq) {
-            needed += u64::from(s.size) + 14 * u64::from(s.records) + 96;
-        }
-        let space = u64::from(self.log.geo.sector_payload_space() - CHUNK_HEADER_LEN);
-        let room = u64::from(self.log.free_sectors()) * space
-            + u64::from(
-                self.log.geo.sector_start(self.log.head) + self.log.geo.sector - self.log.write_pos,
-            );
-        if needed > 0 && needed + space > room {
-            return Ok(false);
-        }
         self.in_gc = true;
         let result = self.relocate_tail(tail_seq);
         self.in_gc = false;
-        result?;
+        if !result? {
+            return Ok(false);
+        }
         if self.checkpoint_sector_seq <= tail_seq {
             return Err(Error::LogicBug("checkpoint still in the reclaimed sector"));
         }
@@ -921,16 +943,61 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(true)
     }
 
-    fn relocate_tail(&mut self, tail_seq: u32) -> Result<(), Error<F::Error>> {
+    /// Room at the head, in payload bytes, without reclaiming.
+    fn room_bytes(&self) -> u64 {
+        let geo = self.log.geo;
+        let space = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
+        let head_left = geo.sector_start(self.log.head) + geo.sector - self.log.write_pos;
+        u64::from(self.log.free_sectors()) * space
+            + u64::from(head_left.saturating_sub(CHUNK_HEADER_LEN))
+    }
+
+    /// Moves everything live out of the tail sector. A session that fits in
+    /// the room left is relocated whole (its bodies then sit together, and it
+    /// will not need moving again for a whole turn of the ring); otherwise
+    /// only its bodies in the tail are copied and the rest referenced.
+    /// `false` if there is not even room for that.
+    fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Error<F::Error>> {
+        let space = u64::from(self.log.geo.sector_payload_space());
         if self.checkpoint_sector_seq <= tail_seq {
+            if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
+                return Ok(false);
+            }
             self.write_checkpoint_with(Priority::Gc)?;
         }
+        // What each session in the tail needs at least: its bodies in the
+        // tail (at most a sector's worth) and a new index.
+        let minimal = |s: &Session| {
+            u64::from(s.size).min(space) + 14 * u64::from(s.records) + 2 * space / 16 + 128
+        };
         for i in 0..self.sessions.len() {
-            if self.sessions[i].oldest <= tail_seq {
-                self.rewrite_base(i, Keep::All, None, true, Priority::Gc)?;
+            let s = self.sessions[i];
+            if s.oldest > tail_seq {
+                continue;
+            }
+            let others: u64 = self.sessions[i + 1..]
+                .iter()
+                .filter(|o| o.oldest <= tail_seq)
+                .map(minimal)
+                .sum();
+            let budget = self.room_bytes().saturating_sub(others);
+            // Copy as much of the session as the room allows: everything,
+            // else its bodies in the next `k` sectors too, so that it need
+            // not be re-indexed at each of them.
+            let mut moved = self.rewrite_base_gc(i, Embed::All, budget)?;
+            let mut k = self.log.free_sectors();
+            while !moved {
+                moved = self.rewrite_base_gc(i, Embed::UpTo(tail_seq + k), budget)?;
+                if k == 0 {
+                    break;
+                }
+                k /= 2;
+            }
+            if !moved {
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes a batch with room made first; returns its address.
@@ -1037,7 +1104,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 return Err(Error::Blocked);
             }
             if self.sessions[i].chain as usize >= CHAIN_MAX {
-                self.rewrite_base(i, Keep::All, None, false, Priority::User)?;
+                self.rewrite_base(i, Keep::All, None, Embed::None, Priority::User)?;
             }
         } else if self.sessions.is_full() {
             return Err(Error::TooManySessions { max: MAX_SESSIONS });
@@ -1120,7 +1187,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if plan.kept_record_count() == plan.record_count() {
             return Ok(Appended::default());
         }
-        self.rewrite_base(i, Keep::Turns(&plan), None, false, Priority::Maintenance)?;
+        self.rewrite_base(
+            i,
+            Keep::Turns(&plan),
+            None,
+            Embed::None,
+            Priority::Maintenance,
+        )?;
         Ok(Appended {
             compacted: true,
             blocked: false,
@@ -1165,23 +1238,53 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             i,
             Keep::From(cut.record_index),
             Some(summary),
-            false,
+            Embed::None,
             Priority::Maintenance,
         )?;
         Ok(true)
     }
 
     /// Writes a new base for session `i` holding the records `keep` selects,
-    /// after `summary` if given. With `embed`, the kept bodies are copied
-    /// into the base (relocation); otherwise it references them in place.
+    /// after `summary` if given. Bodies that `embed` selects are copied into
+    /// the base (relocation); the others are referenced where they are.
     fn rewrite_base(
         &mut self,
         i: usize,
         keep: Keep<'_>,
         summary: Option<Record<'_>>,
-        embed: bool,
+        embed: Embed,
         p: Priority,
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<bool, Error<F::Error>> {
+        self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)
+    }
+
+    /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
+    /// `false`, with nothing written, if the base would exceed `budget`
+    /// payload bytes or the free sectors.
+    fn rewrite_base_gc(
+        &mut self,
+        i: usize,
+        embed: Embed,
+        budget: u64,
+    ) -> Result<bool, Error<F::Error>> {
+        self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)
+    }
+
+    fn rewrite_base_within(
+        &mut self,
+        i: usize,
+        keep: Keep<'_>,
+        summary: Option<Record<'_>>,
+        embed: Embed,
+        p: Priority,
+        budget: u64,
+    ) -> Result<bool, Error<F::Error>> {
+        let ring = Ring {
+            head: self.log.head,
+            head_seq: self.log.head_seq,
+            count: self.log.geo.count,
+            sector: self.log.geo.sector,
+        };
         let s = self.sessions[i];
         let mut recs = Records::new(&mut self.log.io(), &s)?;
         // Check the batches whose bodies will be referenced or copied.
@@ -1202,12 +1305,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut count: u32 = u32::from(summary.is_some());
         let mut size: u32 = summary.map_or(0, |r| r.body.len() as u32 + 1);
         let mut embedded: u32 = summary.map_or(0, |r| r.body.len() as u32);
+        // The oldest sector a referenced body starts in (u32::MAX: none).
+        let mut oldest_ref = u32::MAX;
         while let Some(r) = recs.next(&mut self.log.io())? {
             if state.keep(keep, r.kind) {
                 count += 1;
                 size += r.len + 1;
-                if embed {
+                if ring.embeds(embed, &r) {
                     embedded += r.len;
+                } else {
+                    oldest_ref = oldest_ref.min(ring.seq_of(r.addr));
                 }
             }
         }
@@ -1222,13 +1329,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
         let bodies_at = crcs_at + count * 4;
         let total = bodies_at + embedded;
-        self.ensure_room(total, p)?;
+        if self.in_gc {
+            let (_, opens) = self.log.plan(total);
+            if opens > self.log.free_sectors() || u64::from(total) > budget {
+                return Ok(false);
+            }
+        } else {
+            self.ensure_room(total, p)?;
+        }
         let (start, opens) = self.log.plan(total);
         let payload_start = start + CHUNK_HEADER_LEN;
-        let new_sector_seq = self.log.head_seq + opens;
+        // The base starts in the head sector or, if that is full, the next.
+        let new_sector_seq = if self.log.geo.sector_of(start) == self.log.head {
+            self.log.head_seq
+        } else {
+            self.log.head_seq + 1
+        };
+        let _ = opens;
         // A relocating base holds every live body itself; otherwise the
         // referenced bodies stay where they are.
-        let oldest = if embed { new_sector_seq } else { s.oldest };
+        let oldest = oldest_ref.min(new_sector_seq);
         let mut fixed = [0u8; BASE_FIXED as usize];
         BaseFixed {
             uid: s.uid,
@@ -1247,6 +1367,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             summary,
             keep,
             embed,
+            ring,
             payload_start,
             entries_at,
             crcs_at,
@@ -1270,7 +1391,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         s.records = count as u16;
         s.size = size;
         s.oldest = oldest;
-        Ok(())
+        Ok(true)
     }
 
     /// Reads a session's history into `buf`, oldest record first, applying
@@ -1601,7 +1722,8 @@ struct BasePayload<'p, 'r> {
     id_len: u32,
     summary: Option<Record<'r>>,
     keep: Keep<'p>,
-    embed: bool,
+    embed: Embed,
+    ring: Ring,
     payload_start: u32,
     entries_at: u32,
     crcs_at: u32,
@@ -1628,7 +1750,8 @@ impl<'r> BasePayload<'_, 'r> {
         io: &mut Io<'_, F>,
         keep: Keep<'_>,
         summary: Option<Record<'r>>,
-        embed: bool,
+        embed: Embed,
+        ring: &Ring,
         k: u32,
     ) -> Result<(Kept<'r>, Option<u32>), Error<F::Error>> {
         if sweep.k.is_some_and(|c| c > k) {
@@ -1642,7 +1765,7 @@ impl<'r> BasePayload<'_, 'r> {
             match (sweep.k, summary) {
                 (Some(0), Some(s)) => sweep.embed_off += s.body.len() as u32,
                 (Some(_), _) => {
-                    if let (true, Some(c)) = (embed, sweep.cur) {
+                    if let Some(c) = sweep.cur.filter(|c| ring.embeds(embed, c)) {
                         sweep.embed_off += c.len;
                     }
                 }
@@ -1673,7 +1796,7 @@ impl<'r> BasePayload<'_, 'r> {
                 let r = sweep
                     .cur
                     .ok_or(Error::LogicBug("base sweep lost its record"))?;
-                Ok((Kept::Flash(r), embed.then_some(off)))
+                Ok((Kept::Flash(r), ring.embeds(embed, &r).then_some(off)))
             }
         }
     }
@@ -1723,6 +1846,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
                     self.keep,
                     self.summary,
                     self.embed,
+                    &self.ring,
                     k,
                 )?;
                 let (kind, format, len, addr) = match rec {
@@ -1745,8 +1869,15 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
             } else if p < self.bodies_at {
                 let k = (p - self.crcs_at) / 4;
                 let j = ((p - self.crcs_at) % 4) as usize;
-                let (rec, _) =
-                    Self::seek(&mut self.crcs, io, self.keep, self.summary, self.embed, k)?;
+                let (rec, _) = Self::seek(
+                    &mut self.crcs,
+                    io,
+                    self.keep,
+                    self.summary,
+                    self.embed,
+                    &self.ring,
+                    k,
+                )?;
                 let crc = match rec {
                     Kept::Summary(s) => CRC.checksum(s.body),
                     Kept::Flash(r) => match r.crc {
@@ -1773,8 +1904,15 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
                 let mut k = self.bodies.k.unwrap_or(0);
-                let (mut rec, mut off) =
-                    Self::seek(&mut self.bodies, io, self.keep, self.summary, self.embed, k)?;
+                let (mut rec, mut off) = Self::seek(
+                    &mut self.bodies,
+                    io,
+                    self.keep,
+                    self.summary,
+                    self.embed,
+                    &self.ring,
+                    k,
+                )?;
                 loop {
                     let len = match rec {
                         Kept::Summary(s) => s.body.len() as u32,
@@ -1798,8 +1936,15 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
                         break;
                     }
                     k += 1;
-                    (rec, off) =
-                        Self::seek(&mut self.bodies, io, self.keep, self.summary, self.embed, k)?;
+                    (rec, off) = Self::seek(
+                        &mut self.bodies,
+                        io,
+                        self.keep,
+                        self.summary,
+                        self.embed,
+                        &self.ring,
+                        k,
+                    )?;
                 }
             }
             done += n;

@@ -1,0 +1,614 @@
+//! Session behaviour: ESP-Claw's compaction rules, blocking and the request
+//! gate, summary compaction, the mixed-backend filter, input errors, a full
+//! store, formats and versions.
+
+use clawmem::{
+    BackendFormat, Config, Error, Gate, MountMode, Record, RecordType, Store, FORMAT_VERSION,
+};
+use clawmem_sim::{Esp32Flash, Preset, SimFlash};
+
+type S = Store<Esp32Flash, 16>;
+
+const OA: BackendFormat = BackendFormat::OpenAiCompatible;
+const AN: BackendFormat = BackendFormat::AnthropicCompatible;
+
+fn flash(sectors: usize) -> Esp32Flash {
+    Esp32Flash::new(SimFlash::new(Preset::Esp32.model(4096 * sectors).unwrap())).unwrap()
+}
+
+fn config(limit: u32) -> Config {
+    Config {
+        session_size_limit_bytes: limit,
+        ..Config::default()
+    }
+}
+
+fn rec(kind: RecordType, format: BackendFormat, body: &str) -> Record<'_> {
+    Record {
+        kind,
+        format,
+        body: body.as_bytes(),
+    }
+}
+
+fn history(
+    store: &mut S,
+    id: &str,
+    current: BackendFormat,
+) -> Result<Vec<(RecordType, String)>, Error<clawmem_sim::SimError>> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let h = store.history(id, current, &mut buf)?;
+    Ok(h.iter()
+        .map(|r| (r.kind, String::from_utf8(r.body.to_vec()).unwrap()))
+        .collect())
+}
+
+fn remount(store: S, cfg: Config) -> S {
+    S::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap()
+}
+
+/// One tool turn: user, assistant_tool, tool_result, final.
+fn tool_turn(store: &mut S, id: &str, n: usize, pad: usize) -> clawmem::Appended {
+    let u = format!("{{\"role\":\"user\",\"content\":\"q{n}\"}}");
+    let t = format!(
+        "{{\"role\":\"assistant\",\"tool_calls\":[{{\"id\":\"c{n}\",\"pad\":\"{}\"}}]}}",
+        "t".repeat(pad)
+    );
+    let r = format!(
+        "[{{\"role\":\"tool\",\"tool_call_id\":\"c{n}\",\"content\":\"{}\"}}]",
+        "r".repeat(pad)
+    );
+    let f = format!("{{\"role\":\"assistant\",\"content\":\"a{n}\"}}");
+    store
+        .append(id, &[rec(RecordType::User, OA, &u)], false)
+        .unwrap();
+    store
+        .append(
+            id,
+            &[
+                rec(RecordType::AssistantTool, OA, &t),
+                rec(RecordType::ToolResult, OA, &r),
+            ],
+            false,
+        )
+        .unwrap();
+    store
+        .append(id, &[rec(RecordType::AssistantFinal, OA, &f)], true)
+        .unwrap()
+}
+
+#[test]
+fn turn_aware_compaction_keeps_users_finals_and_the_newest_tool_turn() {
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let mut compacted_at = None;
+    for n in 0..10 {
+        let out = tool_turn(&mut store, "chat:c", n, 300);
+        assert!(!out.blocked);
+        if out.compacted && compacted_at.is_none() {
+            compacted_at = Some(n);
+        }
+    }
+    let first = compacted_at.expect("compaction ran");
+    let mut store = remount(store, cfg);
+    let h = history(&mut store, "chat:c", OA).unwrap();
+    // Every user and final record survives, in order.
+    let users: Vec<_> = h
+        .iter()
+        .filter(|r| r.0 == RecordType::User)
+        .map(|r| r.1.clone())
+        .collect();
+    let finals: Vec<_> = h
+        .iter()
+        .filter(|r| r.0 == RecordType::AssistantFinal)
+        .map(|r| r.1.clone())
+        .collect();
+    assert_eq!(users.len(), 10);
+    assert_eq!(finals.len(), 10);
+    for n in 0..10 {
+        assert!(users[n].contains(&format!("q{n}")));
+        assert!(finals[n].contains(&format!("a{n}")));
+    }
+    // Tool records: those of the newest completed tool turn are always kept;
+    // those of turns before the last compaction are gone.
+    assert!(h
+        .iter()
+        .any(|r| r.0 == RecordType::AssistantTool && r.1.contains("c9")));
+    assert!(h
+        .iter()
+        .any(|r| r.0 == RecordType::ToolResult && r.1.contains("c9")));
+    assert!(
+        !h.iter().any(|r| r.1.contains("\"c0\"")),
+        "compaction after turn {first} dropped turn 0's tools"
+    );
+    let info = store.session_info("chat:c").unwrap().unwrap();
+    assert!(info.size_bytes <= 4000);
+    assert!(!info.blocked);
+    store.check().unwrap();
+}
+
+#[test]
+fn compaction_rewrites_no_kept_body() {
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let mut n = 0;
+    let (written, info_before) = loop {
+        let before = store.flash().flash().stats().programmed_bytes;
+        let info_before = store.session_info("chat:w").unwrap();
+        let out = tool_turn(&mut store, "chat:w", n, 300);
+        n += 1;
+        if out.compacted {
+            break (
+                store.flash().flash().stats().programmed_bytes - before,
+                info_before.unwrap(),
+            );
+        }
+        assert!(n < 20, "no compaction");
+    };
+    let info = store.session_info("chat:w").unwrap().unwrap();
+    // The last turn's bodies plus a 10+4-byte index entry per kept record,
+    // and a little framing: far less than rewriting the kept history.
+    let turn_bytes = 4 * 40 + 2 * 300;
+    let index_bytes = 14 * info.records as u64 + 200;
+    println!(
+        "compaction: {} records / {} B kept of {} B; turn + compaction wrote {written} B",
+        info.records, info.size_bytes, info_before.size_bytes
+    );
+    assert!(
+        written < (turn_bytes + index_bytes + 200) as u64,
+        "wrote {written} B"
+    );
+}
+
+#[test]
+fn an_incomplete_last_turn_is_kept_whole() {
+    let cfg = config(3000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    for n in 0..3 {
+        tool_turn(&mut store, "chat:i", n, 300);
+    }
+    // A turn whose batch completes without a final answer: its tool records
+    // must all stay.
+    store
+        .append(
+            "chat:i",
+            &[rec(
+                RecordType::User,
+                OA,
+                "{\"role\":\"user\",\"content\":\"last\"}",
+            )],
+            false,
+        )
+        .unwrap();
+    let big = format!(
+        "{{\"role\":\"assistant\",\"tool_calls\":[{{\"id\":\"z\",\"pad\":\"{}\"}}]}}",
+        "z".repeat(400)
+    );
+    store
+        .append("chat:i", &[rec(RecordType::AssistantTool, OA, &big)], true)
+        .unwrap();
+    let h = history(&mut store, "chat:i", OA).unwrap();
+    assert!(
+        h.iter().any(|r| r.1.contains("\"z\"")),
+        "the incomplete turn's tool call was dropped"
+    );
+    assert_eq!(h.last().unwrap().0, RecordType::AssistantTool);
+}
+
+#[test]
+fn a_session_still_over_its_limit_is_blocked_until_deleted() {
+    let cfg = config(1000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let mut blocked = false;
+    for n in 0..20 {
+        let u = format!(
+            "{{\"role\":\"user\",\"content\":\"{}{n}\"}}",
+            "u".repeat(100)
+        );
+        store
+            .append("chat:b", &[rec(RecordType::User, OA, &u)], false)
+            .unwrap();
+        let out = store
+            .append(
+                "chat:b",
+                &[rec(
+                    RecordType::AssistantFinal,
+                    OA,
+                    "{\"role\":\"assistant\",\"content\":\"ok\"}",
+                )],
+                true,
+            )
+            .unwrap();
+        if out.blocked {
+            blocked = true;
+            break;
+        }
+    }
+    assert!(blocked);
+    let before = history(&mut store, "chat:b", OA).unwrap();
+    assert!(matches!(
+        store.append("chat:b", &[rec(RecordType::User, OA, "{}")], false),
+        Err(Error::Blocked)
+    ));
+    let warning = "Session history is still too large after compaction. Please create a new conversation by sending the command `/session new [name]`, and delete the old session by `/session delete <name>` due to limited storage space.";
+    assert_eq!(store.gate(Some("chat:b")), Gate::Blocked(warning));
+    assert_eq!(store.gate(Some("chat:other")), Gate::Pass);
+    assert_eq!(store.gate(None), Gate::Pass);
+    // The block survives a remount; the history was left as it was.
+    let mut store = remount(store, cfg);
+    assert_eq!(store.gate(Some("chat:b")), Gate::Blocked(warning));
+    assert_eq!(history(&mut store, "chat:b", OA).unwrap(), before);
+    store.delete_session("chat:b").unwrap();
+    assert_eq!(store.gate(Some("chat:b")), Gate::Pass);
+    store
+        .append(
+            "chat:b",
+            &[rec(
+                RecordType::User,
+                OA,
+                "{\"role\":\"user\",\"content\":\"again\"}",
+            )],
+            false,
+        )
+        .unwrap();
+    assert_eq!(history(&mut store, "chat:b", OA).unwrap().len(), 1);
+}
+
+#[test]
+fn summary_compaction_replaces_old_turns_atomically() {
+    let cfg = config(20_000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    for n in 0..8 {
+        tool_turn(&mut store, "chat:s", n, 50);
+    }
+    let summary = rec(
+        RecordType::User,
+        OA,
+        "{\"role\":\"user\",\"content\":\"[summary of turns 0-3]\"}",
+    );
+    assert!(store.compact_with_summary("chat:s", 4, summary).unwrap());
+    let mut store = remount(store, cfg);
+    let h = history(&mut store, "chat:s", OA).unwrap();
+    assert_eq!(
+        h[0].1,
+        "{\"role\":\"user\",\"content\":\"[summary of turns 0-3]\"}"
+    );
+    assert_eq!(h.len(), 1 + 4 * 4);
+    assert!(h[1].1.contains("q4"));
+    // Too few turns to replace: nothing happens.
+    assert!(!store.compact_with_summary("chat:s", 4, summary).unwrap());
+    store.check().unwrap();
+}
+
+#[test]
+fn mixed_backend_filter_drops_foreign_tools_and_keeps_final_text() {
+    let cfg = config(20_000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    store
+        .append(
+            "chat:m",
+            &[rec(
+                RecordType::User,
+                AN,
+                "{\"role\":\"user\",\"content\":\"hi\"}",
+            )],
+            false,
+        )
+        .unwrap();
+    store
+        .append(
+            "chat:m",
+            &[
+                rec(RecordType::AssistantTool, AN, "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"ls\",\"input\":{}}]}"),
+                rec(RecordType::ToolResult, AN, "[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"content\":\"a.txt\"}]"),
+            ],
+            false,
+        )
+        .unwrap();
+    store
+        .append(
+            "chat:m",
+            &[rec(RecordType::AssistantFinal, AN, "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Found a.txt\"}]}")],
+            true,
+        )
+        .unwrap();
+    // Same backend: everything as stored.
+    assert_eq!(history(&mut store, "chat:m", AN).unwrap().len(), 4);
+    assert_eq!(
+        history(&mut store, "chat:m", BackendFormat::Unknown)
+            .unwrap()
+            .len(),
+        4
+    );
+    // Another backend: tools dropped, the final answer reduced to its text.
+    let h = history(&mut store, "chat:m", OA).unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].0, RecordType::User);
+    assert_eq!(
+        h[1],
+        (
+            RecordType::AssistantFinal,
+            "{\"role\":\"assistant\",\"content\":\"Found a.txt\"}".to_string()
+        )
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_changes_nothing() {
+    let cfg = Config {
+        max_session_id_bytes: 16,
+        ..config(4000)
+    };
+    let mut store = S::format(flash(64), cfg).unwrap();
+    store
+        .append("chat:x", &[rec(RecordType::User, OA, "{}")], false)
+        .unwrap();
+    let image = store.flash().flash().image();
+    assert!(matches!(
+        store.append("", &[rec(RecordType::User, OA, "{}")], false),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        store.append(
+            "chat:01234567890123456789",
+            &[rec(RecordType::User, OA, "{}")],
+            false
+        ),
+        Err(Error::TooLarge {
+            what: "session id",
+            limit: 16,
+            ..
+        })
+    ));
+    assert!(matches!(
+        store.append("chat:x", &[], false),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        store.append("chat:x", &[rec(RecordType::User, OA, "")], false),
+        Err(Error::InvalidInput(_))
+    ));
+    let many = vec![rec(RecordType::User, OA, "{}"); 17];
+    assert!(matches!(
+        store.append("chat:x", &many, false),
+        Err(Error::TooLarge { limit: 16, .. })
+    ));
+    let huge = "h".repeat(5000);
+    assert!(matches!(
+        store.append("chat:x", &[rec(RecordType::User, OA, &huge)], false),
+        Err(Error::TooLarge { .. })
+    ));
+    let mut small = [0u8; 4];
+    assert_eq!(
+        store.history("chat:x", OA, &mut small).unwrap_err(),
+        Error::BufferTooSmall { needed: 8 }
+    );
+    let mut buf = [0u8; 8];
+    assert_eq!(store.history("chat:x", OA, &mut buf).unwrap().len(), 1);
+    assert!(matches!(
+        store.history("chat:none", OA, &mut buf),
+        Err(Error::NotFound)
+    ));
+    assert!(matches!(
+        store.delete_session("chat:none"),
+        Err(Error::NotFound)
+    ));
+    assert_eq!(
+        store.flash().flash().image(),
+        image,
+        "refused calls wrote nothing"
+    );
+}
+
+#[test]
+fn too_many_sessions_is_an_error() {
+    let cfg = config(2000);
+    let mut store = Store::<Esp32Flash, 4>::format(flash(64), cfg).unwrap();
+    for i in 0..4 {
+        store
+            .append(
+                &format!("chat:{i}"),
+                &[rec(RecordType::User, OA, "{}")],
+                false,
+            )
+            .unwrap();
+    }
+    assert_eq!(
+        store
+            .append("chat:4", &[rec(RecordType::User, OA, "{}")], false)
+            .unwrap_err(),
+        Error::TooManySessions { max: 4 }
+    );
+    store.delete_session("chat:0").unwrap();
+    store
+        .append("chat:4", &[rec(RecordType::User, OA, "{}")], false)
+        .unwrap();
+}
+
+#[test]
+fn a_full_store_loses_nothing_and_still_reads_deletes_and_compacts() {
+    let cfg = config(4000);
+    let mut store = S::format(flash(24), cfg).unwrap();
+    let mut appended = Vec::new();
+    let mut full = false;
+    'outer: for n in 0..10_000 {
+        for s in 0..12 {
+            let id = format!("chat:f{s}");
+            let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "f".repeat(200));
+            match store.append(&id, &[rec(RecordType::User, OA, &body)], false) {
+                Ok(_) => appended.push((id, body)),
+                Err(Error::Full { .. }) => {
+                    full = true;
+                    break 'outer;
+                }
+                Err(Error::TooManySessions { .. }) => break,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+    assert!(full);
+    let mut store = remount(store, cfg);
+    for s in 0..12 {
+        let id = format!("chat:f{s}");
+        let want: Vec<_> = appended
+            .iter()
+            .filter(|a| a.0 == id)
+            .map(|a| a.1.clone())
+            .collect();
+        let got: Vec<_> = history(&mut store, &id, OA)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.1)
+            .collect();
+        assert_eq!(got, want, "{id}");
+    }
+    store.check().unwrap();
+    // Compaction still works on a full store.
+    let summary = rec(RecordType::User, OA, "{\"summary\":true}");
+    store
+        .append(
+            "chat:f2",
+            &[rec(RecordType::AssistantFinal, OA, "{}")],
+            false,
+        )
+        .unwrap_err();
+    // Deleting frees room: after deleting some sessions, appends work again.
+    let mut deleted = 0;
+    loop {
+        store.delete_session(&format!("chat:f{deleted}")).unwrap();
+        deleted += 1;
+        match store.append(
+            "chat:new",
+            &[rec(RecordType::User, OA, "{\"again\":1}")],
+            false,
+        ) {
+            Ok(_) => break,
+            Err(Error::Full { .. }) => assert!(
+                deleted < 6,
+                "still full after deleting {deleted} of 12 sessions"
+            ),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    println!("appends work again after deleting {deleted} of 12 sessions");
+    let _ = summary;
+    store.check().unwrap();
+    let mut store = remount(store, cfg);
+    for s in deleted..12 {
+        let id = format!("chat:f{s}");
+        let want: Vec<_> = appended
+            .iter()
+            .filter(|a| a.0 == id)
+            .map(|a| a.1.clone())
+            .collect();
+        let got: Vec<_> = history(&mut store, &id, OA)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.1)
+            .collect();
+        assert_eq!(got, want, "{id}");
+    }
+}
+
+#[test]
+fn blank_foreign_and_newer_images() {
+    let cfg = config(4000);
+    // Blank: refused unless formatting is allowed.
+    assert!(matches!(
+        S::mount(flash(16), cfg, MountMode::ExistingOnly),
+        Err(Error::NotFormatted)
+    ));
+    let store = S::mount(flash(16), cfg, MountMode::FormatIfBlank).unwrap();
+    assert_eq!(store.session_count(), 0);
+    // Foreign bytes: refused, never formatted, never written.
+    let mut sim = SimFlash::new(Preset::Esp32.model(4096 * 16).unwrap());
+    for i in 0..16u32 {
+        sim.program(i * 4096, b"FAT12   \x00\x01\x02\x03").unwrap();
+    }
+    let image = sim.image();
+    let f = Esp32Flash::new(sim).unwrap();
+    let err = match S::mount(f, cfg, MountMode::FormatIfBlank) {
+        Err(e) => e,
+        Ok(_) => panic!("a foreign image was mounted"),
+    };
+    assert_eq!(err, Error::NotFormatted);
+    // A newer format: refused, untouched.
+    let mut store = S::format(flash(16), cfg).unwrap();
+    store
+        .append("chat:v", &[rec(RecordType::User, OA, "{}")], false)
+        .unwrap();
+    let sim = store.into_flash().into_inner();
+    let mut header = [0u8; 24];
+    sim.peek(0, &mut header);
+    header[4..6].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let crc = crc32(&header[..20]);
+    header[20..24].copy_from_slice(&crc.to_le_bytes());
+    let mut img = sim.image();
+    img[..24].copy_from_slice(&header);
+    let sim = SimFlash::from_image(sim.model(), &img).unwrap();
+    let f = Esp32Flash::new(sim).unwrap();
+    match S::mount(f, cfg, MountMode::FormatIfBlank) {
+        Err(Error::UnsupportedVersion { found, supported }) => {
+            assert_eq!((found, supported), (FORMAT_VERSION + 1, FORMAT_VERSION));
+        }
+        Err(e) => panic!("{e:?}"),
+        Ok(_) => panic!("a newer image was mounted"),
+    }
+    let _ = image;
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &x in b {
+        crc ^= u32::from(x);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn engine_state_fits_in_4_kib() {
+    let total = core::mem::size_of::<Store<Esp32Flash, 64>>();
+    let flash = core::mem::size_of::<Esp32Flash>();
+    let state = total - flash;
+    println!("engine state: {state} B for 64 sessions");
+    assert!(state <= 4096, "{state} B");
+}
+
+#[test]
+fn session_ids_up_to_the_limit_and_many_sessions_survive_remount() {
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let long = "chat:telegram:123456789:".to_string() + &"a".repeat(64 - 24);
+    assert_eq!(long.len(), 64);
+    store
+        .append(&long, &[rec(RecordType::User, OA, "{\"l\":1}")], false)
+        .unwrap();
+    for i in 0..15 {
+        store
+            .append(
+                &format!("agent:{i}:chat:x"),
+                &[rec(RecordType::User, OA, "{\"x\":1}")],
+                false,
+            )
+            .unwrap();
+    }
+    let mut store = remount(store, cfg);
+    assert_eq!(store.session_count(), 16);
+    assert_eq!(history(&mut store, &long, OA).unwrap().len(), 1);
+    let mut ids = Vec::new();
+    store
+        .for_each_session(|id, _| ids.push(id.to_string()))
+        .unwrap();
+    assert!(ids.contains(&long));
+    assert_eq!(store.clear_sessions().unwrap(), 16);
+    let mut store = remount(store, cfg);
+    assert_eq!(store.session_count(), 0);
+    store.check().unwrap();
+}
