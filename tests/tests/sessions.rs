@@ -612,3 +612,127 @@ fn session_ids_up_to_the_limit_and_many_sessions_survive_remount() {
     assert_eq!(store.session_count(), 0);
     store.check().unwrap();
 }
+
+#[test]
+fn chat_session_commands_follow_esp_claw_and_persist() {
+    use clawmem::chat::{parse_session_command, ChatKey, SessionCommand};
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let chat = ChatKey::new("telegram", "42").unwrap();
+    let map = store.chat_sessions(&chat).unwrap();
+    assert_eq!(map.current().as_str(), "default_01");
+    let current = map.current_session_id();
+    store
+        .append(
+            current.as_str(),
+            &[rec(RecordType::User, OA, "{\"x\":1}")],
+            false,
+        )
+        .unwrap();
+    let run = |store: &mut S, text: &str| -> String {
+        let cmd = parse_session_command(text).unwrap();
+        match store.session_command(&chat, &cmd).unwrap() {
+            Ok(Some(reply)) => reply.to_string(),
+            Ok(None) => {
+                let mut out = String::new();
+                store
+                    .chat_sessions(&chat)
+                    .unwrap()
+                    .render_list(&mut out)
+                    .unwrap();
+                out
+            }
+            Err(e) => e.to_string(),
+        }
+    };
+    assert_eq!(run(&mut store, "new"), "Started a new session: default_02");
+    assert_eq!(run(&mut store, "new work"), "Started a new session: work");
+    assert_eq!(
+        run(&mut store, "new work"),
+        "Cannot create session \"work\": a session with that name already exists."
+    );
+    assert_eq!(
+        run(&mut store, "switch nope"),
+        "Cannot switch to session \"nope\": no such session. Send /session list to list sessions."
+    );
+    assert_eq!(
+        run(&mut store, "delete work"),
+        "Cannot delete the current session \"work\". Switch to another session first."
+    );
+    assert_eq!(
+        run(&mut store, "switch default_01"),
+        "Switched to session: default_01"
+    );
+    let mut store = remount(store, cfg);
+    assert_eq!(
+        run(&mut store, "list"),
+        "Sessions:\n* default_01 (current)\n* default_02\n* work"
+    );
+    // Deleting an alias deletes its history.
+    let work = chat.session_id(&clawmem::chat::Alias::new("work").unwrap());
+    store
+        .append(
+            work.as_str(),
+            &[rec(RecordType::User, OA, "{\"w\":1}")],
+            false,
+        )
+        .unwrap();
+    assert_eq!(run(&mut store, "delete work"), "Deleted session: work");
+    assert!(matches!(
+        history(&mut store, work.as_str(), OA),
+        Err(Error::NotFound)
+    ));
+    assert_eq!(run(&mut store, "new"), "Started a new session: default_03");
+    let _ = SessionCommand::List;
+    let mut store = remount(store, cfg);
+    assert_eq!(
+        run(&mut store, "list"),
+        "Sessions:\n* default_01\n* default_02\n* default_03 (current)"
+    );
+    assert_eq!(history(&mut store, current.as_str(), OA).unwrap().len(), 1);
+    store.check().unwrap();
+}
+
+#[test]
+fn profiles_default_replace_limit_and_survive_gc() {
+    use clawmem::profile::ProfileDoc;
+    let cfg = Config {
+        profile_max_bytes: 512,
+        ..config(4000)
+    };
+    let mut store = S::format(flash(24), cfg).unwrap();
+    let mut buf = [0u8; 1024];
+    let n = store.profile_read(ProfileDoc::Soul, &mut buf).unwrap();
+    assert_eq!(&buf[..n], ProfileDoc::Soul.default_contents().as_bytes());
+    store
+        .profile_write(ProfileDoc::User, "# User\n\n- Name: Ada\n")
+        .unwrap();
+    assert!(matches!(
+        store.profile_write(ProfileDoc::User, &"x".repeat(513)),
+        Err(Error::TooLarge { limit: 512, .. })
+    ));
+    let mut tiny = [0u8; 4];
+    assert_eq!(
+        store.profile_read(ProfileDoc::User, &mut tiny).unwrap_err(),
+        Error::BufferTooSmall { needed: 20 }
+    );
+    // Enough session traffic to wrap the ring several times: the profiles
+    // are relocated by garbage collection and stay intact.
+    for n in 0..2000 {
+        let id = format!("chat:p{}", n % 3);
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "p".repeat(150));
+        let out = store
+            .append(&id, &[rec(RecordType::User, OA, &body)], n % 7 == 0)
+            .unwrap();
+        if out.blocked || n % 50 == 0 {
+            store.delete_session(&id).unwrap();
+        }
+    }
+    assert!(store.flash().flash().stats().erase_count_max() >= 3);
+    let mut store = remount(store, cfg);
+    let n = store.profile_read(ProfileDoc::User, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"# User\n\n- Name: Ada\n");
+    let n = store.profile_read(ProfileDoc::Soul, &mut buf).unwrap();
+    assert_eq!(&buf[..n], ProfileDoc::Soul.default_contents().as_bytes());
+    store.check().unwrap();
+}

@@ -292,12 +292,15 @@ pub(crate) mod kind {
     pub const SESSION_DELETE: u8 = 0x12;
     /// A session's block flag.
     pub const SESSION_BLOCK: u8 = 0x13;
+    /// A whole small object that replaces the previous one with the same
+    /// type and key: a chat's session map, a profile document.
+    pub const OBJECT: u8 = 0x20;
 
     /// Whether `k` is a kind this format defines.
     pub fn is_known(k: u8) -> bool {
         matches!(
             k,
-            CHECKPOINT | SESSION_BATCH | SESSION_BASE | SESSION_DELETE | SESSION_BLOCK
+            CHECKPOINT | SESSION_BATCH | SESSION_BASE | SESSION_DELETE | SESSION_BLOCK | OBJECT
         )
     }
 }

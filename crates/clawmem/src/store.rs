@@ -17,6 +17,7 @@ use core::fmt;
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
 
+use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records};
 use crate::error::Error;
@@ -25,6 +26,7 @@ use crate::layout::{
 };
 use crate::log::{copy_from_parts, Io, Log, Payload, Slices, Slot, STAGE};
 use crate::naming::fnv1a32;
+use crate::profile::ProfileDoc;
 use crate::session::{
     encode_batch_meta, BaseFixed, Record, Session, BASE_FIXED, BATCH_META_MAX,
     BATCH_TURN_COMPLETED, CHAIN_MAX, FLAG_BLOCKED, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES,
@@ -45,6 +47,8 @@ pub struct Config {
     /// is used). Mount reads the chunk headers written since the newest
     /// checkpoint, so this bounds mount cost.
     pub checkpoint_interval_bytes: u32,
+    /// Largest profile document. ESP-Claw sets none; 8 KiB by default.
+    pub profile_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -53,6 +57,7 @@ impl Default for Config {
             session_size_limit_bytes: crate::turns::SESSION_SIZE_LIMIT as u32,
             max_session_id_bytes: MAX_SESSION_ID_BYTES,
             checkpoint_interval_bytes: 32 * 1024,
+            profile_max_bytes: crate::profile::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -281,6 +286,44 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     mount_report: MountReport,
     /// Set while garbage collection relocates: no nested collection.
     in_gc: bool,
+    /// Where the newest version of each stored object is.
+    objects: Vec<ObjectSlot, MAX_OBJECTS>,
+}
+
+/// Most objects (profile documents and chat session maps) a store holds.
+pub const MAX_OBJECTS: usize = 24;
+
+/// Object type: a chat's session map (key: FNV-1a of the chat key).
+const OBJ_CHAT_MAP: u8 = 1;
+/// Object type: a profile document (key: its tag).
+const OBJ_PROFILE: u8 = 2;
+/// Object payload header: type u8, zero u8, zero u16, key u32.
+const OBJ_FIXED: u32 = 8;
+/// Bytes of one object slot in a checkpoint.
+const OBJ_ENCODED: usize = 20;
+
+/// The newest version of one stored object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ObjectSlot {
+    ty: u8,
+    key: u32,
+    /// First chunk of its batch.
+    addr: u32,
+    /// Sector sequence of the sector it starts in.
+    seq: u32,
+    /// Data length (payload minus the object header).
+    len: u32,
+}
+
+impl ObjectSlot {
+    fn encode(&self, b: &mut [u8; OBJ_ENCODED]) {
+        b[0] = self.ty;
+        b[1..4].fill(0);
+        b[4..8].copy_from_slice(&self.key.to_le_bytes());
+        b[8..12].copy_from_slice(&self.addr.to_le_bytes());
+        b[12..16].copy_from_slice(&self.seq.to_le_bytes());
+        b[16..20].copy_from_slice(&self.len.to_le_bytes());
+    }
 }
 
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
@@ -358,6 +401,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             reserve_maintenance,
             mount_report: MountReport::default(),
             in_gc: false,
+            objects: Vec::new(),
         };
         store.write_checkpoint()?;
         Ok(store)
@@ -481,6 +525,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             reserve_maintenance,
             mount_report: report,
             in_gc: false,
+            objects: Vec::new(),
         };
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];
@@ -569,7 +614,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         io.read_stream(payload, &mut fixed)?;
         let count = u16_at(&fixed, 2) as usize;
-        if fixed[0] != CKPT_VERSION || len as usize != CKPT_FIXED + count * SESSION_ENCODED {
+        let objects = fixed[1] as usize;
+        if fixed[0] != CKPT_VERSION
+            || len as usize != CKPT_FIXED + count * SESSION_ENCODED + objects * OBJ_ENCODED
+            || objects > MAX_OBJECTS
+        {
             return Ok(false);
         }
         if count > MAX_SESSIONS {
@@ -585,12 +634,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             };
             let _ = self.sessions.push(s);
         }
+        self.objects.clear();
+        for k in 0..objects {
+            let mut b = [0u8; OBJ_ENCODED];
+            let off = CKPT_FIXED + count * SESSION_ENCODED + k * OBJ_ENCODED;
+            let at = io.stream_advance(payload, off as u32);
+            io.read_stream(at, &mut b)?;
+            let slot = ObjectSlot {
+                ty: b[0],
+                key: u32_at(&b, 4),
+                addr: u32_at(&b, 8),
+                seq: u32_at(&b, 12),
+                len: u32_at(&b, 16),
+            };
+            if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || b[1..4] != [0, 0, 0] {
+                return Ok(false);
+            }
+            let _ = self.objects.push(slot);
+        }
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
         let oldest_possible = self.log.head_seq.saturating_sub(geo.count - 1);
         self.log.tail_seq = tail_seq.max(oldest_possible).min(self.log.head_seq);
         self.log.next_seq = self.log.next_seq.max(u32_at(&fixed, 12));
         Ok(true)
+    }
+
+    /// Reads an object's data length from its batch (CRC checked).
+    fn object_len(&mut self, addr: u32) -> Result<Option<u32>, Error<F::Error>> {
+        Ok(self
+            .log
+            .verify(addr)?
+            .and_then(|total| total.checked_sub(OBJ_FIXED)))
     }
 
     /// Applies every committed batch from `from` to `head_end` in the head
@@ -734,6 +809,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         .push(s)
                         .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
                 }
+            }
+            kind::OBJECT => {
+                let mut b = [0u8; OBJ_FIXED as usize];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                let slot = ObjectSlot {
+                    ty: b[0],
+                    key: u32_at(&b, 4),
+                    addr,
+                    seq: sector_seq,
+                    len: self.object_len(addr)?.ok_or(Error::Corrupted {
+                        address: addr,
+                        what: "a stored document failed its checksum",
+                    })?,
+                };
+                if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "unknown object type",
+                    });
+                }
+                self.upsert_object(slot)?;
             }
             kind::SESSION_DELETE | kind::SESSION_BLOCK => {
                 let mut b = [0u8; 4];
@@ -892,12 +988,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// Bytes of live data that garbage collection would have to keep.
     fn live_bytes(&self) -> u64 {
+        let objects: u64 = self.objects.iter().map(|o| u64::from(o.len) + 32).sum();
         let sessions: u64 = self
             .sessions
             .iter()
             .map(|s| u64::from(s.size) + 14 * u64::from(s.records) + 96)
             .sum();
-        sessions + self.checkpoint_len() as u64
+        sessions + objects + self.checkpoint_len() as u64
     }
 
     /// Makes room for a batch of `len` payload bytes, collecting garbage if
@@ -965,6 +1062,30 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             self.write_checkpoint_with(Priority::Gc)?;
         }
+        // Objects in the tail are copied whole.
+        let mut k = 0;
+        while k < self.objects.len() {
+            let o = self.objects[k];
+            if o.seq <= tail_seq {
+                let Some(len) = self.object_len(o.addr)? else {
+                    // Damaged at rest: nothing sound to keep.
+                    self.objects.swap_remove(k);
+                    continue;
+                };
+                if u64::from(len) + space > self.room_bytes() {
+                    return Ok(false);
+                }
+                let mut payload = FlashCopy {
+                    from: o.addr + CHUNK_HEADER_LEN,
+                    len: len + OBJ_FIXED,
+                };
+                let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
+                self.objects[k].addr = addr;
+                self.objects[k].seq = self.log.head_seq_of(addr);
+                self.objects[k].len = len;
+            }
+            k += 1;
+        }
         // What each session in the tail needs at least: its bodies in the
         // tail (at most a sector's worth) and a new index.
         let minimal = |s: &Session| {
@@ -1018,7 +1139,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     fn checkpoint_len(&self) -> u32 {
-        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED) as u32
+        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED + self.objects.len() * OBJ_ENCODED)
+            as u32
     }
 
     fn checkpoint_interval(&self) -> u32 {
@@ -1040,6 +1162,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.ensure_room(len, p)?;
         let mut fixed = [0u8; CKPT_FIXED];
         fixed[0] = CKPT_VERSION;
+        fixed[1] = self.objects.len() as u8;
         fixed[2..4].copy_from_slice(&(self.sessions.len() as u16).to_le_bytes());
         fixed[4..8].copy_from_slice(&self.next_uid.to_le_bytes());
         fixed[8..12].copy_from_slice(&self.log.tail_seq.to_le_bytes());
@@ -1047,6 +1170,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut payload = CheckpointPayload {
             fixed,
             sessions: &self.sessions,
+            objects: &self.objects,
         };
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
         self.log.checkpoint = addr;
@@ -1521,6 +1645,199 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(n)
     }
 
+    // ---- objects: profiles and chat session maps ---------------------------
+
+    fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Error<F::Error>> {
+        match self
+            .objects
+            .iter_mut()
+            .find(|o| o.ty == slot.ty && o.key == slot.key)
+        {
+            Some(o) => *o = slot,
+            None => self
+                .objects
+                .push(slot)
+                .map_err(|_| Error::TooManySessions { max: MAX_OBJECTS })?,
+        }
+        Ok(())
+    }
+
+    /// Writes a new version of an object.
+    ///
+    /// Power loss: atomic; the old version stands until the new one commits.
+    fn write_object(&mut self, ty: u8, key: u32, data: &[u8]) -> Result<(), Error<F::Error>> {
+        let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
+        if !exists && self.objects.is_full() {
+            return Err(Error::TooManySessions { max: MAX_OBJECTS });
+        }
+        let mut head = [0u8; OBJ_FIXED as usize];
+        head[0] = ty;
+        head[4..8].copy_from_slice(&key.to_le_bytes());
+        let mut payload = Slices([&head[..], data]);
+        let addr = self.write(kind::OBJECT, &mut payload, Priority::User)?;
+        let seq = self.log.head_seq_of(addr);
+        self.upsert_object(ObjectSlot {
+            ty,
+            key,
+            addr,
+            seq,
+            len: data.len() as u32,
+        })
+    }
+
+    /// Reads an object's data into `out`; `None` if there is none.
+    fn read_object(
+        &mut self,
+        ty: u8,
+        key: u32,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, Error<F::Error>> {
+        let Some(o) = self
+            .objects
+            .iter()
+            .find(|o| o.ty == ty && o.key == key)
+            .copied()
+        else {
+            return Ok(None);
+        };
+        let len = self.object_len(o.addr)?.ok_or(Error::Corrupted {
+            address: o.addr,
+            what: "a stored document failed its checksum",
+        })? as usize;
+        let dst = out
+            .get_mut(..len)
+            .ok_or(Error::BufferTooSmall { needed: len })?;
+        let at = self
+            .log
+            .io()
+            .stream_advance(o.addr + CHUNK_HEADER_LEN, OBJ_FIXED);
+        self.log.io().read_stream(at, dst)?;
+        Ok(Some(len))
+    }
+
+    /// Reads a profile document whole into `out` and returns its length.
+    /// A document never written is created with its default contents first.
+    ///
+    /// Power loss: creating the default is atomic.
+    pub fn profile_read(
+        &mut self,
+        doc: ProfileDoc,
+        out: &mut [u8],
+    ) -> Result<usize, Error<F::Error>> {
+        if let Some(n) = self.read_object(OBJ_PROFILE, u32::from(doc.tag()), out)? {
+            return Ok(n);
+        }
+        let default = doc.default_contents();
+        if out.len() < default.len() {
+            return Err(Error::BufferTooSmall {
+                needed: default.len(),
+            });
+        }
+        self.profile_write(doc, default)?;
+        out[..default.len()].copy_from_slice(default.as_bytes());
+        Ok(default.len())
+    }
+
+    /// Length of a profile document (its default's if never written).
+    pub fn profile_len(&mut self, doc: ProfileDoc) -> Result<usize, Error<F::Error>> {
+        match self
+            .objects
+            .iter()
+            .find(|o| o.ty == OBJ_PROFILE && o.key == u32::from(doc.tag()))
+        {
+            Some(o) => Ok(o.len as usize),
+            None => Ok(doc.default_contents().len()),
+        }
+    }
+
+    /// Replaces a profile document whole.
+    ///
+    /// Power loss: atomic; a read after any cut returns the old or the new
+    /// document, never a mix.
+    pub fn profile_write(&mut self, doc: ProfileDoc, body: &str) -> Result<(), Error<F::Error>> {
+        if body.len() > self.config.profile_max_bytes {
+            return Err(Error::TooLarge {
+                what: "profile document",
+                size: body.len(),
+                limit: self.config.profile_max_bytes,
+            });
+        }
+        self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes())
+    }
+
+    /// A chat's session map (ESP-Claw `/session`). On first use the chat
+    /// gets `default_01` as its current session, which is stored.
+    pub fn chat_sessions(&mut self, chat: &ChatKey) -> Result<ChatSessions, Error<F::Error>> {
+        let key = fnv1a32(chat.as_str().as_bytes());
+        let mut buf = [0u8; crate::chat::MAP_ENCODED_MAX_BYTES];
+        if let Some(n) = self.read_object(OBJ_CHAT_MAP, key, &mut buf)? {
+            if let Ok(map) = ChatSessions::decode_for(chat, &buf[..n]) {
+                return Ok(map);
+            }
+            // Another chat key with the same hash: not supported.
+            return Err(Error::InvalidInput("chat key collides with another chat's"));
+        }
+        let map = ChatSessions::first_use(chat.clone());
+        self.save_chat_sessions(&map)?;
+        Ok(map)
+    }
+
+    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Error<F::Error>> {
+        let mut buf = [0u8; crate::chat::MAP_ENCODED_MAX_BYTES];
+        let n = map
+            .encode(&mut buf)
+            .map_err(|_| Error::LogicBug("chat map larger than its maximum"))?;
+        self.write_object(
+            OBJ_CHAT_MAP,
+            fnv1a32(map.key().as_str().as_bytes()),
+            &buf[..n],
+        )
+    }
+
+    /// Runs a `/session` command for a chat (parse it with
+    /// [`crate::chat::parse_session_command`]). `Ok(Err(_))` is a refusal whose
+    /// text is ESP-Claw's reply; `list` replies with [`ChatSessions::render_list`]
+    /// of [`chat_sessions`](Self::chat_sessions) and changes nothing.
+    /// `delete` removes the session's whole history too.
+    ///
+    /// Power loss: the map is replaced atomically; a delete removes the
+    /// history first, so a cut between the two leaves an alias whose history
+    /// is empty, never a history without its alias being deletable.
+    pub fn session_command(
+        &mut self,
+        chat: &ChatKey,
+        command: &SessionCommand,
+    ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
+        let mut map = self.chat_sessions(chat)?;
+        let reply = match command {
+            SessionCommand::List => return Ok(Ok(None)),
+            SessionCommand::New(name) => match map.new_session(name.as_ref()) {
+                Ok(alias) => SessionReply::Started(alias),
+                Err(e) => return Ok(Err(e)),
+            },
+            SessionCommand::Switch(alias) => match map.switch_to(alias) {
+                Ok(()) => SessionReply::Switched(alias.clone()),
+                Err(e) => return Ok(Err(e)),
+            },
+            SessionCommand::Delete(alias) => {
+                if let Err(e) = map.check_delete(alias) {
+                    return Ok(Err(e));
+                }
+                let id = map.session_id(alias);
+                match self.delete_session(id.as_str()) {
+                    Ok(()) | Err(Error::NotFound) | Err(Error::TooLarge { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                if let Err(e) = map.delete(alias) {
+                    return Ok(Err(e));
+                }
+                SessionReply::Deleted(alias.clone())
+            }
+        };
+        self.save_chat_sessions(&map)?;
+        Ok(Ok(Some(reply)))
+    }
+
     /// Checks the store's structure against the flash: every session's chain
     /// and index, checksums, record counts and sizes, and the ring.
     /// Returns the number of records checked.
@@ -1586,6 +1903,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             records += n;
         }
+        for k in 0..self.objects.len() {
+            let o = self.objects[k];
+            if self.object_len(o.addr)? != Some(o.len) || self.log.head_seq_of(o.addr) != o.seq {
+                return Err(Error::Corrupted {
+                    address: o.addr,
+                    what: "a stored document disagrees with the table",
+                });
+            }
+        }
         Ok(records)
     }
 }
@@ -1611,6 +1937,28 @@ impl<F: NorFlash> Log<F> {
 /// read.
 struct SegmentCheck {
     addr: u32,
+}
+
+/// A payload copied from a stream on flash.
+struct FlashCopy {
+    from: u32,
+    len: u32,
+}
+
+impl<F: NorFlash> Payload<F> for FlashCopy {
+    fn len(&self) -> u32 {
+        self.len
+    }
+
+    fn fill(
+        &mut self,
+        io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        let at = io.stream_advance(self.from, offset);
+        io.read_stream(at, out)
+    }
 }
 
 struct AppendPayload<'a, 'r> {
@@ -1643,11 +1991,13 @@ impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
 struct CheckpointPayload<'a> {
     fixed: [u8; CKPT_FIXED],
     sessions: &'a [Session],
+    objects: &'a [ObjectSlot],
 }
 
 impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
     fn len(&self) -> u32 {
-        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED) as u32
+        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED + self.objects.len() * OBJ_ENCODED)
+            as u32
     }
 
     fn fill(
@@ -1663,7 +2013,7 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
                 let n = (CKPT_FIXED - p).min(out.len() - done);
                 out[done..done + n].copy_from_slice(&self.fixed[p..p + n]);
                 done += n;
-            } else {
+            } else if p < CKPT_FIXED + self.sessions.len() * SESSION_ENCODED {
                 let k = (p - CKPT_FIXED) / SESSION_ENCODED;
                 let j = (p - CKPT_FIXED) % SESSION_ENCODED;
                 let mut b = [0u8; SESSION_ENCODED];
@@ -1672,6 +2022,17 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
                     .ok_or(Error::LogicBug("checkpoint payload overrun"))?
                     .encode(&mut b);
                 let n = (SESSION_ENCODED - j).min(out.len() - done);
+                out[done..done + n].copy_from_slice(&b[j..j + n]);
+                done += n;
+            } else {
+                let q = p - CKPT_FIXED - self.sessions.len() * SESSION_ENCODED;
+                let (k, j) = (q / OBJ_ENCODED, q % OBJ_ENCODED);
+                let mut b = [0u8; OBJ_ENCODED];
+                self.objects
+                    .get(k)
+                    .ok_or(Error::LogicBug("checkpoint payload overrun"))?
+                    .encode(&mut b);
+                let n = (OBJ_ENCODED - j).min(out.len() - done);
                 out[done..done + n].copy_from_slice(&b[j..j + n]);
                 done += n;
             }
