@@ -123,17 +123,18 @@ impl BatchMeta {
     pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Error<F::Error>> {
         let h = read_first_chunk(io, addr, Some(kind::SESSION_BATCH))?;
         let mut bytes = [0u8; BATCH_META_MAX];
-        // The meta is at most BATCH_META_MAX bytes and at most the payload.
-        let want = (BATCH_META_MAX as u32).min(h.len.max(BATCH_FIXED)) as usize;
         let bad = || Error::Corrupted {
             address: addr,
             what: "session batch meta is invalid",
         };
-        // A multi-chunk batch's meta may continue in the next sector.
+        // The meta is at most BATCH_META_MAX bytes. A single-chunk batch is
+        // read no further than its payload; a multi-chunk batch's meta may
+        // continue in the next sector, and whatever is read past the meta is
+        // ignored by the parse.
         let avail = if h.is_last() {
-            want.min(h.len as usize)
+            (BATCH_META_MAX as u32).min(h.len) as usize
         } else {
-            want
+            BATCH_META_MAX
         };
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..avail])?;
         let fixed = BatchFixed::decode(&bytes[..avail]).ok_or_else(bad)?;

@@ -69,6 +69,9 @@ pub enum Error<E> {
         /// Bytes needed.
         needed: usize,
     },
+    /// A recall named a summary label that is not in the catalog; the error
+    /// names it and lists the labels there are.
+    UnknownLabel(crate::store::UnknownLabelError),
     /// The configuration does not fit the flash.
     Config(&'static str),
     /// An internal invariant failed. This is a bug in clawmem; please report
@@ -115,6 +118,7 @@ impl<E: fmt::Debug> fmt::Display for Error<E> {
             Error::BufferTooSmall { needed } => {
                 write!(f, "buffer too small: {needed} B needed")
             }
+            Error::UnknownLabel(e) => write!(f, "{e}"),
             Error::Config(what) => write!(f, "bad configuration: {what}"),
             Error::LogicBug(what) => write!(
                 f,

@@ -295,12 +295,29 @@ pub(crate) mod kind {
     /// A whole small object that replaces the previous one with the same
     /// type and key: a chat's session map, a profile document.
     pub const OBJECT: u8 = 0x20;
+    /// A long-term memory item.
+    pub const MEM_PUT: u8 = 0x30;
+    /// A long-term memory tombstone.
+    pub const MEM_FORGET: u8 = 0x31;
+    /// The ids a recall returned (access count deltas).
+    pub const MEM_ACCESS: u8 = 0x32;
+    /// The compacted index of active memory items.
+    pub const MEM_INDEX: u8 = 0x33;
 
     /// Whether `k` is a kind this format defines.
     pub fn is_known(k: u8) -> bool {
         matches!(
             k,
-            CHECKPOINT | SESSION_BATCH | SESSION_BASE | SESSION_DELETE | SESSION_BLOCK | OBJECT
+            CHECKPOINT
+                | SESSION_BATCH
+                | SESSION_BASE
+                | SESSION_DELETE
+                | SESSION_BLOCK
+                | OBJECT
+                | MEM_PUT
+                | MEM_FORGET
+                | MEM_ACCESS
+                | MEM_INDEX
         )
     }
 }

@@ -19,6 +19,7 @@ pub mod chdx;
 pub mod memory;
 pub mod naming;
 pub mod profile;
+pub mod rebuild;
 pub mod text;
 pub mod turns;
 
@@ -34,5 +35,6 @@ pub use error::Error;
 pub use layout::FORMAT_VERSION;
 pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
 pub use store::{
-    Appended, Config, Gate, History, MountMode, MountReport, SessionInfo, Space, Store,
+    Appended, Config, Gate, History, MemoryConfig, MountMode, MountReport, SessionInfo, Space,
+    Store, Stored, UnknownLabelError,
 };

@@ -15,7 +15,12 @@
 use core::fmt;
 
 use embedded_storage::nor_flash::NorFlash;
+
+mod memory;
+
 use heapless::Vec;
+use memory::{MemState, MEM_STATE_ENCODED};
+pub use memory::{MemoryConfig, Stored, UnknownLabelError};
 
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
@@ -49,6 +54,8 @@ pub struct Config {
     pub checkpoint_interval_bytes: u32,
     /// Largest profile document. ESP-Claw sets none; 8 KiB by default.
     pub profile_max_bytes: usize,
+    /// Long-term memory tunables.
+    pub memory: MemoryConfig,
 }
 
 impl Default for Config {
@@ -58,6 +65,7 @@ impl Default for Config {
             max_session_id_bytes: MAX_SESSION_ID_BYTES,
             checkpoint_interval_bytes: 32 * 1024,
             profile_max_bytes: crate::profile::DEFAULT_MAX_BYTES,
+            memory: MemoryConfig::default(),
         }
     }
 }
@@ -191,7 +199,7 @@ const CKPT_VERSION: u8 = 1;
 
 /// How much room a write may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Priority {
+pub(crate) enum Priority {
     /// Appends: leave the whole reserve free.
     User,
     /// Deletes, blocks, compaction, checkpoints: may use the maintenance part.
@@ -288,6 +296,8 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     in_gc: bool,
     /// Where the newest version of each stored object is.
     objects: Vec<ObjectSlot, MAX_OBJECTS>,
+    /// The long-term memory chain.
+    mem: MemState,
 }
 
 /// Most objects (profile documents and chat session maps) a store holds.
@@ -402,6 +412,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             mount_report: MountReport::default(),
             in_gc: false,
             objects: Vec::new(),
+            mem: MemState::EMPTY,
         };
         store.write_checkpoint()?;
         Ok(store)
@@ -480,6 +491,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             match log.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
                     if !log.crc_ok(&c)? {
+                        // Damage followed by a sound chunk is damage at rest
+                        // (or a scrubbed item): skip it. Damage at the end is
+                        // a torn write: seal the sector.
+                        let next = pos + geo.chunk_size(c.header.len);
+                        let sound_next = match log.slot_at(head, next)? {
+                            Slot::Chunk(n) => log.crc_ok(&n)?,
+                            _ => false,
+                        };
+                        if sound_next {
+                            pos = next;
+                            continue;
+                        }
                         report.sealed_head = true;
                         pos = geo.sector_start(head) + geo.sector;
                         break;
@@ -526,6 +549,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             mount_report: report,
             in_gc: false,
             objects: Vec::new(),
+            mem: MemState::EMPTY,
         };
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];
@@ -616,7 +640,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let count = u16_at(&fixed, 2) as usize;
         let objects = fixed[1] as usize;
         if fixed[0] != CKPT_VERSION
-            || len as usize != CKPT_FIXED + count * SESSION_ENCODED + objects * OBJ_ENCODED
+            || len as usize
+                != CKPT_FIXED + count * SESSION_ENCODED + objects * OBJ_ENCODED + MEM_STATE_ENCODED
             || objects > MAX_OBJECTS
         {
             return Ok(false);
@@ -652,6 +677,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             let _ = self.objects.push(slot);
         }
+        let mut m = [0u8; MEM_STATE_ENCODED];
+        let off = CKPT_FIXED + count * SESSION_ENCODED + objects * OBJ_ENCODED;
+        let at = io.stream_advance(payload, off as u32);
+        io.read_stream(at, &mut m)?;
+        let Some(mem) = MemState::decode(&m) else {
+            return Ok(false);
+        };
+        self.mem = mem;
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
         let oldest_possible = self.log.head_seq.saturating_sub(geo.count - 1);
@@ -809,6 +842,49 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         .push(s)
                         .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
                 }
+            }
+            kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS => {
+                let mut b = [0u8; 20];
+                let n = (h.len as usize).min(20);
+                self.log
+                    .io()
+                    .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
+                if h.kind == kind::MEM_PUT && u32_at(&b, 0) == memory::UNCHAINED {
+                    // A merge or relocation copy: the index after it, if it
+                    // landed, points at it.
+                    return Ok(());
+                }
+                if u32_at(&b, 0) != self.mem.head {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a memory record does not follow the memory chain",
+                    });
+                }
+                if h.kind == kind::MEM_PUT && n == 20 {
+                    // The item's id follows prev, origin, root and the
+                    // encoding's version and flags bytes.
+                    self.mem.next_id = self.mem.next_id.max(u32_at(&b, 14).wrapping_add(1));
+                }
+                self.mem.head = addr;
+                self.mem.chain = self.mem.chain.saturating_add(1);
+                if h.kind != kind::MEM_ACCESS {
+                    self.mem.changes = self.mem.changes.saturating_add(1);
+                }
+                self.mem.bytes = self.mem.bytes.saturating_add(h.len);
+                self.mem.oldest = self.mem.oldest.min(sector_seq);
+            }
+            kind::MEM_INDEX => {
+                let mut b = [0u8; 16];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                self.mem = MemState {
+                    root: addr,
+                    head: addr,
+                    chain: 0,
+                    changes: 0,
+                    bytes: 0,
+                    oldest: u32_at(&b, 12).min(sector_seq),
+                    next_id: self.mem.next_id.max(u32_at(&b, 4)),
+                };
             }
             kind::OBJECT => {
                 let mut b = [0u8; OBJ_FIXED as usize];
@@ -1086,6 +1162,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             k += 1;
         }
+        // Long-term memory reaching into the tail: a new index, with the
+        // items in the next sectors to be released copied.
+        if self.mem.oldest <= tail_seq {
+            let mut k = self.log.free_sectors() / 2;
+            loop {
+                if self.mem_compact_with(Some(tail_seq + k), Priority::Gc)? {
+                    break;
+                }
+                if k == 0 {
+                    return Ok(false);
+                }
+                k /= 2;
+            }
+        }
         // What each session in the tail needs at least: its bodies in the
         // tail (at most a sector's worth) and a new index.
         let minimal = |s: &Session| {
@@ -1128,19 +1218,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         payload: &mut P,
         p: Priority,
     ) -> Result<u32, Error<F::Error>> {
+        self.prepare_write(payload.len(), p)?;
+        self.write_prepared(k, payload)
+    }
+
+    /// Writes a due checkpoint and makes room for `len` payload bytes. After
+    /// this, nothing moves until the write: a record that points at others
+    /// (a batch at its session's head) must be built after this call.
+    fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
         if p == Priority::User && self.bytes_since_checkpoint >= self.checkpoint_interval() {
             self.write_checkpoint_with(Priority::Maintenance)?;
         }
+        self.ensure_room(len, p)
+    }
+
+    /// Writes a batch for which [`prepare_write`](Self::prepare_write) made
+    /// room.
+    fn write_prepared<P: Payload<F>>(
+        &mut self,
+        k: u8,
+        payload: &mut P,
+    ) -> Result<u32, Error<F::Error>> {
         let len = payload.len();
-        self.ensure_room(len, p)?;
         let (addr, _) = self.log.write_batch(k, payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         Ok(addr)
     }
 
     fn checkpoint_len(&self) -> u32 {
-        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED + self.objects.len() * OBJ_ENCODED)
-            as u32
+        (CKPT_FIXED
+            + self.sessions.len() * SESSION_ENCODED
+            + self.objects.len() * OBJ_ENCODED
+            + MEM_STATE_ENCODED) as u32
     }
 
     fn checkpoint_interval(&self) -> u32 {
@@ -1167,10 +1276,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         fixed[4..8].copy_from_slice(&self.next_uid.to_le_bytes());
         fixed[8..12].copy_from_slice(&self.log.tail_seq.to_le_bytes());
         fixed[12..16].copy_from_slice(&self.log.next_seq.to_le_bytes());
+        let mut mem = [0u8; MEM_STATE_ENCODED];
+        self.mem.encode(&mut mem);
         let mut payload = CheckpointPayload {
             fixed,
             sessions: &self.sessions,
             objects: &self.objects,
+            mem,
         };
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
         self.log.checkpoint = addr;
@@ -1233,6 +1345,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         } else if self.sessions.is_full() {
             return Err(Error::TooManySessions { max: MAX_SESSIONS });
         }
+        // Room first: collecting garbage may relocate this session, which
+        // moves its head.
+        let id_len = if found.is_none() {
+            1 + session.len()
+        } else {
+            0
+        };
+        let meta_max = crate::session::BATCH_FIXED as usize + id_len + records.len() * 6;
+        let bodies: usize = records.iter().map(|r| r.body.len()).sum();
+        self.prepare_write((meta_max + bodies) as u32, Priority::User)?;
         let (uid, prev) = match found {
             Some(i) => (self.sessions[i].uid, self.sessions[i].head),
             None => (self.next_uid, NO_ADDR),
@@ -1252,7 +1374,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if found.is_none() {
             self.next_uid = self.next_uid.wrapping_add(1);
         }
-        let addr = self.write(kind::SESSION_BATCH, &mut payload, Priority::User)?;
+        let addr = self.write_prepared(kind::SESSION_BATCH, &mut payload)?;
         let sector_seq = self.log.head_seq_of(addr);
         let i = match found {
             Some(i) => {
@@ -1403,6 +1525,45 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         p: Priority,
         budget: u64,
     ) -> Result<bool, Error<F::Error>> {
+        if self.in_gc {
+            return self.rewrite_base_now(i, keep, summary, embed, budget);
+        }
+        // Make room first, for the largest base this can be: collecting
+        // garbage may relocate this very session, so nothing is read before.
+        let s = self.sessions[i];
+        let bodies = match embed {
+            Embed::None => 0,
+            _ => s.size,
+        };
+        let estimate = BASE_FIXED
+            + MAX_SESSION_ID_BYTES as u32
+            + CHDX_HEADER_SIZE as u32
+            + 14 * (u32::from(s.records) + 1)
+            + bodies
+            + summary.map_or(0, |r| r.body.len() as u32);
+        self.ensure_room(estimate, p)?;
+        self.in_gc = true;
+        let result = self.rewrite_base_now(i, keep, summary, embed, budget);
+        self.in_gc = false;
+        match result {
+            Ok(false) => Err(Error::Full {
+                needed_bytes: estimate,
+                available_bytes: 0,
+            }),
+            r => r,
+        }
+    }
+
+    /// [`rewrite_base_within`](Self::rewrite_base_within) with no garbage
+    /// collection: `false` if the room or `budget` is short.
+    fn rewrite_base_now(
+        &mut self,
+        i: usize,
+        keep: Keep<'_>,
+        summary: Option<Record<'_>>,
+        embed: Embed,
+        budget: u64,
+    ) -> Result<bool, Error<F::Error>> {
         let ring = Ring {
             head: self.log.head,
             head_seq: self.log.head_seq,
@@ -1453,13 +1614,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
         let bodies_at = crcs_at + count * 4;
         let total = bodies_at + embedded;
-        if self.in_gc {
-            let (_, opens) = self.log.plan(total);
-            if opens > self.log.free_sectors() || u64::from(total) > budget {
-                return Ok(false);
-            }
-        } else {
-            self.ensure_room(total, p)?;
+        let (_, opens) = self.log.plan(total);
+        if opens > self.log.free_sectors() || u64::from(total) > budget {
+            return Ok(false);
         }
         let (start, opens) = self.log.plan(total);
         let payload_start = start + CHUNK_HEADER_LEN;
@@ -1992,12 +2149,15 @@ struct CheckpointPayload<'a> {
     fixed: [u8; CKPT_FIXED],
     sessions: &'a [Session],
     objects: &'a [ObjectSlot],
+    mem: [u8; MEM_STATE_ENCODED],
 }
 
 impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
     fn len(&self) -> u32 {
-        (CKPT_FIXED + self.sessions.len() * SESSION_ENCODED + self.objects.len() * OBJ_ENCODED)
-            as u32
+        (CKPT_FIXED
+            + self.sessions.len() * SESSION_ENCODED
+            + self.objects.len() * OBJ_ENCODED
+            + MEM_STATE_ENCODED) as u32
     }
 
     fn fill(
@@ -2023,6 +2183,18 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
                     .encode(&mut b);
                 let n = (SESSION_ENCODED - j).min(out.len() - done);
                 out[done..done + n].copy_from_slice(&b[j..j + n]);
+                done += n;
+            } else if p
+                >= CKPT_FIXED
+                    + self.sessions.len() * SESSION_ENCODED
+                    + self.objects.len() * OBJ_ENCODED
+            {
+                let j = p
+                    - CKPT_FIXED
+                    - self.sessions.len() * SESSION_ENCODED
+                    - self.objects.len() * OBJ_ENCODED;
+                let n = (MEM_STATE_ENCODED - j).min(out.len() - done);
+                out[done..done + n].copy_from_slice(&self.mem[j..j + n]);
                 done += n;
             } else {
                 let q = p - CKPT_FIXED - self.sessions.len() * SESSION_ENCODED;

@@ -51,8 +51,8 @@ pub use item::{
     Keywords, Label, LabelLimit, Labels, Source, Tags, SOURCE_AUTO_LLM, SOURCE_MANUAL,
 };
 pub use render::{
-    write_catalog_prompt, write_memory_md, StageNote, Timestamp, CATALOG_EMPTY_LINE,
-    LONG_TERM_PREAMBLE, MEMORY_MD_EMPTY_LINE, MEMORY_MD_TITLE,
+    write_catalog_prompt, write_memory_md, write_memory_md_item, StageNote, Timestamp,
+    CATALOG_EMPTY_LINE, LONG_TERM_PREAMBLE, MEMORY_MD_EMPTY_LINE, MEMORY_MD_TITLE,
 };
 pub use rules::{
     conflicts_for_replace, duplicate_kind, eviction_score, evictions_needed, merge_same_key,

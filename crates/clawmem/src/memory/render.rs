@@ -126,6 +126,21 @@ where
     Ok(())
 }
 
+/// Writes one item's two `MEMORY.md` lines (`` - `<id>` <content> `` and
+/// `  time=... access=<n> labels=[...]`), for callers that render items one
+/// at a time.
+pub fn write_memory_md_item<W: Write>(w: &mut W, item: &Item) -> fmt::Result {
+    writeln!(w, "- `{}` {}", item.id(), item.content())?;
+    write!(
+        w,
+        "  time={} access={} labels=",
+        Timestamp(item.updated_at()),
+        item.access_count()
+    )?;
+    write_labels_json(w, item.labels())?;
+    w.write_char('\n')
+}
+
 /// Writes labels as a compact JSON array (`["a","b"]`, `[]`).
 fn write_labels_json<W: Write>(w: &mut W, labels: &[Label]) -> fmt::Result {
     w.write_char('[')?;

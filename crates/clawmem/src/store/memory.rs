@@ -1,0 +1,1186 @@
+//! Long-term memory on flash: items, tombstones, access deltas and the
+//! compacted index.
+//!
+//! Memory is a chain of records rooted at the newest *memory index*:
+//!
+//! - `MEM_PUT`: one item (its own batch, so it can be scrubbed alone);
+//!   a put of an id that exists replaces it (merges, relocation copies);
+//! - `MEM_FORGET`: a tombstone;
+//! - `MEM_ACCESS`: the ids a recall returned, whose access counts grow by
+//!   one without the items being rewritten;
+//! - `MEM_INDEX`: compaction's result, a list of the active items with their
+//!   applied access counts (16 bytes an item), pointing at their puts where
+//!   they are. It replaces everything before it.
+//!
+//! The active set is the index's entries with the chain after it applied in
+//! order. RAM keeps only the chain's ends and counters ([`MemState`]).
+//!
+//! Power loss: each operation is one batch (an update is a put that names the
+//! item it replaces, then a tombstone; a cut between them leaves both items,
+//! and the replaced one is forgotten by the next compaction through the
+//! lineage); compaction and relocation commit with the new index.
+
+use core::fmt;
+
+use embedded_storage::nor_flash::{MultiwriteNorFlash, NorFlash};
+use heapless::Vec;
+
+use super::{Priority, Store};
+use crate::error::Error;
+use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::log::{copy_from_parts, Io, Payload};
+use crate::memory::{
+    conflicts_for_replace, merge_same_key, select_evictions, Item, ItemId, ItemInput, ItemRank,
+    LabelLimit, ITEM_ENCODED_MAX_BYTES, LONG_TERM_PREAMBLE, MAX_ACTIVE_ITEMS,
+};
+use crate::naming::fnv1a32;
+
+/// The `prev` of a put outside the chain (a merge or a relocation copy).
+pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
+
+/// Most records in the memory chain before it is compacted regardless.
+pub(crate) const MEM_CHAIN_MAX: usize = 32;
+/// Most active items between two compactions.
+const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + MEM_CHAIN_MAX;
+/// A put's payload before the item: prev u32, origin u32 (the id it
+/// replaces), root u32 (the first id of its lineage).
+const PUT_FIXED: u32 = 12;
+/// An index's payload before its entries: prev, next id, count, oldest.
+const INDEX_FIXED: u32 = 16;
+/// One index entry: id u32, put address u32, updated_at u32, access u16,
+/// label bloom u16.
+const INDEX_ENTRY: u32 = 16;
+/// Most merges one compaction does (the rest wait for the next).
+const MAX_MERGES: usize = 8;
+/// Room a compaction may need: its merges and its index.
+const MEM_COMPACT_ROOM: u32 = INDEX_FIXED
+    + INDEX_ENTRY * ACTIVE_CAP as u32
+    + MAX_MERGES as u32 * (PUT_FIXED + ITEM_ENCODED_MAX_BYTES as u32 + 16);
+
+/// Long-term memory tunables. [`MemoryConfig::default`] follows ESP-Claw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Compact after this many stores, updates and forgets (ESP-Claw: 5).
+    pub compact_after_changes: u16,
+    /// Compact after this many bytes of memory records (ESP-Claw: 32 KiB).
+    pub compact_after_bytes: u32,
+    /// Most active items kept by compaction (ESP-Claw: 128, the maximum).
+    pub max_items: usize,
+    /// How summary labels are cut from tags.
+    pub label_limit: LabelLimit,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            compact_after_changes: 5,
+            compact_after_bytes: 32 * 1024,
+            max_items: MAX_ACTIVE_ITEMS,
+            label_limit: LabelLimit::DEFAULT,
+        }
+    }
+}
+
+/// The memory chain's state in RAM (and in checkpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MemState {
+    /// The newest index, or none.
+    pub root: u32,
+    /// The newest memory record (the root if none follows it).
+    pub head: u32,
+    /// Records after the root.
+    pub chain: u16,
+    /// Stores, updates and forgets since the root.
+    pub changes: u16,
+    /// Payload bytes of records since the root.
+    pub bytes: u32,
+    /// Sector sequence of the oldest sector holding live memory bytes
+    /// (`u32::MAX`: none).
+    pub oldest: u32,
+    /// The next item id; ids never repeat.
+    pub next_id: u32,
+}
+
+/// Bytes of [`MemState`] in a checkpoint.
+pub(crate) const MEM_STATE_ENCODED: usize = 24;
+
+impl MemState {
+    pub const EMPTY: MemState = MemState {
+        root: NO_ADDR,
+        head: NO_ADDR,
+        chain: 0,
+        changes: 0,
+        bytes: 0,
+        oldest: u32::MAX,
+        next_id: 1,
+    };
+
+    pub fn encode(&self, b: &mut [u8; MEM_STATE_ENCODED]) {
+        b[0..4].copy_from_slice(&self.root.to_le_bytes());
+        b[4..8].copy_from_slice(&self.head.to_le_bytes());
+        b[8..10].copy_from_slice(&self.chain.to_le_bytes());
+        b[10..12].copy_from_slice(&self.changes.to_le_bytes());
+        b[12..16].copy_from_slice(&self.bytes.to_le_bytes());
+        b[16..20].copy_from_slice(&self.oldest.to_le_bytes());
+        b[20..24].copy_from_slice(&self.next_id.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8; MEM_STATE_ENCODED]) -> Option<MemState> {
+        let s = MemState {
+            root: u32_at(b, 0),
+            head: u32_at(b, 4),
+            chain: u16_at(b, 8),
+            changes: u16_at(b, 10),
+            bytes: u32_at(b, 12),
+            oldest: u32_at(b, 16),
+            next_id: u32_at(b, 20),
+        };
+        (s.chain as usize <= MEM_CHAIN_MAX && s.next_id >= 1).then_some(s)
+    }
+}
+
+/// An item's lineage: the id it replaced and the first id of its lineage
+/// (0: none).
+type Lineage = (u32, u32);
+
+/// An active item as the index knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Active {
+    pub id: u32,
+    /// First chunk of its put.
+    pub addr: u32,
+    pub updated_at: u32,
+    pub access: u16,
+    /// A 16-bit Bloom filter of its labels, to skip items a recall cannot match.
+    pub bloom: u16,
+}
+
+impl Active {
+    fn rank(&self) -> ItemRank {
+        ItemRank {
+            id: ItemId::new(self.id),
+            access_count: self.access,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+fn label_bloom(label: &str) -> u16 {
+    let h = fnv1a32(label.as_bytes());
+    (1u16 << (h & 15)) | (1u16 << ((h >> 4) & 15))
+}
+
+fn item_bloom(item: &Item) -> u16 {
+    item.labels().iter().fold(0, |b, l| b | label_bloom(l))
+}
+
+/// What a store did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The new item, or the existing item it duplicates.
+    pub item: Item,
+    /// `false` if it was a duplicate and nothing was written.
+    pub changed: bool,
+    /// Items forgotten by the `replace` intent.
+    pub replaced: u16,
+}
+
+/// An unknown recall label: names it and lists the labels there are (the
+/// first ones, when they do not fit in 64 bytes; the full catalog is in the
+/// prompt and in [`Store::memory_catalog`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct UnknownLabelError {
+    label: heapless::String<32>,
+    available: heapless::String<64>,
+}
+
+impl UnknownLabelError {
+    /// The label asked for.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The available labels, comma-separated, ending in `...` if cut.
+    pub fn available(&self) -> &str {
+        &self.available
+    }
+}
+
+impl fmt::Debug for UnknownLabelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for UnknownLabelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown summary label \"{}\"; copy a label exactly from the catalog. Available labels: {}",
+            self.label,
+            if self.available.is_empty() {
+                "(none)"
+            } else {
+                &self.available
+            }
+        )
+    }
+}
+
+fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
+    for c in t.chars() {
+        if s.push(c).is_err() {
+            return;
+        }
+    }
+}
+
+struct Put<'a> {
+    fixed: [u8; PUT_FIXED as usize],
+    item: &'a [u8],
+}
+
+impl<F: NorFlash> Payload<F> for Put<'_> {
+    fn len(&self) -> u32 {
+        PUT_FIXED + self.item.len() as u32
+    }
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        copy_from_parts([&self.fixed[..], self.item].into_iter(), offset, out);
+        Ok(())
+    }
+}
+
+struct IndexPayload<'a> {
+    fixed: [u8; INDEX_FIXED as usize],
+    entries: &'a [Active],
+}
+
+impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
+    fn len(&self) -> u32 {
+        INDEX_FIXED + INDEX_ENTRY * self.entries.len() as u32
+    }
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        for (i, b) in out.iter_mut().enumerate() {
+            let p = offset as usize + i;
+            *b = if p < INDEX_FIXED as usize {
+                self.fixed[p]
+            } else {
+                let k = (p - INDEX_FIXED as usize) / INDEX_ENTRY as usize;
+                let j = (p - INDEX_FIXED as usize) % INDEX_ENTRY as usize;
+                let e = self
+                    .entries
+                    .get(k)
+                    .ok_or(Error::LogicBug("index payload overrun"))?;
+                let mut enc = [0u8; INDEX_ENTRY as usize];
+                enc[0..4].copy_from_slice(&e.id.to_le_bytes());
+                enc[4..8].copy_from_slice(&e.addr.to_le_bytes());
+                enc[8..12].copy_from_slice(&e.updated_at.to_le_bytes());
+                enc[12..14].copy_from_slice(&e.access.to_le_bytes());
+                enc[14..16].copy_from_slice(&e.bloom.to_le_bytes());
+                enc[j]
+            };
+        }
+        Ok(())
+    }
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+    // ---- reading -----------------------------------------------------------
+
+    /// Reads a memory record's payload (CRC checked) into `buf`; returns its
+    /// length.
+    fn mem_record(
+        &mut self,
+        addr: u32,
+        want: u8,
+        buf: &mut [u8],
+    ) -> Result<usize, Error<F::Error>> {
+        let h = self.log.io().chunk_header(addr)?;
+        let bad = Error::Corrupted {
+            address: addr,
+            what: "a memory record is damaged",
+        };
+        if h.is_none_or(|h| h.kind != want || !h.is_first()) {
+            return Err(bad);
+        }
+        let len = self.log.verify(addr)?.ok_or(bad)? as usize;
+        let n = len.min(buf.len());
+        self.log
+            .io()
+            .read_stream(addr + CHUNK_HEADER_LEN, &mut buf[..n])?;
+        Ok(len)
+    }
+
+    /// Reads the item put at `addr`, and its lineage: the id it replaced and
+    /// the first id of its lineage (0: none).
+    pub(crate) fn mem_item(&mut self, addr: u32) -> Result<(Item, Lineage), Error<F::Error>> {
+        let mut buf = [0u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES];
+        let len = self.mem_record(addr, kind::MEM_PUT, &mut buf)?;
+        let bad = Error::Corrupted {
+            address: addr,
+            what: "a memory item does not decode",
+        };
+        let body = buf
+            .get(PUT_FIXED as usize..len)
+            .ok_or(bad.clone_corrupted())?;
+        let item = Item::decode(body).map_err(|_| bad)?;
+        Ok((item, (u32_at(&buf, 4), u32_at(&buf, 8))))
+    }
+
+    /// The memory chain after the root, oldest first.
+    fn mem_chain(&mut self) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Error<F::Error>> {
+        let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
+        let mut at = self.mem.head;
+        while at != self.mem.root && at != NO_ADDR {
+            let h = self.log.io().chunk_header(at)?.ok_or(Error::Corrupted {
+                address: at,
+                what: "the memory chain leads nowhere",
+            })?;
+            if !matches!(h.kind, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS) {
+                return Err(Error::Corrupted {
+                    address: at,
+                    what: "the memory chain leads to another kind of record",
+                });
+            }
+            out.push((at, h.kind)).map_err(|_| Error::Corrupted {
+                address: at,
+                what: "the memory chain is longer than it may be",
+            })?;
+            let mut prev = [0u8; 4];
+            self.log
+                .io()
+                .read_stream(at + CHUNK_HEADER_LEN, &mut prev)?;
+            at = u32::from_le_bytes(prev);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The active items: the index's entries with the chain applied.
+    pub(crate) fn mem_active(
+        &mut self,
+        out: &mut Vec<Active, ACTIVE_CAP>,
+    ) -> Result<(), Error<F::Error>> {
+        out.clear();
+        if self.mem.root != NO_ADDR {
+            let root = self.mem.root;
+            let mut fixed = [0u8; INDEX_FIXED as usize];
+            let len = self.mem_record(root, kind::MEM_INDEX, &mut fixed)?;
+            let count = u32_at(&fixed, 8) as usize;
+            if len != (INDEX_FIXED + INDEX_ENTRY * count as u32) as usize || count > ACTIVE_CAP {
+                return Err(Error::Corrupted {
+                    address: root,
+                    what: "the memory index has a bad length",
+                });
+            }
+            for k in 0..count {
+                let mut e = [0u8; INDEX_ENTRY as usize];
+                let at = self.log.io().stream_advance(
+                    root + CHUNK_HEADER_LEN,
+                    INDEX_FIXED + INDEX_ENTRY * k as u32,
+                );
+                self.log.io().read_stream(at, &mut e)?;
+                let _ = out.push(Active {
+                    id: u32_at(&e, 0),
+                    addr: u32_at(&e, 4),
+                    updated_at: u32_at(&e, 8),
+                    access: u16_at(&e, 12),
+                    bloom: u16_at(&e, 14),
+                });
+            }
+        }
+        for (addr, k) in self.mem_chain()? {
+            match k {
+                kind::MEM_PUT => {
+                    let (item, _) = self.mem_item(addr)?;
+                    let a = Active {
+                        id: item.id().get(),
+                        addr,
+                        updated_at: item.updated_at(),
+                        access: item.access_count(),
+                        bloom: item_bloom(&item),
+                    };
+                    match out.iter_mut().find(|x| x.id == a.id) {
+                        Some(x) => *x = a,
+                        None => out
+                            .push(a)
+                            .map_err(|_| Error::LogicBug("active set overflow"))?,
+                    }
+                }
+                kind::MEM_FORGET => {
+                    let mut b = [0u8; 8];
+                    self.mem_record(addr, kind::MEM_FORGET, &mut b)?;
+                    let id = u32_at(&b, 4);
+                    if let Some(i) = out.iter().position(|x| x.id == id) {
+                        out.remove(i);
+                    }
+                }
+                _ => {
+                    let mut b = [0u8; 8 + 4 * MAX_ACTIVE_ITEMS];
+                    let len = self
+                        .mem_record(addr, kind::MEM_ACCESS, &mut b)?
+                        .min(b.len());
+                    let now = u32_at(&b, 4);
+                    for id in b[8..len].chunks_exact(4) {
+                        let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+                        if let Some(x) = out.iter_mut().find(|x| x.id == id) {
+                            x.access = x.access.saturating_add(1);
+                            x.updated_at = x.updated_at.max(now);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The item with the applied access count and update time.
+    fn mem_load(&mut self, a: &Active) -> Result<Item, Error<F::Error>> {
+        let (mut item, _) = self.mem_item(a.addr)?;
+        item.set_access_count(a.access);
+        item.set_updated_at(a.updated_at);
+        Ok(item)
+    }
+
+    // ---- writing -----------------------------------------------------------
+
+    /// Makes room in the chain for one more record.
+    fn mem_before_write(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+        if self.mem.chain as usize >= MEM_CHAIN_MAX {
+            self.mem_compact_with(None, p)?;
+        }
+        Ok(())
+    }
+
+    /// Appends a record to the memory chain. The caller built `payload`
+    /// with `prev` = the chain's head after [`Store::prepare_write`].
+    fn mem_write<P: Payload<F>>(
+        &mut self,
+        k: u8,
+        payload: &mut P,
+        changes: u16,
+    ) -> Result<u32, Error<F::Error>> {
+        let len = payload.len();
+        let addr = self.write_prepared(k, payload)?;
+        let seq = self.log.head_seq_of(addr);
+        self.mem.head = addr;
+        self.mem.chain += 1;
+        self.mem.changes = self.mem.changes.saturating_add(changes);
+        self.mem.bytes = self.mem.bytes.saturating_add(len);
+        self.mem.oldest = self.mem.oldest.min(seq);
+        Ok(addr)
+    }
+
+    /// Writes a put. A chained put extends the memory chain; an unchained
+    /// one (a merge or a relocation copy, `prev` none) is reachable only from
+    /// the index written after it, and is garbage if that index never lands.
+    fn mem_put(
+        &mut self,
+        item: &Item,
+        origin: (u32, u32),
+        chained: bool,
+        p: Priority,
+    ) -> Result<u32, Error<F::Error>> {
+        if chained {
+            self.mem_before_write(p)?;
+        }
+        let mut enc = [0u8; ITEM_ENCODED_MAX_BYTES];
+        let n = item
+            .encode(&mut enc)
+            .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
+        let mut fixed = [0u8; PUT_FIXED as usize];
+        self.prepare_write(PUT_FIXED + n as u32, p)?;
+        let prev = if chained { self.mem_prev() } else { UNCHAINED };
+        fixed[0..4].copy_from_slice(&prev.to_le_bytes());
+        fixed[4..8].copy_from_slice(&origin.0.to_le_bytes());
+        fixed[8..12].copy_from_slice(&origin.1.to_le_bytes());
+        let mut payload = Put {
+            fixed,
+            item: &enc[..n],
+        };
+        if chained {
+            self.mem_write(kind::MEM_PUT, &mut payload, 1)
+        } else {
+            let addr = self.write_prepared(kind::MEM_PUT, &mut payload)?;
+            self.mem.oldest = self.mem.oldest.min(self.log.head_seq_of(addr));
+            Ok(addr)
+        }
+    }
+
+    fn mem_prev(&self) -> u32 {
+        self.mem.head
+    }
+
+    fn mem_forget_record(&mut self, id: u32, p: Priority) -> Result<(), Error<F::Error>> {
+        self.mem_before_write(p)?;
+        self.prepare_write(8, p)?;
+        let mut b = [0u8; 8];
+        b[4..8].copy_from_slice(&id.to_le_bytes());
+        b[0..4].copy_from_slice(&self.mem_prev().to_le_bytes());
+        let mut payload = crate::log::Slices([&b[..]]);
+        self.mem_write(kind::MEM_FORGET, &mut payload, 1)?;
+        Ok(())
+    }
+
+    fn mem_maybe_compact(&mut self) -> Result<(), Error<F::Error>> {
+        let c = self.config.memory;
+        if self.mem.changes >= c.compact_after_changes || self.mem.bytes >= c.compact_after_bytes {
+            self.mem_compact_with(None, Priority::Maintenance)?;
+        }
+        Ok(())
+    }
+
+    /// Compacts: applies access deltas, drops tombstones, merges items with
+    /// the same key, evicts beyond the item limit, and writes a new index.
+    /// With `relocate`, items whose puts start in sectors up to that sector
+    /// sequence are first copied to the head (garbage collection).
+    ///
+    /// Power loss: the new index commits atomically; before that the old
+    /// index and chain stand (merge and relocation puts written before it
+    /// replace items by the same id, so they are harmless either way).
+    pub(crate) fn mem_compact_with(
+        &mut self,
+        relocate: Option<u32>,
+        p: Priority,
+    ) -> Result<bool, Error<F::Error>> {
+        if self.in_gc {
+            return self.mem_compact_now(relocate, p);
+        }
+        // Room first: collecting garbage may itself move memory.
+        self.ensure_room(MEM_COMPACT_ROOM, p)?;
+        self.in_gc = true;
+        let result = self.mem_compact_now(relocate, p);
+        self.in_gc = false;
+        match result {
+            Ok(false) => Err(Error::Full {
+                needed_bytes: MEM_COMPACT_ROOM,
+                available_bytes: 0,
+            }),
+            r => r,
+        }
+    }
+
+    fn mem_compact_now(
+        &mut self,
+        relocate: Option<u32>,
+        p: Priority,
+    ) -> Result<bool, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        // Merge items with the same key (rare: stores refuse same-key
+        // duplicates, so only updates can create them).
+        let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
+        for a in active.clone().iter() {
+            let item = self.mem_load(a)?;
+            let key = item.key();
+            let _ = keys.push(if key.is_empty() {
+                0
+            } else {
+                fnv1a32(key.as_bytes())
+            });
+        }
+        let mut i = 0;
+        let mut merges = 0;
+        while i < active.len() {
+            let mut j = i + 1;
+            while j < active.len() {
+                if keys[i] != 0 && keys[i] == keys[j] && merges < MAX_MERGES {
+                    merges += 1;
+                    let a = self.mem_load(&active[i])?;
+                    let b = self.mem_load(&active[j])?;
+                    if let Some(m) = merge_same_key(&a, &b) {
+                        let addr = self.mem_put(&m, (0, 0), false, p)?;
+                        active[i] = Active {
+                            id: m.id().get(),
+                            addr,
+                            updated_at: m.updated_at(),
+                            access: m.access_count(),
+                            bloom: item_bloom(&m),
+                        };
+                        active.remove(j);
+                        keys.remove(j);
+                        continue;
+                    }
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        // Evict beyond the limit: lowest access*3 + updated_at/3600 first.
+        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
+        if active.len() > max {
+            let mut ranks: Vec<ItemRank, ACTIVE_CAP> = active.iter().map(Active::rank).collect();
+            let evict: Vec<u32, ACTIVE_CAP> = select_evictions(&mut ranks, max)
+                .iter()
+                .map(|r| r.id.get())
+                .collect();
+            active.retain(|a| !evict.contains(&a.id));
+        }
+        // Relocation: copy the items in the sectors about to be released.
+        if let Some(upto) = relocate {
+            for k in 0..active.len() {
+                let a = active[k];
+                if self.log.head_seq_of(a.addr) <= upto {
+                    let item = self.mem_load(&a)?;
+                    let (_, origin) = self.mem_item(a.addr)?;
+                    let addr = self.mem_put(&item, origin, false, p)?;
+                    active[k].addr = addr;
+                }
+            }
+        }
+        // The new index.
+        let len = INDEX_FIXED + INDEX_ENTRY * active.len() as u32;
+        let (_, opens) = self.log.plan(len);
+        if opens > self.log.free_sectors() {
+            return Ok(false);
+        }
+        let (start, _) = self.log.plan(len);
+        let index_seq = if self.log.geo.sector_of(start) == self.log.head {
+            self.log.head_seq
+        } else {
+            self.log.head_seq + 1
+        };
+        let oldest = active
+            .iter()
+            .map(|a| self.log.head_seq_of(a.addr))
+            .min()
+            .unwrap_or(index_seq)
+            .min(index_seq);
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
+        fixed[8..12].copy_from_slice(&(active.len() as u32).to_le_bytes());
+        fixed[12..16].copy_from_slice(&oldest.to_le_bytes());
+        let mut payload = IndexPayload {
+            fixed,
+            entries: &active,
+        };
+        let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        self.mem = MemState {
+            root: addr,
+            head: addr,
+            chain: 0,
+            changes: 0,
+            bytes: 0,
+            oldest,
+            next_id: self.mem.next_id,
+        };
+        Ok(true)
+    }
+
+    // ---- the public API ----------------------------------------------------
+
+    /// Stores a long-term memory item (ESP-Claw's `store`): the input is
+    /// trimmed and normalized (tags, grounded keywords, summary labels); an
+    /// empty content is an error. An input that duplicates an active item
+    /// (same key, same normalized content, or containment) writes nothing and
+    /// returns that item with `changed = false`. With `replace`, active items
+    /// sharing a tag or keyword with the new one are forgotten afterwards.
+    ///
+    /// Power loss: the item is one atomic batch; with `replace`, each
+    /// forgetting after it is atomic on its own.
+    pub fn memory_store(
+        &mut self,
+        input: &ItemInput<'_>,
+        now: u32,
+        replace: bool,
+    ) -> Result<Stored, Error<F::Error>> {
+        let id = ItemId::new(self.mem.next_id);
+        let item = Item::new(id, input, now, self.config.memory.label_limit)
+            .map_err(|_| Error::InvalidInput("memory content is empty"))?;
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        for a in active.iter() {
+            let existing = self.mem_load(a)?;
+            if item.duplicate_of(&existing).is_some() {
+                return Ok(Stored {
+                    item: existing,
+                    changed: false,
+                    replaced: 0,
+                });
+            }
+        }
+        if active.len() >= ACTIVE_CAP - 1 {
+            self.mem_compact_with(None, Priority::User)?;
+            self.mem_active(&mut active)?;
+        }
+        self.mem.next_id = self.mem.next_id.wrapping_add(1);
+        self.mem_put(&item, (0, 0), true, Priority::User)?;
+        let mut replaced = 0;
+        if replace {
+            self.mem_active(&mut active)?;
+            for a in active.clone().iter().filter(|a| a.id != item.id().get()) {
+                let existing = self.mem_load(a)?;
+                if conflicts_for_replace(&existing, &item) {
+                    self.mem_forget_record(a.id, Priority::User)?;
+                    replaced += 1;
+                }
+            }
+        }
+        self.mem_maybe_compact()?;
+        Ok(Stored {
+            item,
+            changed: true,
+            replaced,
+        })
+    }
+
+    /// The active item with this id.
+    pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        let a = *active
+            .iter()
+            .find(|a| a.id == id.get())
+            .ok_or(Error::NotFound)?;
+        self.mem_load(&a)
+    }
+
+    /// Calls `f` with every active item in priority order (access count,
+    /// then update time, descending; then id). Returns how many.
+    pub fn memory_list(&mut self, mut f: impl FnMut(&Item)) -> Result<usize, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        active.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        for a in active.iter() {
+            let item = self.mem_load(a)?;
+            f(&item);
+        }
+        Ok(active.len())
+    }
+
+    /// Calls `f` with every summary label and its reference count, in the
+    /// order items first carry them (oldest item first).
+    pub fn memory_catalog(
+        &mut self,
+        mut f: impl FnMut(&str, u16),
+    ) -> Result<usize, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        active.sort_unstable_by_key(|a| a.id);
+        let mut hashes: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
+        for a in active.iter() {
+            let item = self.mem_load(a)?;
+            for l in item.labels() {
+                let _ = hashes.push(fnv1a32(l.as_bytes()));
+            }
+        }
+        let mut sorted = hashes.clone();
+        sorted.sort_unstable();
+        let mut emitted: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
+        for a in active.iter() {
+            let item = self.mem_load(a)?;
+            for l in item.labels() {
+                let h = fnv1a32(l.as_bytes());
+                if emitted.contains(&h) {
+                    continue;
+                }
+                let _ = emitted.push(h);
+                let refs = sorted.iter().filter(|x| **x == h).count() as u16;
+                f(l, refs);
+            }
+        }
+        Ok(emitted.len())
+    }
+
+    fn unknown_label(&mut self, label: &str) -> Result<UnknownLabelError, Error<F::Error>> {
+        let mut e = UnknownLabelError {
+            label: heapless::String::new(),
+            available: heapless::String::new(),
+        };
+        push_str(&mut e.label, crate::text::utf8_prefix(label, 32));
+        let mut first = true;
+        let mut cut = false;
+        let mut available = heapless::String::<64>::new();
+        self.memory_catalog(|l, _| {
+            let sep = if first { 0 } else { 2 };
+            if cut || available.len() + sep + l.len() > 60 {
+                cut = true;
+                return;
+            }
+            if !first {
+                push_str(&mut available, ", ");
+            }
+            first = false;
+            push_str(&mut available, l);
+        })?;
+        if cut {
+            push_str(&mut available, "...");
+        }
+        e.available = available;
+        Ok(e)
+    }
+
+    /// Recalls the active items carrying any of `labels` (at most 3, copied
+    /// exactly from the catalog), in priority order, at most `limit`
+    /// (1..=128; ESP-Claw's default is 8), calling `f` with each. Each
+    /// returned item's access count grows by one: a small access record is
+    /// appended, the items are not rewritten. An unknown label is
+    /// [`Error::UnknownLabel`], naming it and listing the labels there are.
+    ///
+    /// Power loss: the access record is atomic; a cut loses at most this
+    /// recall's count increments.
+    pub fn memory_recall(
+        &mut self,
+        labels: &[&str],
+        limit: usize,
+        now: u32,
+        mut f: impl FnMut(&Item),
+    ) -> Result<usize, Error<F::Error>> {
+        if labels.is_empty() || labels.len() > 3 {
+            return Err(Error::InvalidInput("recall takes 1 to 3 labels"));
+        }
+        if limit == 0 || limit > MAX_ACTIVE_ITEMS {
+            return Err(Error::InvalidInput("recall limit must be 1 to 128"));
+        }
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        // Every label must exist in the catalog.
+        let mut seen = [false; 3];
+        let mut matches: Vec<Active, ACTIVE_CAP> = Vec::new();
+        let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
+        for a in active.iter() {
+            if a.bloom & want == 0 {
+                continue;
+            }
+            let item = self.mem_load(a)?;
+            let mut hit = false;
+            for (k, l) in labels.iter().enumerate() {
+                if item.has_label(l) {
+                    seen[k] = true;
+                    hit = true;
+                }
+            }
+            if hit {
+                let _ = matches.push(*a);
+            }
+        }
+        if let Some(k) = seen.iter().take(labels.len()).position(|s| !s) {
+            let e = self.unknown_label(labels[k])?;
+            return Err(Error::UnknownLabel(e));
+        }
+        matches.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        matches.truncate(limit);
+        self.mem_before_write(Priority::User)?;
+        self.prepare_write(8 + 4 * matches.len() as u32, Priority::User)?;
+        let mut ids = [0u8; 8 + 4 * MAX_ACTIVE_ITEMS];
+        ids[0..4].copy_from_slice(&self.mem_prev().to_le_bytes());
+        ids[4..8].copy_from_slice(&now.to_le_bytes());
+        for (k, a) in matches.iter().enumerate() {
+            ids[8 + 4 * k..12 + 4 * k].copy_from_slice(&a.id.to_le_bytes());
+        }
+        let n = 8 + 4 * matches.len();
+        let mut payload = crate::log::Slices([&ids[..n]]);
+        self.mem_write(kind::MEM_ACCESS, &mut payload, 0)?;
+        // Read back through the (possibly relocated) active set: the access
+        // record is applied there.
+        self.mem_active(&mut active)?;
+        for m in matches.iter() {
+            if let Some(a) = active.iter().find(|a| a.id == m.id).copied() {
+                let item = self.mem_load(&a)?;
+                f(&item);
+            }
+        }
+        self.mem_maybe_compact()?;
+        Ok(matches.len())
+    }
+
+    /// Updates an item (ESP-Claw's `update`): the non-empty fields of `patch`
+    /// replace the item's, and the result is stored as a new item with a new
+    /// id and access count 0, after which the old item is forgotten.
+    /// [`memory_newest`](Self::memory_newest) follows the lineage from the
+    /// old id. Returns the new item (or the item it duplicates), or `None`
+    /// if the patch changes nothing.
+    ///
+    /// Power loss: the new item and the tombstone are two batches; a cut
+    /// between them leaves both, and the next compaction forgets the old
+    /// one through the lineage the new item records.
+    pub fn memory_update(
+        &mut self,
+        id: ItemId,
+        patch: &ItemInput<'_>,
+        now: u32,
+    ) -> Result<Option<Stored>, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        let old_a = *active
+            .iter()
+            .find(|a| a.id == id.get())
+            .ok_or(Error::NotFound)?;
+        let old = self.mem_load(&old_a)?;
+        let (_, (_, old_root)) = self.mem_item(old_a.addr)?;
+        let root = if old_root == 0 { id.get() } else { old_root };
+        let new_id = ItemId::new(self.mem.next_id);
+        let Some(new) = old
+            .updated(patch, new_id, now, self.config.memory.label_limit)
+            .map_err(|_| Error::InvalidInput("memory content is empty"))?
+        else {
+            return Ok(None);
+        };
+        let mut dup = None;
+        for a in active.iter().filter(|a| a.id != id.get()) {
+            let existing = self.mem_load(a)?;
+            if new.duplicate_of(&existing).is_some() {
+                dup = Some(existing);
+                break;
+            }
+        }
+        let stored = match dup {
+            Some(existing) => Stored {
+                item: existing,
+                changed: false,
+                replaced: 0,
+            },
+            None => {
+                self.mem.next_id = self.mem.next_id.wrapping_add(1);
+                self.mem_put(&new, (id.get(), root), true, Priority::User)?;
+                Stored {
+                    item: new,
+                    changed: true,
+                    replaced: 0,
+                }
+            }
+        };
+        self.mem_forget_record(id.get(), Priority::User)?;
+        self.mem_maybe_compact()?;
+        Ok(Some(stored))
+    }
+
+    /// Forgets an active item: appends a tombstone. Its content stays on
+    /// flash until garbage collection erases it; use
+    /// [`memory_forget_scrub`](Self::memory_forget_scrub) to remove it now.
+    ///
+    /// Power loss: atomic.
+    pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
+        let item = self.memory_get(id)?;
+        self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        self.mem_maybe_compact()?;
+        Ok(item)
+    }
+
+    /// The newest version of an item: `id` itself if active, else the
+    /// active item that replaced it or that descends from it (every put
+    /// records the id it replaced and the first id of its lineage).
+    /// `NotFound` if the lineage ends in a forgotten item.
+    pub fn memory_newest(&mut self, id: ItemId) -> Result<ItemId, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        let want = id.get();
+        if active.iter().any(|a| a.id == want) {
+            return Ok(id);
+        }
+        for a in active.iter() {
+            let (_, (origin, root)) = self.mem_item(a.addr)?;
+            if origin == want || root == want {
+                return Ok(ItemId::new(a.id));
+            }
+        }
+        Err(Error::NotFound)
+    }
+
+    /// Forgets every long-term memory item.
+    ///
+    /// Power loss: atomic (one empty index).
+    pub fn memory_clear(&mut self) -> Result<(), Error<F::Error>> {
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
+        let seq = self.log.head_seq;
+        fixed[12..16].copy_from_slice(&seq.to_le_bytes());
+        let mut payload = IndexPayload {
+            fixed,
+            entries: &[],
+        };
+        let addr = self.write(kind::MEM_INDEX, &mut payload, Priority::Maintenance)?;
+        let seq = self.log.head_seq_of(addr);
+        self.mem = MemState {
+            root: addr,
+            head: addr,
+            oldest: seq,
+            ..MemState {
+                chain: 0,
+                changes: 0,
+                bytes: 0,
+                next_id: self.mem.next_id,
+                ..MemState::EMPTY
+            }
+        };
+        Ok(())
+    }
+
+    /// Compacts long-term memory now (it also runs by itself after
+    /// [`MemoryConfig::compact_after_changes`] changes or
+    /// [`MemoryConfig::compact_after_bytes`] bytes).
+    pub fn memory_compact(&mut self) -> Result<(), Error<F::Error>> {
+        self.mem_compact_with(None, Priority::Maintenance)
+            .map(|_| ())
+    }
+
+    /// Number of active items.
+    pub fn memory_len(&mut self) -> Result<usize, Error<F::Error>> {
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        Ok(active.len())
+    }
+
+    /// Writes the full-mode prompt context: ESP-Claw's preamble, then
+    /// `Summary label catalog:` and one `- <label>` line per label, or
+    /// `- (empty)`.
+    pub fn write_memory_prompt<W: fmt::Write>(&mut self, w: &mut W) -> Result<(), Error<F::Error>> {
+        let mut failed = w.write_str(LONG_TERM_PREAMBLE).is_err();
+        let mut any = false;
+        self.memory_catalog(|l, _| {
+            any = true;
+            failed |= writeln!(w, "- {l}").is_err();
+        })?;
+        if !any {
+            failed |= w.write_str(crate::memory::CATALOG_EMPTY_LINE).is_err();
+        }
+        if failed {
+            return Err(Error::InvalidInput("the prompt writer failed"));
+        }
+        Ok(())
+    }
+
+    /// Writes `MEMORY.md` in ESP-Claw's layout (lite mode injects it whole).
+    pub fn write_memory_md<W: fmt::Write>(&mut self, w: &mut W) -> Result<(), Error<F::Error>> {
+        let mut failed = false;
+        failed |= writeln!(w, "{}\n", crate::memory::MEMORY_MD_TITLE).is_err();
+        let mut any_label = false;
+        self.memory_catalog(|l, refs| {
+            if !any_label {
+                failed |= w.write_str("## Summary Labels\n\n").is_err();
+            }
+            any_label = true;
+            failed |= writeln!(w, "- {l} (refs={refs})").is_err();
+        })?;
+        if any_label {
+            failed |= w.write_char('\n').is_err();
+        }
+        let mut first = true;
+        let count = self.memory_list(|item| {
+            if first {
+                failed |= w.write_str("## Active Memories\n\n").is_err();
+                first = false;
+            }
+            failed |= crate::memory::write_memory_md_item(w, item).is_err();
+        })?;
+        if count == 0 {
+            failed |= writeln!(w, "{}", crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
+        }
+        if failed {
+            return Err(Error::InvalidInput("the MEMORY.md writer failed"));
+        }
+        Ok(())
+    }
+
+    // ---- scrubbing -----------------------------------------------------------
+
+    /// Every put of item `id` anywhere on flash (current, relocated and
+    /// released-but-not-erased copies): calls `f(addr, len)` with each
+    /// chunk's address and payload length.
+    fn mem_find_copies(
+        &mut self,
+        id: u32,
+        mut f: impl FnMut(u32, u32),
+    ) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        for sector in 0..geo.count {
+            if !matches!(
+                self.log.io().sector_header(sector)?,
+                crate::layout::SectorHeader::Valid { .. }
+            ) {
+                continue;
+            }
+            let mut pos = geo.first_chunk(sector);
+            for _ in 0..geo.sector {
+                let c = match self.log.slot_at(sector, pos)? {
+                    crate::log::Slot::Chunk(c) => c,
+                    _ => break,
+                };
+                if c.header.kind == kind::MEM_PUT && c.header.is_first() {
+                    let mut b = [0u8; PUT_FIXED as usize + 6];
+                    let n = (c.header.len as usize).min(b.len());
+                    self.log
+                        .io()
+                        .read_stream(pos + CHUNK_HEADER_LEN, &mut b[..n])?;
+                    if n == b.len() && u32_at(&b, PUT_FIXED as usize + 2) == id {
+                        f(pos, c.header.len);
+                    }
+                }
+                pos += geo.chunk_size(c.header.len);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+    /// Forgets an item and zeroes every copy of it on flash in place, so the
+    /// raw flash no longer holds its content. Needs flash that allows a word
+    /// to be programmed again (`MultiwriteNorFlash`); on other flash use
+    /// [`memory_forget_scrub`](Self::memory_forget_scrub).
+    ///
+    /// Power loss: the tombstone and a compaction (so no chain runs through
+    /// the zeroed copies) commit first; a cut while zeroing leaves the item
+    /// forgotten, with some copies still to zero (call again with the same
+    /// id: it is found by its copies even once forgotten).
+    pub fn memory_forget_scrub_in_place(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
+        if self.memory_get(id).is_ok() {
+            self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        }
+        self.mem_compact_with(None, Priority::Maintenance)?;
+        let mut copies: Vec<(u32, u32), 64> = Vec::new();
+        self.mem_find_copies(id.get(), |a, l| {
+            let _ = copies.push((a, l));
+        })?;
+        let w = self.log.geo.write;
+        for (addr, len) in copies {
+            // Zero every payload byte; bytes of the chunk header and of the
+            // next chunk that share a word are written as 0xFF (unchanged).
+            let start = addr + CHUNK_HEADER_LEN;
+            let end = start + len;
+            let mut at = start / w * w;
+            while at < end {
+                let n = (self.log.buf.len() as u32).min(end.div_ceil(w) * w - at);
+                for (k, b) in self.log.buf[..n as usize].iter_mut().enumerate() {
+                    let p = at + k as u32;
+                    *b = if p >= start && p < end { 0x00 } else { 0xFF };
+                }
+                self.log
+                    .flash
+                    .write(at, &self.log.buf[..n as usize])
+                    .map_err(Error::Flash)?;
+                at += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+trait CloneCorrupted {
+    fn clone_corrupted(&self) -> Self;
+}
+
+impl<E> CloneCorrupted for Error<E> {
+    fn clone_corrupted(&self) -> Self {
+        match self {
+            Error::Corrupted { address, what } => Error::Corrupted {
+                address: *address,
+                what,
+            },
+            _ => Error::LogicBug("clone of a non-corruption error"),
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Long-term memory: ESP-Claw's store, recall, update and forget rules on
+//! flash, compaction, scrubbing, and persistence across remounts.
+
+use clawmem::memory::{ItemId, ItemInput, SOURCE_AUTO_LLM};
+use clawmem::{Config, Error, MemoryConfig, MountMode, Store};
+use clawmem_sim::{Esp32Flash, Preset, SimFlash, Stm32l4Flash};
+
+type S = Store<Esp32Flash, 8>;
+
+fn flash(sectors: usize) -> Esp32Flash {
+    Esp32Flash::new(SimFlash::new(Preset::Esp32.model(4096 * sectors).unwrap())).unwrap()
+}
+
+fn config() -> Config {
+    Config {
+        session_size_limit_bytes: 4000,
+        ..Config::default()
+    }
+}
+
+fn remount(store: S) -> S {
+    S::mount(store.into_flash(), config(), MountMode::ExistingOnly).unwrap()
+}
+
+fn contents(store: &mut S) -> Vec<String> {
+    let mut out = Vec::new();
+    store
+        .memory_list(|i| out.push(i.content().to_string()))
+        .unwrap();
+    out
+}
+
+#[test]
+fn store_normalizes_and_rejects_duplicates() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    let s = store
+        .memory_store(
+            &ItemInput::new("  User likes green tea  ")
+                .tags("drinks, tea; drinks")
+                .keywords("tea, coffee"),
+            100,
+            false,
+        )
+        .unwrap();
+    assert!(s.changed);
+    assert_eq!(s.item.content(), "User likes green tea");
+    assert_eq!(s.item.tags(), "drinks,tea");
+    // Keywords grounded in the content, topped up from the tags.
+    assert_eq!(s.item.keywords(), "tea,drinks");
+    // Same normalized content, same key, containment: duplicates.
+    for dup in [
+        "user likes green tea!",
+        "User likes green tea, very much indeed",
+        "likes green tea",
+    ] {
+        let d = store
+            .memory_store(&ItemInput::new(dup), 200, false)
+            .unwrap();
+        assert!(!d.changed, "{dup}");
+        assert_eq!(d.item.id(), s.item.id());
+    }
+    assert!(matches!(
+        store.memory_store(&ItemInput::new("   "), 1, false),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_eq!(store.memory_len().unwrap(), 1);
+}
+
+#[test]
+fn recall_orders_counts_access_and_names_unknown_labels() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    let a = store
+        .memory_store(
+            &ItemInput::new("User is vegetarian").tags("diet"),
+            10,
+            false,
+        )
+        .unwrap()
+        .item
+        .id();
+    let b = store
+        .memory_store(
+            &ItemInput::new("User avoids peanuts").tags("diet, allergy"),
+            20,
+            false,
+        )
+        .unwrap()
+        .item
+        .id();
+    let c = store
+        .memory_store(
+            &ItemInput::new("User lives in Lisbon").tags("home"),
+            30,
+            false,
+        )
+        .unwrap()
+        .item
+        .id();
+    let mut got = Vec::new();
+    store
+        .memory_recall(&["diet"], 8, 40, |i| got.push((i.id(), i.access_count())))
+        .unwrap();
+    // Equal access counts: newer first.
+    assert_eq!(got, vec![(b, 1), (a, 1)]);
+    got.clear();
+    store
+        .memory_recall(&["allergy"], 8, 50, |i| {
+            got.push((i.id(), i.access_count()))
+        })
+        .unwrap();
+    assert_eq!(got, vec![(b, 2)]);
+    got.clear();
+    store
+        .memory_recall(&["diet", "home"], 2, 60, |i| {
+            got.push((i.id(), i.access_count()))
+        })
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![(b, 3), (a, 2)],
+        "access count first, cut to the limit"
+    );
+    let err = store.memory_recall(&["food"], 8, 70, |_| {}).unwrap_err();
+    match &err {
+        Error::UnknownLabel(e) => {
+            assert_eq!(e.label(), "food");
+            assert_eq!(e.available(), "diet, allergy, home");
+        }
+        e => panic!("{e:?}"),
+    }
+    assert!(
+        err.to_string().contains("\"food\"") && err.to_string().contains("diet, allergy, home")
+    );
+    // The counts survive a remount and compaction; the items were never
+    // rewritten for them.
+    let mut store = remount(store);
+    store.memory_compact().unwrap();
+    let mut store = remount(store);
+    assert_eq!(store.memory_get(b).unwrap().access_count(), 3);
+    assert_eq!(store.memory_get(a).unwrap().access_count(), 2);
+    assert_eq!(store.memory_get(c).unwrap().access_count(), 0);
+    let mut order = Vec::new();
+    store.memory_list(|i| order.push(i.id())).unwrap();
+    assert_eq!(order, vec![b, a, c]);
+    store.check().unwrap();
+}
+
+#[test]
+fn update_forget_lineage_and_ids_never_repeat() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    let a = store
+        .memory_store(&ItemInput::new("User works at Acme").tags("work"), 0, false)
+        .unwrap()
+        .item
+        .id();
+    let u1 = store
+        .memory_update(a, &ItemInput::new("User works at Globex"), 0)
+        .unwrap()
+        .unwrap();
+    assert!(u1.changed);
+    let b = u1.item.id();
+    assert_ne!(a, b);
+    assert_eq!(u1.item.access_count(), 0);
+    assert!(matches!(store.memory_get(a), Err(Error::NotFound)));
+    let c = store
+        .memory_update(b, &ItemInput::new("").tags("job"), 0)
+        .unwrap()
+        .unwrap()
+        .item
+        .id();
+    assert_eq!(store.memory_newest(a).unwrap(), c);
+    assert!(
+        store
+            .memory_update(c, &ItemInput::new("User works at Globex"), 0)
+            .unwrap()
+            .is_none(),
+        "no change"
+    );
+    // Ids never repeat, across compactions and remounts, without a clock.
+    let mut store = remount(store);
+    store.memory_compact().unwrap();
+    assert_eq!(store.memory_newest(a).unwrap(), c);
+    let d = store
+        .memory_store(&ItemInput::new("User has a cat"), 0, false)
+        .unwrap()
+        .item
+        .id();
+    assert!(d.get() > c.get());
+    store.memory_forget(d).unwrap();
+    assert!(matches!(store.memory_forget(d), Err(Error::NotFound)));
+    assert!(matches!(
+        store.memory_forget(ItemId::new(999)),
+        Err(Error::NotFound)
+    ));
+    let mut store = remount(store);
+    let e = store
+        .memory_store(&ItemInput::new("User has a dog"), 0, false)
+        .unwrap()
+        .item
+        .id();
+    assert!(e.get() > d.get(), "a forgotten id is not reused");
+    assert_eq!(contents(&mut store).len(), 2);
+}
+
+#[test]
+fn replace_intent_forgets_items_sharing_a_term() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    store
+        .memory_store(
+            &ItemInput::new("User lives in Lisbon")
+                .tags("home")
+                .keywords("city"),
+            1,
+            false,
+        )
+        .unwrap();
+    store
+        .memory_store(&ItemInput::new("User likes jazz").tags("music"), 2, false)
+        .unwrap();
+    let s = store
+        .memory_store(
+            &ItemInput::new("User moved to Porto")
+                .tags("home")
+                .source(SOURCE_AUTO_LLM),
+            3,
+            true,
+        )
+        .unwrap();
+    assert_eq!(s.replaced, 1);
+    let mut c = contents(&mut store);
+    c.sort();
+    assert_eq!(c, ["User likes jazz", "User moved to Porto"]);
+}
+
+#[test]
+fn compaction_keeps_at_most_the_item_limit_evicting_by_score() {
+    let cfg = Config {
+        memory: MemoryConfig {
+            max_items: 10,
+            ..MemoryConfig::default()
+        },
+        ..config()
+    };
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..14u32 {
+        let s = store
+            .memory_store(
+                &ItemInput::new(&format!("fact number {n} about the user")).tags(&format!("t{n}")),
+                n * 3600,
+                false,
+            )
+            .unwrap();
+        ids.push(s.item.id());
+    }
+    // Recall the oldest twice: access*3 outweighs age.
+    store.memory_recall(&["t0"], 8, 14 * 3600, |_| {}).unwrap();
+    store.memory_recall(&["t0"], 8, 14 * 3600, |_| {}).unwrap();
+    store.memory_compact().unwrap();
+    assert_eq!(store.memory_len().unwrap(), 10);
+    assert!(store.memory_get(ids[0]).is_ok(), "recalled item kept");
+    for k in 1..5 {
+        assert!(store.memory_get(ids[k]).is_err(), "item {k} evicted");
+    }
+}
+
+#[test]
+fn catalog_prompt_and_memory_md() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    let mut prompt = String::new();
+    store.write_memory_prompt(&mut prompt).unwrap();
+    assert!(
+        prompt.ends_with("Summary label catalog:\n- (empty)\n"),
+        "{prompt}"
+    );
+    store
+        .memory_store(
+            &ItemInput::new("User likes green tea").tags("drinks"),
+            1_700_000_000,
+            false,
+        )
+        .unwrap();
+    store
+        .memory_store(
+            &ItemInput::new("User likes oolong").tags("drinks, tea"),
+            1_700_000_100,
+            false,
+        )
+        .unwrap();
+    let mut prompt = String::new();
+    store.write_memory_prompt(&mut prompt).unwrap();
+    assert!(
+        prompt.ends_with("Summary label catalog:\n- drinks\n- tea\n"),
+        "{prompt}"
+    );
+    let mut md = String::new();
+    store.write_memory_md(&mut md).unwrap();
+    assert!(md.starts_with("# Long-term Memory\n\n## Summary Labels\n\n- drinks (refs=2)\n- tea (refs=1)\n\n## Active Memories\n\n"), "{md}");
+    assert!(md.contains("- `mem-2` User likes oolong\n  time=2023-11-14 22:15:00 access=0 labels=[\"drinks\",\"tea\"]\n"), "{md}");
+    assert!(md.ends_with("labels=[\"drinks\"]\n"), "{md}");
+    store.memory_clear().unwrap();
+    let mut md = String::new();
+    store.write_memory_md(&mut md).unwrap();
+    assert_eq!(
+        md,
+        "# Long-term Memory\n\n(empty - Claw will write memories here as it learns)\n"
+    );
+    let mut store = remount(store);
+    assert_eq!(store.memory_len().unwrap(), 0);
+}
+
+#[test]
+fn memory_survives_many_compactions_and_ring_wraps() {
+    let mut store = S::format(flash(24), config()).unwrap();
+    let mut live = std::collections::BTreeMap::new();
+    for n in 0..600u32 {
+        let s = store
+            .memory_store(
+                &ItemInput::new(&format!("memory {n}: {}", "m".repeat((n % 90) as usize)))
+                    .tags(&format!("l{}", n % 7)),
+                n,
+                false,
+            )
+            .unwrap();
+        live.insert(s.item.id(), s.item.content().to_string());
+        if n % 3 == 0 {
+            let victim = *live.keys().next().unwrap();
+            match store.memory_forget(victim) {
+                // Compaction may have evicted it (more than 128 items).
+                Ok(_) | Err(Error::NotFound) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+            live.remove(&victim);
+        }
+        if n % 11 == 0 {
+            match store.memory_recall(&[&format!("l{}", n % 7)], 4, n, |_| {}) {
+                Ok(_) | Err(Error::UnknownLabel(_)) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        if n % 150 == 149 {
+            store = remount(store);
+        }
+    }
+    // Eviction at 128 may have dropped some: what is left is a subset, and
+    // every item read back is exactly what was stored.
+    store.memory_compact().unwrap();
+    let mut got = std::collections::BTreeMap::new();
+    store
+        .memory_list(|i| {
+            got.insert(i.id(), i.content().to_string());
+        })
+        .unwrap();
+    assert!(got.len() <= 128 && !got.is_empty());
+    for (id, c) in &got {
+        assert_eq!(live.get(id), Some(c));
+    }
+    assert!(
+        store.flash().flash().stats().erase_count_max() >= 2,
+        "the ring wrapped"
+    );
+    store.check().unwrap();
+}
+
+fn find(flash: &SimFlash, needle: &str) -> Option<usize> {
+    flash.find(needle.as_bytes())
+}
+
+#[test]
+fn scrub_in_place_removes_every_copy_on_multiwrite_flash() {
+    let mut store = S::format(flash(24), config()).unwrap();
+    let secret = "the garage door code is 4711";
+    let id = store
+        .memory_store(&ItemInput::new(secret).tags("home"), 1, false)
+        .unwrap()
+        .item
+        .id();
+    // Move it around: garbage collection copies it as the ring turns.
+    for n in 0..400 {
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "q".repeat(200));
+        let out = store
+            .append(
+                "chat:x",
+                &[clawmem::Record {
+                    kind: clawmem::RecordType::User,
+                    format: clawmem::BackendFormat::Unknown,
+                    body: body.as_bytes(),
+                }],
+                false,
+            )
+            .unwrap();
+        let _ = out;
+        if n % 10 == 9 {
+            store.delete_session("chat:x").unwrap();
+        }
+    }
+    assert!(find(store.flash().flash(), secret).is_some());
+    store.memory_forget_scrub_in_place(id).unwrap();
+    assert_eq!(
+        find(store.flash().flash(), secret),
+        None,
+        "a copy of the content is still on flash"
+    );
+    assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+    let mut store = remount(store);
+    assert!(matches!(store.memory_get(id), Err(Error::NotFound)));
+    store.check().unwrap();
+}
+
+#[test]
+fn memory_works_on_flash_with_a_second_write_only_of_zeros() {
+    let f = Stm32l4Flash::new(SimFlash::new(Preset::Stm32l4.model(2048 * 48).unwrap())).unwrap();
+    let mut store = Store::<_, 8>::format(
+        f,
+        Config {
+            session_size_limit_bytes: 2000,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for n in 0..60u32 {
+        store
+            .memory_store(
+                &ItemInput::new(&format!("item {n} {}", "z".repeat(40))).tags("t"),
+                n,
+                false,
+            )
+            .unwrap();
+    }
+    store.memory_recall(&["t"], 5, 100, |_| {}).unwrap();
+    assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+    store.check().unwrap();
+}
