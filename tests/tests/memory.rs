@@ -431,3 +431,89 @@ fn memory_works_on_flash_with_a_second_write_only_of_zeros() {
     assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
     store.check().unwrap();
 }
+
+#[test]
+fn scrub_relocates_and_erases_on_write_once_flash() {
+    use clawmem_sim::{Geometry, Model, Nor, WriteRule};
+    let t = Preset::Stm32h7.default_model().timings;
+    let model = Model::custom(Geometry::new(32, 4096, 32).unwrap(), WriteRule::Once, t);
+    let f = Nor::<32, 4096>::new(SimFlash::new(model)).unwrap();
+    let cfg = config();
+    let mut store = Store::<_, 8>::format(f, cfg).unwrap();
+    let secret = "the safe combination is 12-34-56";
+    let id = store
+        .memory_store(&ItemInput::new(secret).tags("home"), 1, false)
+        .unwrap()
+        .item
+        .id();
+    store
+        .memory_store(&ItemInput::new("User likes tea").tags("drinks"), 2, false)
+        .unwrap();
+    store
+        .profile_write(
+            clawmem::profile::ProfileDoc::User,
+            "# User\n\n- Name: Ada\n",
+        )
+        .unwrap();
+    for n in 0..300 {
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "w".repeat(200));
+        store
+            .append(
+                "chat:w",
+                &[clawmem::Record {
+                    kind: clawmem::RecordType::User,
+                    format: clawmem::BackendFormat::Unknown,
+                    body: body.as_bytes(),
+                }],
+                false,
+            )
+            .unwrap();
+        if n % 10 == 9 {
+            store.delete_session("chat:w").unwrap();
+        }
+    }
+    store
+        .append(
+            "chat:keep",
+            &[clawmem::Record {
+                kind: clawmem::RecordType::User,
+                format: clawmem::BackendFormat::Unknown,
+                body: b"{\"keep\":1}",
+            }],
+            false,
+        )
+        .unwrap();
+    assert!(store.flash().flash().find(secret.as_bytes()).is_some());
+    store.memory_forget_scrub(id).unwrap();
+    assert_eq!(
+        store.flash().flash().find(secret.as_bytes()),
+        None,
+        "a copy of the content is still on flash"
+    );
+    assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+    let mut store = Store::<_, 8>::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+    assert!(matches!(store.memory_get(id), Err(Error::NotFound)));
+    assert_eq!(contents_of(&mut store), ["User likes tea"]);
+    let mut buf = [0u8; 64];
+    let n = store
+        .profile_read(clawmem::profile::ProfileDoc::User, &mut buf)
+        .unwrap();
+    assert_eq!(&buf[..n], b"# User\n\n- Name: Ada\n");
+    let mut h = [0u8; 64];
+    assert_eq!(
+        store
+            .history("chat:keep", clawmem::BackendFormat::Unknown, &mut h)
+            .unwrap()
+            .len(),
+        1
+    );
+    store.check().unwrap();
+}
+
+fn contents_of<F: embedded_storage::nor_flash::NorFlash>(store: &mut Store<F, 8>) -> Vec<String> {
+    let mut out = Vec::new();
+    store
+        .memory_list(|i| out.push(i.content().to_string()))
+        .unwrap();
+    out
+}

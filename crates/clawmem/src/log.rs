@@ -356,6 +356,46 @@ impl<F: NorFlash> Log<F> {
         result
     }
 
+    /// Erases sector `index` and, if it is in use, programs a fresh header
+    /// with the sequence number it had, so the ring stays consecutive.
+    /// Everything live in it must have been moved first.
+    ///
+    /// Power loss: a cut before the header lands leaves a sector in the ring
+    /// without a valid header; mount gives it one again.
+    pub fn wipe_sector(&mut self, index: u32) -> Result<(), Error<F::Error>> {
+        if index == self.head {
+            return Err(Error::LogicBug("wiping the head sector"));
+        }
+        let erase_count = match self.io().sector_header(index)? {
+            SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
+            _ => self.head_erase_count,
+        };
+        let start = self.geo.sector_start(index);
+        self.flash
+            .erase(start, start + self.geo.sector)
+            .map_err(Error::Flash)?;
+        match self.seq_of_sector(index) {
+            Some(seq) => self.write_sector_header(index, seq, erase_count),
+            None => Ok(()),
+        }
+    }
+
+    /// Programs the header of an erased sector.
+    pub fn write_sector_header(
+        &mut self,
+        index: u32,
+        seq: u32,
+        erase_count: u32,
+    ) -> Result<(), Error<F::Error>> {
+        let len = self.geo.sector_header as usize;
+        self.buf[..len].fill(0xFF);
+        encode_sector_header(&mut self.buf, seq, 0, erase_count, self.checkpoint);
+        let start = self.geo.sector_start(index);
+        self.flash
+            .write(start, &self.buf[..len])
+            .map_err(Error::Flash)
+    }
+
     /// Writes one batch at the head. The caller has made sure that
     /// [`plan`](Self::plan)'s sectors are free. Returns the address of the
     /// first chunk and the batch's sequence number.

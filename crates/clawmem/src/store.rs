@@ -606,6 +606,30 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
         }
         store.scan(scan_from, head_valid_end)?;
+        // A sector inside the ring without its header was being wiped (a
+        // scrub) when power failed; its contents had been moved: give it
+        // its header back.
+        let mut seq = store.log.tail_seq;
+        while seq < store.log.head_seq {
+            let idx = store
+                .log
+                .sector_index_of_seq(seq)
+                .ok_or(Error::LogicBug("ring"))?;
+            match store.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq: found, .. } if found == seq => {}
+                _ => {
+                    let start = geo.sector_start(idx);
+                    store
+                        .log
+                        .flash
+                        .erase(start, start + geo.sector)
+                        .map_err(Error::Flash)?;
+                    let erase_count = store.log.head_erase_count;
+                    store.log.write_sector_header(idx, seq, erase_count)?;
+                }
+            }
+            seq += 1;
+        }
         if store.mount_report.sealed_head || !store.mount_report.from_checkpoint {
             // Record the recovered state, so that the next mount reads the
             // same and never revisits the damage.
@@ -1130,7 +1154,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// will not need moving again for a whole turn of the ring); otherwise
     /// only its bodies in the tail are copied and the rest referenced.
     /// `false` if there is not even room for that.
-    fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Error<F::Error>> {
+    pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Error<F::Error>> {
         let space = u64::from(self.log.geo.sector_payload_space());
         if self.checkpoint_sector_seq <= tail_seq {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {

@@ -1126,6 +1126,78 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 }
 
+impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+    /// Forgets an item and removes every copy of it from flash, on any flash
+    /// (write-once included): each sector holding a copy has everything else
+    /// that lives in it moved to the head, and is erased. Costs up to a few
+    /// sectors of relocation and one erase per sector holding a copy; on
+    /// flash that allows rewrites,
+    /// [`memory_forget_scrub_in_place`](Self::memory_forget_scrub_in_place)
+    /// is cheaper.
+    ///
+    /// Power loss: the tombstone and a compaction commit first (the item is
+    /// forgotten from then on); each sector is then wiped only after its live
+    /// contents are moved and a checkpoint records where they went. After a
+    /// cut, call again with the same id to finish.
+    pub fn memory_forget_scrub(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
+        if self.memory_get(id).is_ok() {
+            self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        }
+        self.mem_compact_with(None, Priority::Maintenance)?;
+        let geo = self.log.geo;
+        // Sectors holding a copy (at most every sector, bounded).
+        let mut sectors: Vec<u32, 64> = Vec::new();
+        let mut more = false;
+        self.mem_find_copies(id.get(), |a, _| {
+            let s = a / geo.sector;
+            if !sectors.contains(&s) && sectors.push(s).is_err() {
+                more = true;
+            }
+        })?;
+        for &sector in sectors.iter() {
+            self.wipe_sector_contents(sector)?;
+        }
+        if more {
+            // More than 64 sectors held copies: the next call goes on.
+            return self.memory_forget_scrub(id);
+        }
+        Ok(())
+    }
+
+    /// Moves everything live out of `sector` and erases it.
+    fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Error<F::Error>> {
+        let Some(seq) = self.log.seq_of_sector(sector) else {
+            // Free (released, not yet erased): nothing lives there.
+            let start = self.log.geo.sector_start(sector);
+            return self
+                .log
+                .flash
+                .erase(start, start + self.log.geo.sector)
+                .map_err(Error::Flash);
+        };
+        if sector == self.log.head {
+            // Seal the head so that writing moves on to a new sector.
+            self.log.write_pos = self.log.geo.sector_start(sector) + self.log.geo.sector;
+            self.ensure_room(1, Priority::Maintenance)?;
+            self.log.open_next_sector()?;
+        }
+        // Move what lives in it (and, to keep this simple, what lives in
+        // older sectors too: the same relocation garbage collection does).
+        self.ensure_room(self.log.geo.sector * 2, Priority::Maintenance)?;
+        self.in_gc = true;
+        let moved = self.relocate_tail(seq);
+        self.in_gc = false;
+        if !moved? {
+            return Err(Error::Full {
+                needed_bytes: self.log.geo.sector,
+                available_bytes: 0,
+            });
+        }
+        self.write_checkpoint_with(Priority::Maintenance)?;
+        self.log.wipe_sector(sector)
+    }
+}
+
 impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// Forgets an item and zeroes every copy of it on flash in place, so the
     /// raw flash no longer holds its content. Needs flash that allows a word
