@@ -259,8 +259,8 @@ fn compaction_keeps_at_most_the_item_limit_evicting_by_score() {
     store.memory_compact().unwrap();
     assert_eq!(store.memory_len().unwrap(), 10);
     assert!(store.memory_get(ids[0]).is_ok(), "recalled item kept");
-    for k in 1..5 {
-        assert!(store.memory_get(ids[k]).is_err(), "item {k} evicted");
+    for (k, id) in ids.iter().enumerate().take(5).skip(1) {
+        assert!(store.memory_get(*id).is_err(), "item {k} evicted");
     }
 }
 
