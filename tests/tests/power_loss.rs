@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use clawmem::memory::ItemInput;
+use clawmem::profile::ProfileDoc;
 use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store};
 use clawmem_sim::{CutPoint, Geometry, Model, Nor, PowerCut, Preset, SimFlash, Tear, WriteRule};
 
@@ -15,9 +17,19 @@ use clawmem_sim::{CutPoint, Geometry, Model, Nor, PowerCut, Preset, SimFlash, Te
 enum Op {
     Append(usize, Vec<u8>, RecordType),
     Delete(usize),
+    MemStore(String),
+    MemForget(String),
+    Profile(String),
 }
 
-type Model_ = BTreeMap<usize, Vec<Vec<u8>>>;
+/// What a remount must show: session histories, active memory contents,
+/// and the user profile document.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model_ {
+    sessions: BTreeMap<usize, Vec<Vec<u8>>>,
+    memory: std::collections::BTreeSet<String>,
+    profile: Option<String>,
+}
 
 fn workload(n: usize, seed: u64, max_body: u64, max_session: usize) -> Vec<Op> {
     let mut x = seed;
@@ -29,7 +41,29 @@ fn workload(n: usize, seed: u64, max_body: u64, max_session: usize) -> Vec<Op> {
     };
     let mut ops = Vec::new();
     let mut sizes = [0usize; 4];
+    let mut memory: Vec<String> = Vec::new();
     for i in 0..n {
+        match rnd(10) {
+            0 => {
+                // Stored contents are trimmed: keep the model's trimmed too.
+                let c = format!("fact {i} about the user: {}", "k".repeat(rnd(60) as usize))
+                    .trim()
+                    .to_string();
+                memory.push(c.clone());
+                ops.push(Op::MemStore(c));
+                continue;
+            }
+            1 if !memory.is_empty() => {
+                let c = memory.remove(rnd(memory.len() as u64) as usize);
+                ops.push(Op::MemForget(c));
+                continue;
+            }
+            2 if i % 3 == 0 => {
+                ops.push(Op::Profile(format!("# User\n\n- version {i}\n")));
+                continue;
+            }
+            _ => {}
+        }
         let s = rnd(4) as usize;
         // Sessions are deleted now and then, and always before they outgrow
         // a few KiB, so the live data stays well inside the partition.
@@ -52,10 +86,17 @@ fn id(s: usize) -> String {
 
 fn apply_model(m: &mut Model_, op: &Op) {
     match op {
-        Op::Append(s, body, _) => m.entry(*s).or_default().push(body.clone()),
+        Op::Append(s, body, _) => m.sessions.entry(*s).or_default().push(body.clone()),
         Op::Delete(s) => {
-            m.remove(s);
+            m.sessions.remove(s);
         }
+        Op::MemStore(c) => {
+            m.memory.insert(c.clone());
+        }
+        Op::MemForget(c) => {
+            m.memory.remove(c);
+        }
+        Op::Profile(b) => m.profile = Some(b.clone()),
     }
 }
 
@@ -79,19 +120,45 @@ fn run_op<F: embedded_storage::nor_flash::NorFlash, const N: usize>(
             Err(Error::NotFound) => Ok(()),
             r => r,
         },
+        Op::MemStore(c) => store
+            .memory_store(&ItemInput::new(c).tags("facts"), 0, false)
+            .map(|_| ()),
+        Op::MemForget(c) => {
+            let mut target = None;
+            store.memory_list(|i| {
+                if i.content() == c {
+                    target = Some(i.id());
+                }
+            })?;
+            match target {
+                Some(t) => store.memory_forget(t).map(|_| ()),
+                None => Ok(()),
+            }
+        }
+        Op::Profile(b) => store.profile_write(ProfileDoc::User, b),
     }
 }
 
 fn read_all<F: embedded_storage::nor_flash::NorFlash, const N: usize>(
     store: &mut Store<F, N>,
 ) -> Model_ {
-    let mut out = Model_::new();
+    let mut out = Model_::default();
+    store
+        .memory_list(|i| {
+            out.memory.insert(i.content().to_string());
+        })
+        .unwrap();
+    let mut buf = vec![0u8; 8192];
+    let n = store.profile_read(ProfileDoc::User, &mut buf).unwrap();
+    let body = String::from_utf8(buf[..n].to_vec()).unwrap();
+    out.profile = (body != ProfileDoc::User.default_contents()).then_some(body);
     let mut buf = vec![0u8; 256 * 1024];
     for s in 0..4 {
         match store.history(&id(s), BackendFormat::Unknown, &mut buf) {
             Ok(h) => {
                 assert_eq!(h.damaged_records(), 0);
-                out.insert(s, h.iter().map(|r| r.body.to_vec()).collect());
+                out.sessions
+                    .insert(s, h.iter().map(|r| r.body.to_vec()).collect());
             }
             Err(Error::NotFound) => {}
             Err(e) => panic!("history of session {s}: {e:?}"),
@@ -137,7 +204,7 @@ fn sweep<const W: usize, const E: usize, const M: bool>(
             let mut flash = base.clone();
             flash.flash_mut().arm_power_cut(replay);
             let mut store = Store::<_, 8>::mount(flash, config, MountMode::ExistingOnly).unwrap();
-            let mut before = Model_::new();
+            let mut before = Model_::default();
             let mut in_flight = None;
             for op in ops {
                 match run_op(&mut store, op) {
@@ -162,10 +229,40 @@ fn sweep<const W: usize, const E: usize, const M: bool>(
             if let Some(op) = &in_flight {
                 apply_model(&mut after, op);
             }
-            assert!(
-                got == before || got == after,
-                "{replay}: history is neither before nor after the op in flight {in_flight:?}"
-            );
+            if got != before && got != after {
+                let diff = |a: &Model_, name: &str| {
+                    let mut d = String::new();
+                    for s in 0..4 {
+                        let (x, y) = (a.sessions.get(&s), got.sessions.get(&s));
+                        if x != y {
+                            d += &format!(
+                                "\n  {name}: session {s}: expected {} records, got {}",
+                                x.map_or(0, |v| v.len()),
+                                y.map_or(0, |v| v.len())
+                            );
+                        }
+                    }
+                    if a.memory != got.memory {
+                        d += &format!(
+                            "\n  {name}: memory expected {:?}\n  got {:?}",
+                            a.memory, got.memory
+                        );
+                    }
+                    if a.profile != got.profile {
+                        d += &format!("\n  {name}: profile {:?} got {:?}", a.profile, got.profile);
+                    }
+                    d
+                };
+                panic!(
+                    "{replay}: state is neither before nor after the op in flight {:?}{}{}",
+                    in_flight.map(|o| match o {
+                        Op::Append(s, b, _) => format!("append to {s} ({} B)", b.len()),
+                        o => format!("{o:?}"),
+                    }),
+                    diff(&before, "before"),
+                    diff(&after, "after")
+                );
+            }
             store
                 .check()
                 .unwrap_or_else(|e| panic!("check after {replay}: {e:?}"));

@@ -1078,7 +1078,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     // ---- writing -----------------------------------------------------------
 
-    fn reserve_for(&self, p: Priority) -> u32 {
+    pub(crate) fn reserve_for(&self, p: Priority) -> u32 {
         match p {
             Priority::User => self.reserve_gc + self.reserve_maintenance,
             Priority::Maintenance => self.reserve_gc,

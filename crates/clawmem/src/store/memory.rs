@@ -52,10 +52,6 @@ const INDEX_FIXED: u32 = 16;
 const INDEX_ENTRY: u32 = 16;
 /// Most merges one compaction does (the rest wait for the next).
 const MAX_MERGES: usize = 8;
-/// Room a compaction may need: its merges and its index.
-const MEM_COMPACT_ROOM: u32 = INDEX_FIXED
-    + INDEX_ENTRY * ACTIVE_CAP as u32
-    + MAX_MERGES as u32 * (PUT_FIXED + ITEM_ENCODED_MAX_BYTES as u32 + 16);
 
 /// Long-term memory tunables. [`MemoryConfig::default`] follows ESP-Claw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,18 +552,56 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if self.in_gc {
             return self.mem_compact_now(relocate, p);
         }
-        // Room first: collecting garbage may itself move memory.
-        self.ensure_room(MEM_COMPACT_ROOM, p)?;
+        // Room first: collecting garbage may itself move memory, so the
+        // need is measured, room made, and measured again until no
+        // collection is needed.
+        let mut need = 0;
+        for _ in 0..3 {
+            let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+            self.mem_active(&mut active)?;
+            let merges = self.mem_merge_count(&active)?;
+            need = INDEX_FIXED
+                + INDEX_ENTRY * active.len() as u32
+                + merges * (PUT_FIXED + ITEM_ENCODED_MAX_BYTES as u32 + 16);
+            let (_, opens) = self.log.plan(need);
+            if self.log.free_sectors() >= opens + self.reserve_for(p) {
+                break;
+            }
+            self.ensure_room(need, p)?;
+        }
+        let _ = need;
         self.in_gc = true;
         let result = self.mem_compact_now(relocate, p);
         self.in_gc = false;
         match result {
             Ok(false) => Err(Error::Full {
-                needed_bytes: MEM_COMPACT_ROOM,
+                needed_bytes: need,
                 available_bytes: 0,
             }),
             r => r,
         }
+    }
+
+    /// How many merges a compaction of `active` would write (at most
+    /// [`MAX_MERGES`]).
+    fn mem_merge_count(&mut self, active: &[Active]) -> Result<u32, Error<F::Error>> {
+        let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
+        for a in active.iter() {
+            let item = self.mem_load(a)?;
+            let key = item.key();
+            let _ = keys.push(if key.is_empty() {
+                0
+            } else {
+                fnv1a32(key.as_bytes())
+            });
+        }
+        let mut merges = 0;
+        for i in 0..keys.len() {
+            if keys[i] != 0 && keys[..i].contains(&keys[i]) {
+                merges += 1;
+            }
+        }
+        Ok(merges.min(MAX_MERGES as u32))
     }
 
     fn mem_compact_now(
