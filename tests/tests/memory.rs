@@ -517,3 +517,31 @@ fn contents_of<F: embedded_storage::nor_flash::NorFlash>(store: &mut Store<F, 8>
         .unwrap();
     out
 }
+
+#[test]
+fn stage_note_lists_the_labels_memory_writes_touched() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    store
+        .memory_store(&ItemInput::new("User likes tea").tags("drinks"), 1, false)
+        .unwrap();
+    store.memory_stage_begin();
+    let mut note = String::new();
+    assert!(!store.write_memory_stage_note(&mut note).unwrap());
+    let a = store
+        .memory_store(
+            &ItemInput::new("User is vegan").tags("diet, health"),
+            2,
+            false,
+        )
+        .unwrap()
+        .item
+        .id();
+    store
+        .memory_store(&ItemInput::new("User is vegan!"), 3, false)
+        .unwrap(); // a duplicate touches nothing
+    store
+        .memory_update(a, &ItemInput::new("User is vegetarian").tags("diet"), 4)
+        .unwrap();
+    assert!(store.write_memory_stage_note(&mut note).unwrap());
+    assert_eq!(note, "Memory update: [diet;health]");
+}

@@ -298,7 +298,13 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     objects: Vec<ObjectSlot, MAX_OBJECTS>,
     /// The long-term memory chain.
     mem: MemState,
+    /// Labels that memory writes touched since the caller's last
+    /// [`memory_stage_begin`](Self::memory_stage_begin).
+    stage: crate::memory::StageNote<STAGE_LABELS>,
 }
+
+/// Most labels a stage note remembers.
+pub const STAGE_LABELS: usize = 8;
 
 /// Most objects (profile documents and chat session maps) a store holds.
 pub const MAX_OBJECTS: usize = 24;
@@ -413,6 +419,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             in_gc: false,
             objects: Vec::new(),
             mem: MemState::EMPTY,
+            stage: crate::memory::StageNote::new(),
         };
         store.write_checkpoint()?;
         Ok(store)
@@ -550,6 +557,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             in_gc: false,
             objects: Vec::new(),
             mem: MemState::EMPTY,
+            stage: crate::memory::StageNote::new(),
         };
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];

@@ -715,6 +715,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     // ---- the public API ----------------------------------------------------
 
+    /// Starts a stage: from now on, the labels of items that stores,
+    /// updates and forgets touch are collected (in RAM) for
+    /// [`write_memory_stage_note`](Self::write_memory_stage_note).
+    pub fn memory_stage_begin(&mut self) {
+        self.stage.clear();
+    }
+
+    /// Writes `Memory update: [label1;label2]` for the labels memory writes
+    /// touched since [`memory_stage_begin`](Self::memory_stage_begin),
+    /// deduplicated; writes nothing and returns `false` if there are none.
+    pub fn write_memory_stage_note<W: fmt::Write>(&self, w: &mut W) -> Result<bool, fmt::Error> {
+        self.stage.write_to(w)
+    }
+
+    fn stage_touch(&mut self, item: &Item) {
+        // A note beyond its capacity keeps its first labels.
+        let _ = self.stage.note_item(item);
+    }
+
     /// Stores a long-term memory item (ESP-Claw's `store`): the input is
     /// trimmed and normalized (tags, grounded keywords, summary labels); an
     /// empty content is an error. An input that duplicates an active item
@@ -751,6 +770,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
         self.mem_put(&item, (0, 0), true, Priority::User)?;
+        self.stage_touch(&item);
         let mut replaced = 0;
         if replace {
             self.mem_active(&mut active)?;
@@ -758,6 +778,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 let existing = self.mem_load(a)?;
                 if conflicts_for_replace(&existing, &item) {
                     self.mem_forget_record(a.id, Priority::User)?;
+                    self.stage_touch(&existing);
                     replaced += 1;
                 }
             }
@@ -979,6 +1000,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             None => {
                 self.mem.next_id = self.mem.next_id.wrapping_add(1);
                 self.mem_put(&new, (id.get(), root), true, Priority::User)?;
+                self.stage_touch(&new);
                 Stored {
                     item: new,
                     changed: true,
@@ -987,6 +1009,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
         };
         self.mem_forget_record(id.get(), Priority::User)?;
+        self.stage_touch(&old);
         self.mem_maybe_compact()?;
         Ok(Some(stored))
     }
@@ -999,6 +1022,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
         let item = self.memory_get(id)?;
         self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        self.stage_touch(&item);
         self.mem_maybe_compact()?;
         Ok(item)
     }
