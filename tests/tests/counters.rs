@@ -1,0 +1,106 @@
+//! Pins the exact flash cost of a fixed workload, so that any change in
+//! write, erase or read cost shows up as a failing test (update the numbers
+//! deliberately, with the reason in the commit).
+
+use clawmem::memory::ItemInput;
+use clawmem::profile::ProfileDoc;
+use clawmem::{BackendFormat, Config, MountMode, Record, RecordType, Store};
+use clawmem_sim::{Esp32Flash, Preset, SimFlash, Stats};
+
+fn workload() -> (Stats, Stats, u64) {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(256 * 1024).unwrap())).unwrap();
+    let config = Config {
+        session_size_limit_bytes: 8 * 1024,
+        ..Config::default()
+    };
+    let mut store = Store::<_, 16>::format(flash, config).unwrap();
+    store.flash_mut().flash_mut().reset_counters();
+    let mut user_bytes = 0u64;
+    for turn in 0..120u32 {
+        let id = format!("chat:telegram:{}:default_01", turn % 3);
+        let user = format!("{{\"role\":\"user\",\"content\":\"question {turn}\"}}");
+        let tool = format!("{{\"role\":\"assistant\",\"tool_calls\":[{{\"id\":\"c{turn}\",\"function\":{{\"name\":\"ls\",\"arguments\":\"{{}}\"}}}}]}}");
+        let result = format!(
+            "[{{\"role\":\"tool\",\"tool_call_id\":\"c{turn}\",\"content\":\"{}\"}}]",
+            "file.txt ".repeat((turn % 20) as usize)
+        );
+        let answer = format!("{{\"role\":\"assistant\",\"content\":\"answer {turn}\"}}");
+        let rec = |kind, body: &str| Record {
+            kind,
+            format: BackendFormat::OpenAiCompatible,
+            body: body.as_bytes().to_vec().leak(),
+        };
+        store
+            .append(&id, &[rec(RecordType::User, &user)], false)
+            .unwrap();
+        store
+            .append(
+                &id,
+                &[
+                    rec(RecordType::AssistantTool, &tool),
+                    rec(RecordType::ToolResult, &result),
+                ],
+                false,
+            )
+            .unwrap();
+        let out = store
+            .append(&id, &[rec(RecordType::AssistantFinal, &answer)], true)
+            .unwrap();
+        user_bytes += (user.len() + tool.len() + result.len() + answer.len()) as u64;
+        if out.blocked || turn % 40 == 39 {
+            store.delete_session(&id).unwrap();
+        }
+        if turn % 10 == 0 {
+            let c = format!("the user asked question {turn}");
+            store
+                .memory_store(&ItemInput::new(&c).tags("questions"), turn, false)
+                .unwrap();
+            user_bytes += c.len() as u64;
+        }
+        if turn % 30 == 0 {
+            let doc = format!("# User\n\n- turns so far: {turn}\n");
+            store.profile_write(ProfileDoc::User, &doc).unwrap();
+            user_bytes += doc.len() as u64;
+        }
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    store
+        .history(
+            "chat:telegram:1:default_01",
+            BackendFormat::OpenAiCompatible,
+            &mut buf,
+        )
+        .unwrap();
+    let mut flash = store.into_flash();
+    let before_mount = flash.flash().stats().clone();
+    flash.flash_mut().reset_counters();
+    let store = Store::<_, 16>::mount(flash, config, MountMode::ExistingOnly).unwrap();
+    let mount = store.flash().flash().stats().clone();
+    (before_mount, mount, user_bytes)
+}
+
+#[test]
+fn flash_cost_of_a_fixed_workload_is_pinned() {
+    let (run, mount, user_bytes) = workload();
+    println!(
+        "user {user_bytes} B; programmed {} B in {} calls; erased {} sectors; read {} B; mount read {} B in {} calls",
+        run.programmed_bytes, run.program_calls, run.erases, run.read_bytes, mount.read_bytes, mount.read_calls
+    );
+    assert_eq!(
+        (
+            run.programmed_bytes,
+            run.program_calls,
+            run.erases,
+            run.read_bytes
+        ),
+        PINNED_RUN,
+        "the flash cost of the workload changed"
+    );
+    assert_eq!(
+        (mount.read_bytes, mount.read_calls, mount.programmed_bytes),
+        PINNED_MOUNT
+    );
+}
+
+const PINNED_RUN: (u64, u64, u64, u64) = (59328, 624, 14, 359019);
+const PINNED_MOUNT: (u64, u64, u64) = (21450, 686, 0);
