@@ -7,15 +7,28 @@
 //! - [`fault`]: power cuts with torn programs and erases, injected errors, and
 //!   their replay strings.
 //! - [`nor`]: [`Nor`], the `embedded-storage` 0.3 trait implementation.
+//! - [`trace`]: agent traces (`traces/FORMAT.md`) parsed into typed
+//!   operations.
+//! - [`replay`](mod@replay): runs a trace through an engine behind a [`Driver`], checks
+//!   every history and measures the flash; [`ClawmemDriver`] drives clawmem.
+//! - [`heatmap`]: an SVG of the erase count of every sector.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod fault;
 pub mod flash;
+pub mod heatmap;
 pub mod model;
 pub mod nor;
+pub mod replay;
+pub mod trace;
 
 pub use fault::{CutPoint, InjectedError, OpKind, PowerCut, Tear};
 pub use flash::{SimError, SimFlash, Stats};
 pub use model::{Geometry, Model, ModelError, Preset, Timings, WriteRule};
 pub use nor::{Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+pub use replay::{
+    replay, replay_clawmem, ClawmemDriver, Driver, OpError, ReplayError, ReplayOptions, Report,
+    RunOptions,
+};
+pub use trace::{Op, Trace, TraceError};

@@ -122,21 +122,46 @@ impl BatchMeta {
     /// Reads and parses the meta of the batch whose first chunk is `addr`.
     pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Error<F::Error>> {
         let h = read_first_chunk(io, addr, Some(kind::SESSION_BATCH))?;
+        Self::read_with(io, addr, &h)
+    }
+
+    /// [`read`](Self::read) with the first chunk's header already read.
+    /// Reads only the meta: the fixed part, then exactly the id and the
+    /// record descriptors it announces (at most 6 bytes each).
+    pub fn read_with<F: NorFlash>(
+        io: &mut Io<'_, F>,
+        addr: u32,
+        h: &crate::layout::ChunkHeader,
+    ) -> Result<BatchMeta, Error<F::Error>> {
         let mut bytes = [0u8; BATCH_META_MAX];
         let bad = || Error::Corrupted {
             address: addr,
             what: "session batch meta is invalid",
         };
-        // The meta is at most BATCH_META_MAX bytes. A single-chunk batch is
-        // read no further than its payload; a multi-chunk batch's meta may
-        // continue in the next sector, and whatever is read past the meta is
-        // ignored by the parse.
-        let avail = if h.is_last() {
+        if h.kind != kind::SESSION_BATCH || !h.is_first() {
+            return Err(bad());
+        }
+        // A single-chunk batch is read no further than its payload; a
+        // multi-chunk batch's meta may continue in the next sector, and
+        // bytes read past the meta are ignored by the parse.
+        let limit = if h.is_last() {
             (BATCH_META_MAX as u32).min(h.len) as usize
         } else {
             BATCH_META_MAX
         };
-        io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..avail])?;
+        let head = (BATCH_FIXED as usize + 1).min(limit);
+        io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..head])?;
+        let f = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
+        let id_len = if f.flags & BATCH_HAS_ID != 0 {
+            1 + usize::from(bytes[BATCH_FIXED as usize])
+        } else {
+            0
+        };
+        let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(f.count)).min(limit);
+        if avail > head {
+            let rest = io.stream_advance(addr + CHUNK_HEADER_LEN, head as u32);
+            io.read_stream(rest, &mut bytes[head..avail])?;
+        }
         let fixed = BatchFixed::decode(&bytes[..avail]).ok_or_else(bad)?;
         let mut at = BATCH_FIXED as usize;
         if fixed.flags & BATCH_HAS_ID != 0 {

@@ -747,22 +747,37 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             _ => None,
         };
+        let mut scanned_bytes = 0u32;
         for _ in 0..=geo.count {
+            // The slot after the current chunk, read once for both the
+            // "last in its sector" test and the next step.
+            let mut lookahead: Option<Slot> = None;
             loop {
                 if sector == self.log.head && pos >= head_end {
                     break;
                 }
-                let c = match self.log.slot_at(sector, pos)? {
+                let slot = match lookahead.take() {
+                    Some(s) => s,
+                    None => self.log.slot_at(sector, pos)?,
+                };
+                let c = match slot {
                     Slot::Chunk(c) => c,
                     Slot::End | Slot::Damaged => break,
                 };
                 let next = pos + geo.chunk_size(c.header.len);
-                let is_last_in_sector = sector != self.log.head
-                    && !matches!(self.log.slot_at(sector, next)?, Slot::Chunk(_));
+                let is_last_in_sector = if sector == self.log.head && next >= head_end {
+                    false
+                } else {
+                    let s = self.log.slot_at(sector, next)?;
+                    let last = !matches!(s, Slot::Chunk(_));
+                    lookahead = Some(s);
+                    sector != self.log.head && last
+                };
                 pos = next;
                 if Some(c.header.seq) == skip_seq {
                     continue;
                 }
+                scanned_bytes = scanned_bytes.saturating_add(c.header.len);
                 self.log.next_seq = self.log.next_seq.max(c.header.seq.wrapping_add(1));
                 self.mount_report.chunks_scanned += 1;
                 // Only the last chunk of a sector can be torn (the sector is
@@ -792,11 +807,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
             }
             if sector == self.log.head {
-                return Ok(());
+                break;
             }
             sector = geo.next(sector);
             pos = geo.first_chunk(sector);
         }
+        // The next checkpoint is due as if no remount had happened.
+        self.bytes_since_checkpoint = scanned_bytes;
         Ok(())
     }
 
@@ -809,7 +826,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             .unwrap_or(self.log.head_seq);
         match h.kind {
             kind::SESSION_BATCH => {
-                let meta = BatchMeta::read(&mut self.log.io(), addr)?;
+                let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
                 let uid = meta.fixed.uid;
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
@@ -926,10 +943,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     key: u32_at(&b, 4),
                     addr,
                     seq: sector_seq,
-                    len: self.object_len(addr)?.ok_or(Error::Corrupted {
-                        address: addr,
-                        what: "a stored document failed its checksum",
-                    })?,
+                    len: if h.is_last() {
+                        h.len.saturating_sub(OBJ_FIXED)
+                    } else {
+                        self.object_len(addr)?.ok_or(Error::Corrupted {
+                            address: addr,
+                            what: "a stored document failed its checksum",
+                        })?
+                    },
                 };
                 if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) {
                     return Err(Error::Corrupted {
