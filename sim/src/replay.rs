@@ -37,6 +37,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
+use clawmem::memory::{ItemId, ItemInput};
+use clawmem::profile::ProfileDoc;
 use clawmem::turns::{PlanBuilder, COMPACT_TOOL_TURNS};
 use clawmem::{BackendFormat, Config, MountMode, Record, RecordType, Store};
 use embedded_storage::nor_flash::NorFlash;
@@ -1018,6 +1020,9 @@ pub struct ClawmemDriver<F: SimBacked> {
     mount_reads: Vec<u64>,
     /// History buffer, grown on demand.
     buf: Vec<u8>,
+    /// The replay's clock for memory timestamps: traces carry none, so
+    /// every memory operation advances a synthetic clock by one minute.
+    clock: u32,
 }
 
 /// The default config, its session limit scaled down (in whole KiB) until
@@ -1073,6 +1078,15 @@ fn fit_config<F: SimBacked>(model: &Model) -> Result<(Config, Option<String>), R
     Ok((config, Some(note)))
 }
 
+fn profile_doc(name: ProfileName) -> ProfileDoc {
+    match name {
+        ProfileName::Soul => ProfileDoc::Soul,
+        ProfileName::Identity => ProfileDoc::Identity,
+        ProfileName::User => ProfileDoc::User,
+        ProfileName::Agents => ProfileDoc::Agents,
+    }
+}
+
 fn failed(e: clawmem::Error<SimError>) -> OpError {
     match e {
         clawmem::Error::Blocked => OpError::Blocked,
@@ -1097,6 +1111,7 @@ impl<F: SimBacked> ClawmemDriver<F> {
             notes: note.into_iter().collect(),
             mount_reads: vec![read],
             buf: vec![0; 64 * 1024],
+            clock: 0,
         })
     }
 
@@ -1137,6 +1152,12 @@ impl<F: SimBacked> ClawmemDriver<F> {
             Some(State::Lost(f, _)) => f.into_sim(),
             None => unreachable!("the state is only taken inside remount"),
         }
+    }
+
+    /// The synthetic clock's next reading (seconds since the epoch).
+    fn tick(&mut self) -> u32 {
+        self.clock = self.clock.wrapping_add(60);
+        1_700_000_000u32.wrapping_add(self.clock)
     }
 
     fn mounted(&mut self) -> OpResult<&mut Store<F, MAX_SESSIONS>> {
@@ -1240,36 +1261,90 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         }
     }
 
-    fn memory_store(&mut self, _item: &MemoryItem<'_>) -> OpResult<MemoryStored> {
-        Err(OpError::Unsupported)
+    fn memory_store(&mut self, item: &MemoryItem<'_>) -> OpResult<MemoryStored> {
+        let tags = item.tags.join(",");
+        let keywords = item.keywords.join(",");
+        let source = match item.source {
+            MemorySource::Manual => clawmem::memory::SOURCE_MANUAL,
+            MemorySource::AutoLlm => clawmem::memory::SOURCE_AUTO_LLM,
+        };
+        let input = ItemInput::new(item.content)
+            .tags(&tags)
+            .keywords(&keywords)
+            .source(source);
+        let now = self.tick();
+        let stored = self
+            .mounted()?
+            .memory_store(&input, now, false)
+            .map_err(failed)?;
+        Ok(MemoryStored {
+            item: ItemHandle(u64::from(stored.item.id().get())),
+            duplicate: !stored.changed,
+        })
     }
 
-    fn memory_recall(&mut self, _labels: &[String], _limit: u32) -> OpResult<Vec<ItemHandle>> {
-        Err(OpError::Unsupported)
+    fn memory_recall(&mut self, labels: &[String], limit: u32) -> OpResult<Vec<ItemHandle>> {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let now = self.tick();
+        let mut out = Vec::new();
+        self.mounted()?
+            .memory_recall(&labels, limit as usize, now, |i| {
+                out.push(ItemHandle(u64::from(i.id().get())))
+            })
+            .map_err(failed)?;
+        Ok(out)
     }
 
     fn memory_update(
         &mut self,
-        _item: ItemHandle,
-        _change: &MemoryChange<'_>,
+        item: ItemHandle,
+        change: &MemoryChange<'_>,
     ) -> OpResult<ItemHandle> {
-        Err(OpError::Unsupported)
+        let tags = change.tags.map(|t| t.join(",")).unwrap_or_default();
+        let keywords = change.keywords.map(|k| k.join(",")).unwrap_or_default();
+        let patch = ItemInput::new(change.content.unwrap_or(""))
+            .tags(&tags)
+            .keywords(&keywords);
+        let id = ItemId::new(item.0 as u32);
+        let now = self.tick();
+        match self.mounted()?.memory_update(id, &patch, now) {
+            Ok(Some(stored)) => Ok(ItemHandle(u64::from(stored.item.id().get()))),
+            Ok(None) => Ok(item),
+            Err(clawmem::Error::NotFound) => Err(OpError::Evicted),
+            Err(e) => Err(failed(e)),
+        }
     }
 
-    fn memory_forget(&mut self, _item: ItemHandle) -> OpResult<()> {
-        Err(OpError::Unsupported)
+    fn memory_forget(&mut self, item: ItemHandle) -> OpResult<()> {
+        match self.mounted()?.memory_forget(ItemId::new(item.0 as u32)) {
+            Ok(_) => Ok(()),
+            Err(clawmem::Error::NotFound) => Err(OpError::Evicted),
+            Err(e) => Err(failed(e)),
+        }
     }
 
     fn memory_list(&mut self) -> OpResult<Vec<ItemHandle>> {
-        Err(OpError::Unsupported)
+        let mut out = Vec::new();
+        self.mounted()?
+            .memory_list(|i| out.push(ItemHandle(u64::from(i.id().get()))))
+            .map_err(failed)?;
+        Ok(out)
     }
 
-    fn profile_write(&mut self, _name: ProfileName, _body: &str) -> OpResult<()> {
-        Err(OpError::Unsupported)
+    fn profile_write(&mut self, name: ProfileName, body: &str) -> OpResult<()> {
+        self.mounted()?
+            .profile_write(profile_doc(name), body)
+            .map_err(failed)
     }
 
-    fn profile_read(&mut self, _name: ProfileName) -> OpResult<Option<Vec<u8>>> {
-        Err(OpError::Unsupported)
+    fn profile_read(&mut self, name: ProfileName) -> OpResult<Option<Vec<u8>>> {
+        let doc = profile_doc(name);
+        let store = self.mounted()?;
+        let len = store.profile_len(doc).map_err(failed)?;
+        let mut buf = vec![0u8; len];
+        let n = store.profile_read(doc, &mut buf).map_err(failed)?;
+        buf.truncate(n);
+        Ok(Some(buf))
     }
 
     fn remount(&mut self) -> OpResult<()> {

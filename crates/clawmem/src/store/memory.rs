@@ -528,11 +528,77 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(())
     }
 
+    /// ESP-Claw's compaction trigger (after so many changes or bytes).
+    ///
+    /// The compaction's effects are applied at once: items with the same key
+    /// are merged (the merged item is put, the other forgotten) and items
+    /// beyond the limit evicted (forgotten, lowest score first); access
+    /// deltas and tombstones already read as applied. The physical
+    /// consolidation, a new index, is written only when the chain reaches
+    /// [`MEM_CHAIN_MAX`] records, so the index (16 bytes an item) is not
+    /// rewritten every five changes.
     fn mem_maybe_compact(&mut self) -> Result<(), Error<F::Error>> {
         let c = self.config.memory;
-        if self.mem.changes >= c.compact_after_changes || self.mem.bytes >= c.compact_after_bytes {
-            self.mem_compact_with(None, Priority::Maintenance)?;
+        if self.mem.changes < c.compact_after_changes && self.mem.bytes < c.compact_after_bytes {
+            return Ok(());
         }
+        let p = Priority::Maintenance;
+        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
+        self.mem_active(&mut active)?;
+        // Merges.
+        let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
+        for a in active.clone().iter() {
+            let item = self.mem_load(a)?;
+            let key = item.key();
+            let _ = keys.push(if key.is_empty() {
+                0
+            } else {
+                fnv1a32(key.as_bytes())
+            });
+        }
+        let mut merges = 0;
+        let mut i = 0;
+        while i < active.len() {
+            let mut j = i + 1;
+            while j < active.len() {
+                if keys[i] != 0 && keys[i] == keys[j] && merges < MAX_MERGES {
+                    let a = self.mem_load(&active[i])?;
+                    let b = self.mem_load(&active[j])?;
+                    if let Some(m) = merge_same_key(&a, &b) {
+                        merges += 1;
+                        let other = if m.id() == a.id() { b.id() } else { a.id() };
+                        self.mem_put(&m, (0, 0), true, p)?;
+                        self.mem_forget_record(other.get(), p)?;
+                        let kept = if m.id() == a.id() { i } else { j };
+                        active[kept].access = m.access_count();
+                        active[kept].updated_at = m.updated_at();
+                        let gone = if kept == i { j } else { i };
+                        active.remove(gone);
+                        keys.remove(gone);
+                        if gone == i {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        // Evictions.
+        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
+        if active.len() > max {
+            let mut ranks: Vec<ItemRank, ACTIVE_CAP> = active.iter().map(Active::rank).collect();
+            let evict: Vec<u32, ACTIVE_CAP> = select_evictions(&mut ranks, max)
+                .iter()
+                .map(|r| r.id.get())
+                .collect();
+            for id in evict {
+                self.mem_forget_record(id, p)?;
+            }
+        }
+        self.mem.changes = 0;
+        self.mem.bytes = 0;
         Ok(())
     }
 
