@@ -422,3 +422,108 @@ pub(crate) fn verify_batch<F: NorFlash>(
     }
     Ok(None)
 }
+
+/// Reads a batch's payload from start to end once, checking every chunk's
+/// CRC on the way: the caller decodes as it reads and trusts the result only
+/// if [`finish`](Self::finish) says every chunk checked out.
+pub(crate) struct VerifiedReader {
+    /// Address of the chunk being read.
+    chunk: u32,
+    header: ChunkHeader,
+    /// Payload bytes of the current chunk already read.
+    done: u32,
+    digest: crc::Digest<'static, u32>,
+    ok: bool,
+    first_seq: u32,
+}
+
+impl VerifiedReader {
+    /// Starts at the batch whose first chunk is at `addr`.
+    pub fn new<F: NorFlash>(
+        io: &mut Io<'_, F>,
+        addr: u32,
+        kind_: u8,
+    ) -> Result<Option<VerifiedReader>, Error<F::Error>> {
+        let h = match io.chunk_header(addr)? {
+            Some(h) if h.kind == kind_ && h.is_first() => h,
+            _ => return Ok(None),
+        };
+        if addr + io.geo.chunk_size(h.len) > io.geo.sector_end(addr) {
+            return Ok(None);
+        }
+        Ok(Some(VerifiedReader {
+            chunk: addr,
+            header: h,
+            done: 0,
+            digest: ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq),
+            ok: true,
+            first_seq: h.seq,
+        }))
+    }
+
+    /// Reads the next `out.len()` payload bytes; `false` if the batch ends
+    /// first or a chunk failed its check.
+    pub fn read<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+        out: &mut [u8],
+    ) -> Result<bool, Error<F::Error>> {
+        let mut filled = 0;
+        while filled < out.len() {
+            if !self.ok {
+                return Ok(false);
+            }
+            if self.done == self.header.len {
+                if !self.next_chunk(io)? {
+                    return Ok(false);
+                }
+                continue;
+            }
+            let n = ((self.header.len - self.done) as usize).min(out.len() - filled);
+            let at = self.chunk + CHUNK_HEADER_LEN + self.done;
+            io.read(at, &mut out[filled..filled + n])?;
+            self.digest.update(&out[filled..filled + n]);
+            self.done += n as u32;
+            filled += n;
+            if self.done == self.header.len {
+                self.close_chunk();
+            }
+        }
+        Ok(true)
+    }
+
+    fn close_chunk(&mut self) {
+        let d = core::mem::replace(&mut self.digest, crate::layout::CRC.digest());
+        if d.finalize() != self.header.crc {
+            self.ok = false;
+        }
+    }
+
+    fn next_chunk<F: NorFlash>(&mut self, io: &mut Io<'_, F>) -> Result<bool, Error<F::Error>> {
+        if self.header.is_last() {
+            return Ok(false);
+        }
+        let next = io
+            .geo
+            .first_chunk(io.geo.next(io.geo.sector_of(self.chunk)));
+        match io.chunk_header(next)? {
+            Some(c) if !c.is_first() && c.seq == self.first_seq && c.kind == self.header.kind => {
+                self.chunk = next;
+                self.header = c;
+                self.done = 0;
+                self.digest = ChunkHeader::crc_start(c.kind, c.flags, c.len, c.seq);
+                Ok(true)
+            }
+            _ => {
+                self.ok = false;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Whether the whole batch was read (nothing left) and every chunk's
+    /// CRC matched.
+    pub fn finish(&self) -> bool {
+        self.ok && self.done == self.header.len && self.header.is_last()
+    }
+}

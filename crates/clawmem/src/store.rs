@@ -24,7 +24,9 @@ pub use memory::{MemoryConfig, Stored, UnknownLabelError};
 
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records};
+use crate::cursor::{
+    read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records, VerifiedReader,
+};
 use crate::error::Error;
 use crate::layout::{
     geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, CHUNK_HEADER_LEN, CRC, NO_ADDR,
@@ -487,60 +489,57 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         log.head_seq = head_seq;
         log.head_erase_count = head_erase_count;
         log.tail_seq = head_seq;
-        // 2. The head sector: every chunk's CRC, the newest checkpoint in it,
-        // and where writing goes on.
+        // 2. The head sector: the newest checkpoint in it, and where writing
+        // goes on.
         let mut pos = geo.first_chunk(head);
-        let mut head_checkpoint = None;
-        // Everything in the head sector before `valid_end` checked out.
-        let mut valid_end;
+        // Walk the chunk headers. Only the last chunk can be torn (the sector
+        // is sealed after any failed write), so only its CRC is checked;
+        // damage elsewhere is found, and confined, when a record is read.
+        let sector_end = geo.sector_start(head) + geo.sector;
+        let mut last: Option<crate::log::ChunkAt> = None;
+        let mut checkpoints = [None::<u32>; 2];
         loop {
-            valid_end = pos;
             match log.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
-                    if !log.crc_ok(&c)? {
-                        // Damage followed by a sound chunk is damage at rest
-                        // (or a scrubbed item): skip it. Damage at the end is
-                        // a torn write: seal the sector.
-                        let next = pos + geo.chunk_size(c.header.len);
-                        let sound_next = match log.slot_at(head, next)? {
-                            Slot::Chunk(n) => log.crc_ok(&n)?,
-                            _ => false,
-                        };
-                        if sound_next {
-                            pos = next;
-                            continue;
-                        }
-                        report.sealed_head = true;
-                        pos = geo.sector_start(head) + geo.sector;
-                        break;
-                    }
                     log.next_seq = log.next_seq.max(c.header.seq.wrapping_add(1));
                     if c.header.kind == kind::CHECKPOINT && c.header.is_first() {
-                        head_checkpoint = Some(c.address);
+                        checkpoints = [checkpoints[1], Some(c.address)];
                     }
+                    last = Some(c);
                     pos += geo.chunk_size(c.header.len);
                 }
                 Slot::End => {
                     // A torn first piece may have left bits after an erased
                     // header: the rest of that piece must be erased too.
-                    let end = geo.sector_start(head) + geo.sector;
-                    let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(end);
+                    let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(sector_end);
                     let mut io = Io {
                         flash: &mut log.flash,
                         geo: &log.geo,
                     };
-                    if pos < end && !io.is_erased(pos, piece_end - pos, &mut log.buf)? {
+                    if pos < sector_end && !io.is_erased(pos, piece_end - pos, &mut log.buf)? {
                         report.sealed_head = true;
-                        pos = end;
                     }
                     break;
                 }
                 Slot::Damaged => {
                     report.sealed_head = true;
-                    pos = geo.sector_start(head) + geo.sector;
                     break;
                 }
             }
+        }
+        let mut valid_end = pos;
+        if let Some(c) = last {
+            if !log.crc_ok(&c)? {
+                report.sealed_head = true;
+                valid_end = c.address;
+                if checkpoints[1] == Some(c.address) {
+                    checkpoints = [None, checkpoints[0]];
+                }
+            }
+        }
+        let head_checkpoint = checkpoints[1];
+        if report.sealed_head {
+            pos = sector_end;
         }
         log.write_pos = pos;
         let head_valid_end = valid_end;
@@ -656,47 +655,40 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             flash: &mut self.log.flash,
             geo: &self.log.geo,
         };
-        match io.chunk_header(addr)? {
-            Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
-            _ => return Ok(false),
-        }
-        let Some(len) = verify_batch(&mut io, addr, &mut self.log.buf)? else {
+        // One pass: decode while every chunk's CRC is checked, and keep the
+        // result only if the whole checkpoint checked out.
+        let Some(mut r) = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)? else {
             return Ok(false);
         };
-        let payload = addr + CHUNK_HEADER_LEN;
         let mut fixed = [0u8; CKPT_FIXED];
-        if (len as usize) < CKPT_FIXED {
+        if !r.read(&mut io, &mut fixed)? {
             return Ok(false);
         }
-        io.read_stream(payload, &mut fixed)?;
         let count = u16_at(&fixed, 2) as usize;
         let objects = fixed[1] as usize;
-        if fixed[0] != CKPT_VERSION
-            || len as usize
-                != CKPT_FIXED + count * SESSION_ENCODED + objects * OBJ_ENCODED + MEM_STATE_ENCODED
-            || objects > MAX_OBJECTS
-        {
+        if fixed[0] != CKPT_VERSION || objects > MAX_OBJECTS {
             return Ok(false);
         }
         if count > MAX_SESSIONS {
             return Err(Error::TooManySessions { max: MAX_SESSIONS });
         }
-        self.sessions.clear();
-        for k in 0..count {
+        let mut sessions: Vec<Session, MAX_SESSIONS> = Vec::new();
+        for _ in 0..count {
             let mut b = [0u8; SESSION_ENCODED];
-            let at = io.stream_advance(payload, (CKPT_FIXED + k * SESSION_ENCODED) as u32);
-            io.read_stream(at, &mut b)?;
+            if !r.read(&mut io, &mut b)? {
+                return Ok(false);
+            }
             let Some(s) = Session::decode(&b) else {
                 return Ok(false);
             };
-            let _ = self.sessions.push(s);
+            let _ = sessions.push(s);
         }
-        self.objects.clear();
-        for k in 0..objects {
+        let mut slots: Vec<ObjectSlot, MAX_OBJECTS> = Vec::new();
+        for _ in 0..objects {
             let mut b = [0u8; OBJ_ENCODED];
-            let off = CKPT_FIXED + count * SESSION_ENCODED + k * OBJ_ENCODED;
-            let at = io.stream_advance(payload, off as u32);
-            io.read_stream(at, &mut b)?;
+            if !r.read(&mut io, &mut b)? {
+                return Ok(false);
+            }
             let slot = ObjectSlot {
                 ty: b[0],
                 key: u32_at(&b, 4),
@@ -707,15 +699,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || b[1..4] != [0, 0, 0] {
                 return Ok(false);
             }
-            let _ = self.objects.push(slot);
+            let _ = slots.push(slot);
         }
         let mut m = [0u8; MEM_STATE_ENCODED];
-        let off = CKPT_FIXED + count * SESSION_ENCODED + objects * OBJ_ENCODED;
-        let at = io.stream_advance(payload, off as u32);
-        io.read_stream(at, &mut m)?;
+        if !r.read(&mut io, &mut m)? || !r.finish() {
+            return Ok(false);
+        }
         let Some(mem) = MemState::decode(&m) else {
             return Ok(false);
         };
+        self.sessions = sessions;
+        self.objects = slots;
         self.mem = mem;
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
@@ -1308,7 +1302,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     fn checkpoint_interval(&self) -> u32 {
         self.config
             .checkpoint_interval_bytes
-            .max(24 * self.checkpoint_len())
+            .max(16 * self.checkpoint_len())
     }
 
     fn write_checkpoint(&mut self) -> Result<(), Error<F::Error>> {
