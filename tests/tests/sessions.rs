@@ -734,3 +734,56 @@ fn profiles_default_replace_limit_and_survive_gc() {
     assert_eq!(&buf[..n], ProfileDoc::Soul.default_contents().as_bytes());
     store.check().unwrap();
 }
+
+#[test]
+fn a_history_read_costs_about_what_it_returns() {
+    let cfg = config(20_000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    // Interleave with other sessions, compact once, and relocate by GC: the
+    // read of one session must not touch the others.
+    for n in 0..60 {
+        tool_turn(&mut store, "chat:h", n, 150);
+        for other in 0..3 {
+            let body = format!("{{\"other\":{n},\"pad\":\"{}\"}}", "o".repeat(300));
+            store
+                .append(
+                    &format!("chat:o{other}"),
+                    &[rec(RecordType::User, OA, &body)],
+                    false,
+                )
+                .unwrap();
+        }
+        if n % 20 == 19 {
+            for other in 0..3 {
+                store.delete_session(&format!("chat:o{other}")).unwrap();
+            }
+        }
+    }
+    let mut buf = vec![0u8; 256 * 1024];
+    let before = store.flash().flash().stats().read_bytes;
+    let h = store.history("chat:h", OA, &mut buf).unwrap();
+    let returned: usize = h.iter().map(|r| r.body.len()).sum();
+    let records = h.len();
+    let read = store.flash().flash().stats().read_bytes - before;
+    let ratio = read as f64 / returned as f64;
+    println!("history: {records} records, {returned} B returned, {read} B read (x{ratio:.3})");
+    // Besides the bodies, a read costs 14 bytes per record of the index
+    // (entry and CRC) and about 80 bytes per batch after it (headers and
+    // meta): with these small records (74 B on average) that is 30%.
+    assert!(ratio < 1.35, "read {read} B to return {returned} B");
+    // With bodies of a typical size the overhead shrinks accordingly.
+    let mut store = S::format(flash(64), config(60_000)).unwrap();
+    for n in 0..30 {
+        tool_turn(&mut store, "chat:big", n, 400);
+    }
+    let before = store.flash().flash().stats().read_bytes;
+    let h = store.history("chat:big", OA, &mut buf).unwrap();
+    let returned: usize = h.iter().map(|r| r.body.len()).sum();
+    let read = store.flash().flash().stats().read_bytes - before;
+    let ratio = read as f64 / returned as f64;
+    println!(
+        "history: {} records, {returned} B returned, {read} B read (x{ratio:.3})",
+        h.len()
+    );
+    assert!(ratio < 1.15, "read {read} B to return {returned} B");
+}

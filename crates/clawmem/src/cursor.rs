@@ -30,6 +30,8 @@ pub(crate) struct RecordInfo {
     pub crc: Option<u32>,
     /// Index of the batch in the chain (0 for the root), for damage reports.
     pub segment: usize,
+    /// Offset of the body in its batch's payload (batches only).
+    pub offset: u32,
 }
 
 /// Where a base's sections are.
@@ -352,6 +354,7 @@ impl Records {
                     addr: raw.offset,
                     crc: Some(u32::from_le_bytes(c)),
                     segment: 0,
+                    offset: 0,
                 }));
             }
             let addr = self.chain.addrs[self.segment];
@@ -365,7 +368,8 @@ impl Records {
             let found = meta.records().nth(self.index as usize);
             match found {
                 Some((kind, format, len)) => {
-                    let body = io.stream_advance(addr + CHUNK_HEADER_LEN, self.body_offset);
+                    let offset = self.body_offset;
+                    let body = io.stream_advance(addr + CHUNK_HEADER_LEN, offset);
                     self.body_offset += len;
                     self.index += 1;
                     return Ok(Some(RecordInfo {
@@ -375,6 +379,7 @@ impl Records {
                         addr: body,
                         crc: None,
                         segment: self.segment,
+                        offset,
                     }));
                 }
                 None => {
@@ -435,6 +440,8 @@ pub(crate) struct VerifiedReader {
     digest: crc::Digest<'static, u32>,
     ok: bool,
     first_seq: u32,
+    /// Payload bytes read so far.
+    read_total: u32,
 }
 
 impl VerifiedReader {
@@ -458,6 +465,7 @@ impl VerifiedReader {
             digest: ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq),
             ok: true,
             first_seq: h.seq,
+            read_total: 0,
         }))
     }
 
@@ -484,6 +492,7 @@ impl VerifiedReader {
             io.read(at, &mut out[filled..filled + n])?;
             self.digest.update(&out[filled..filled + n]);
             self.done += n as u32;
+            self.read_total += n as u32;
             filled += n;
             if self.done == self.header.len {
                 self.close_chunk();
@@ -519,6 +528,11 @@ impl VerifiedReader {
                 Ok(false)
             }
         }
+    }
+
+    /// Payload bytes read so far.
+    pub fn read_total(&self) -> u32 {
+        self.read_total
     }
 
     /// Whether the whole batch was read (nothing left) and every chunk's

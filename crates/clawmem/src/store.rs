@@ -1751,14 +1751,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut seg_start = 0usize;
         let mut seg_records = 0u32;
         let mut cur_seg = usize::MAX;
-        let mut digest: Option<SegmentCheck> = None;
+        // A batch of the chain is read once, front to back, its CRCs checked
+        // on the way (meta included); a base's bodies have their own CRCs.
+        let mut reader: Option<VerifiedReader> = None;
         loop {
             let next = recs.next(&mut self.log.io())?;
             let seg = next.map(|r| r.segment);
             if seg != Some(cur_seg) {
                 // Close the previous batch.
-                if let Some(check) = digest.take() {
-                    if self.log.verify(check.addr)?.is_none() {
+                if let Some(r) = reader.take() {
+                    if !r.finish() {
                         damaged += seg_records;
                         count -= seg_records;
                         at = seg_start;
@@ -1769,9 +1771,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     seg_start = at;
                     seg_records = 0;
                     if !(seg == 0 && s.root_is_base) {
-                        digest = Some(SegmentCheck {
-                            addr: recs.chain().addrs[seg],
-                        });
+                        let addr = recs.chain().addrs[seg];
+                        reader =
+                            VerifiedReader::new(&mut self.log.io(), addr, kind::SESSION_BATCH)?;
+                        if reader.is_none() {
+                            return Err(Error::Corrupted {
+                                address: addr,
+                                what: "a session batch is missing",
+                            });
+                        }
                     }
                 }
             }
@@ -1781,7 +1789,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let dst = buf
                 .get_mut(body..end)
                 .ok_or(Error::BufferTooSmall { needed })?;
-            self.log.io().read_stream(r.addr, dst)?;
+            match reader.as_mut() {
+                Some(v) => {
+                    // Skip (and check) the meta before the first body.
+                    let mut skip = r.offset.saturating_sub(v.read_total());
+                    while skip > 0 {
+                        let n = (skip as usize).min(self.log.buf.len());
+                        let mut io = Io {
+                            flash: &mut self.log.flash,
+                            geo: &self.log.geo,
+                        };
+                        v.read(&mut io, &mut self.log.buf[..n])?;
+                        skip -= n as u32;
+                    }
+                    v.read(&mut self.log.io(), dst)?;
+                }
+                None => self.log.io().read_stream(r.addr, dst)?,
+            }
             if let Some(crc) = r.crc {
                 if CRC.checksum(dst) != crc {
                     damaged += 1;
@@ -2135,12 +2159,6 @@ impl<F: NorFlash> Log<F> {
         self.seq_of_sector(self.geo.sector_of(addr))
             .unwrap_or(self.head_seq)
     }
-}
-
-/// A batch of a history whose checksums are verified after its bodies were
-/// read.
-struct SegmentCheck {
-    addr: u32,
 }
 
 /// A payload copied from a stream on flash.
