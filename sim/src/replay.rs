@@ -200,6 +200,10 @@ pub trait Driver {
     fn profile_read(&mut self, name: ProfileName) -> OpResult<Option<Vec<u8>>>;
     /// Clean power cycle: drops the engine's RAM state and mounts again.
     fn remount(&mut self) -> OpResult<()>;
+    /// Forgets all long-term memory (between `--repeat` rounds).
+    fn memory_clear(&mut self) -> OpResult<()> {
+        Err(OpError::Unsupported)
+    }
 }
 
 // ---- the report ------------------------------------------------------------
@@ -280,6 +284,8 @@ pub struct Report {
     pub unsupported_ops: u64,
     /// Sessions of the previous round deleted by the replayer (`--repeat`).
     pub cleanup_deletes: u64,
+    /// Times long-term memory was cleared between rounds.
+    pub memory_clears: u64,
     /// Modelled device time of all flash work, in milliseconds.
     pub device_time_ms: f64,
     /// Turns per day assumed for the lifetime.
@@ -303,7 +309,7 @@ pub struct Report {
 impl Report {
     /// The keys every JSON report has (`geometry` is an object with
     /// `write_size`, `erase_size` and `sector_count`).
-    pub const KEYS: [&'static str; 39] = [
+    pub const KEYS: [&'static str; 40] = [
         "engine",
         "trace",
         "preset",
@@ -336,6 +342,7 @@ impl Report {
         "skipped",
         "unsupported_ops",
         "cleanup_deletes",
+        "memory_clears",
         "device_time_ms",
         "turns_per_day",
         "endurance_cycles",
@@ -370,7 +377,7 @@ impl fmt::Display for Report {
             ),
             None => "- (nothing erased or no turn replayed)".into(),
         };
-        let rows: [(&str, String); 21] = [
+        let rows: [(&str, String); 22] = [
             ("engine", self.engine.clone()),
             ("trace", self.trace.clone()),
             (
@@ -439,6 +446,7 @@ impl fmt::Display for Report {
             ("skipped", self.skipped.to_string()),
             ("unsupported ops", self.unsupported_ops.to_string()),
             ("cleanup deletes", self.cleanup_deletes.to_string()),
+            ("memory clears", self.memory_clears.to_string()),
             ("device time", format!("{:.1} ms", self.device_time_ms)),
             ("lifetime", lifetime),
         ];
@@ -509,6 +517,7 @@ struct Tally {
     skipped: u64,
     unsupported_ops: u64,
     cleanup_deletes: u64,
+    memory_clears: u64,
 }
 
 /// Where an operation sits, for messages.
@@ -626,6 +635,24 @@ pub fn replay<D: Driver>(
     for round in 0..rounds {
         let mut targets: Vec<Target> = Vec::with_capacity(trace.store_count());
         let mut touched: HashSet<&str> = HashSet::new();
+        // Memory targets are per round: a round starts from empty long-term
+        // memory, as its sessions start fresh, so that its recalls name the
+        // labels its own stores created (the trace's promise).
+        if round > 0 && trace.store_count() > 0 {
+            match driver.memory_clear() {
+                Ok(()) => t.memory_clears += 1,
+                Err(OpError::Unsupported) => {}
+                Err(e) => t.failed(
+                    &At {
+                        file: &trace.file,
+                        line: 0,
+                        round,
+                        op: "memory_clear",
+                    },
+                    e,
+                ),
+            }
+        }
         for top in &trace.ops {
             let at = At {
                 file: &trace.file,
@@ -883,6 +910,7 @@ fn build_report<D: Driver>(
         skipped: t.skipped,
         unsupported_ops: t.unsupported_ops,
         cleanup_deletes: t.cleanup_deletes,
+        memory_clears: t.memory_clears,
         device_time_ms: stats.device_time_us / 1000.0,
         turns_per_day: opts.turns_per_day,
         endurance_cycles: endurance,
@@ -1345,6 +1373,10 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         let n = store.profile_read(doc, &mut buf).map_err(failed)?;
         buf.truncate(n);
         Ok(Some(buf))
+    }
+
+    fn memory_clear(&mut self) -> OpResult<()> {
+        self.mounted()?.memory_clear().map_err(failed)
     }
 
     fn remount(&mut self) -> OpResult<()> {
