@@ -204,6 +204,10 @@ pub trait Driver {
     fn memory_clear(&mut self) -> OpResult<()> {
         Err(OpError::Unsupported)
     }
+    /// Bytes the engine wrote, by what they hold, if it can tell.
+    fn written_by_kind(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 // ---- the report ------------------------------------------------------------
@@ -286,6 +290,8 @@ pub struct Report {
     pub cleanup_deletes: u64,
     /// Times long-term memory was cleared between rounds.
     pub memory_clears: u64,
+    /// Bytes the engine wrote, by what they hold (engine-specific).
+    pub written_by_kind: Vec<(String, u64)>,
     /// Modelled device time of all flash work, in milliseconds.
     pub device_time_ms: f64,
     /// Turns per day assumed for the lifetime.
@@ -309,7 +315,7 @@ pub struct Report {
 impl Report {
     /// The keys every JSON report has (`geometry` is an object with
     /// `write_size`, `erase_size` and `sector_count`).
-    pub const KEYS: [&'static str; 40] = [
+    pub const KEYS: [&'static str; 41] = [
         "engine",
         "trace",
         "preset",
@@ -343,6 +349,7 @@ impl Report {
         "unsupported_ops",
         "cleanup_deletes",
         "memory_clears",
+        "written_by_kind",
         "device_time_ms",
         "turns_per_day",
         "endurance_cycles",
@@ -911,6 +918,7 @@ fn build_report<D: Driver>(
         unsupported_ops: t.unsupported_ops,
         cleanup_deletes: t.cleanup_deletes,
         memory_clears: t.memory_clears,
+        written_by_kind: driver.written_by_kind(),
         device_time_ms: stats.device_time_us / 1000.0,
         turns_per_day: opts.turns_per_day,
         endurance_cycles: endurance,
@@ -1051,6 +1059,8 @@ pub struct ClawmemDriver<F: SimBacked> {
     /// The replay's clock for memory timestamps: traces carry none, so
     /// every memory operation advances a synthetic clock by one minute.
     clock: u32,
+    /// Bytes written by earlier mounts, by kind.
+    written: clawmem::WrittenBytes,
 }
 
 /// The default config, its session limit scaled down (in whole KiB) until
@@ -1106,6 +1116,16 @@ fn fit_config<F: SimBacked>(model: &Model) -> Result<(Config, Option<String>), R
     Ok((config, Some(note)))
 }
 
+fn add_written(total: &mut clawmem::WrittenBytes, w: &clawmem::WrittenBytes) {
+    total.checkpoints += w.checkpoints;
+    total.session_batches += w.session_batches;
+    total.session_bases += w.session_bases;
+    total.session_other += w.session_other;
+    total.objects += w.objects;
+    total.memory_items += w.memory_items;
+    total.memory_other += w.memory_other;
+}
+
 fn profile_doc(name: ProfileName) -> ProfileDoc {
     match name {
         ProfileName::Soul => ProfileDoc::Soul,
@@ -1140,6 +1160,7 @@ impl<F: SimBacked> ClawmemDriver<F> {
             mount_reads: vec![read],
             buf: vec![0; 64 * 1024],
             clock: 0,
+            written: clawmem::WrittenBytes::default(),
         })
     }
 
@@ -1379,7 +1400,27 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         self.mounted()?.memory_clear().map_err(failed)
     }
 
+    fn written_by_kind(&self) -> Vec<(String, u64)> {
+        let mut w = self.written;
+        if let Some(State::Mounted(s)) = &self.state {
+            add_written(&mut w, &s.written_bytes());
+        }
+        vec![
+            ("checkpoints".into(), w.checkpoints),
+            ("session_batches".into(), w.session_batches),
+            ("session_bases".into(), w.session_bases),
+            ("session_other".into(), w.session_other),
+            ("objects".into(), w.objects),
+            ("memory_items".into(), w.memory_items),
+            ("memory_other".into(), w.memory_other),
+        ]
+    }
+
     fn remount(&mut self) -> OpResult<()> {
+        if let Some(State::Mounted(s)) = &self.state {
+            let w = s.written_bytes();
+            add_written(&mut self.written, &w);
+        }
         let flash = match self.state.take() {
             Some(State::Mounted(s)) => (*s).into_flash(),
             other => {

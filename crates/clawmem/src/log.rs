@@ -251,6 +251,29 @@ pub(crate) struct Log<F> {
     pub checkpoint: u32,
     /// Staging buffer for programs and scratch for reads.
     pub buf: [u8; STAGE],
+    /// Bytes written per kind of record since mount ([`usage_slot`]).
+    pub written: [u64; USAGE_SLOTS],
+    /// Bytes the batch being written has taken so far.
+    pub batch_bytes: u32,
+}
+
+/// Record groups counted by [`Log::written`]: checkpoints, session batches,
+/// session bases, other session records, objects, memory puts, other memory
+/// records.
+pub(crate) const USAGE_SLOTS: usize = 7;
+
+/// The [`Log::written`] slot of a record kind.
+pub(crate) fn usage_slot(kind: u8) -> usize {
+    use crate::layout::kind::*;
+    match kind {
+        CHECKPOINT => 0,
+        SESSION_BATCH => 1,
+        SESSION_BASE => 2,
+        SESSION_DELETE | SESSION_BLOCK => 3,
+        OBJECT => 4,
+        MEM_PUT => 5,
+        _ => 6,
+    }
 }
 
 impl<F: NorFlash> Log<F> {
@@ -413,7 +436,13 @@ impl<F: NorFlash> Log<F> {
         }
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
+        self.batch_bytes = 0;
         let result = self.write_chunks(kind, seq, payload, len);
+        // Account what the batch took: headers, padding and the sector end
+        // it skipped, if any.
+        if let Some(slot) = self.written.get_mut(usage_slot(kind)) {
+            *slot = slot.saturating_add(u64::from(self.batch_bytes));
+        }
         if result.is_err() {
             // Seal the head sector: a damaged chunk is always the last one.
             self.write_pos = self.geo.sector_end(self.geo.sector_start(self.head));
@@ -434,6 +463,7 @@ impl<F: NorFlash> Log<F> {
             let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
             let left = len - offset;
             if room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
+                self.batch_bytes += room;
                 self.open_next_sector()?;
                 continue;
             }
@@ -449,6 +479,7 @@ impl<F: NorFlash> Log<F> {
             first_addr.get_or_insert(addr);
             self.write_chunk(kind, flags, seq, payload, offset, n, addr)?;
             self.write_pos = addr + self.geo.chunk_size(n);
+            self.batch_bytes += self.geo.chunk_size(n);
             offset += n;
             if offset == len {
                 return Ok(first_addr.unwrap_or(addr));

@@ -123,6 +123,26 @@ pub struct Space {
     pub sector_bytes: u32,
 }
 
+/// Flash bytes written since mount, by what they hold (see
+/// [`Store::written_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WrittenBytes {
+    /// Checkpoints.
+    pub checkpoints: u64,
+    /// Session batches (appends).
+    pub session_batches: u64,
+    /// Session bases: compaction, consolidation and relocation.
+    pub session_bases: u64,
+    /// Session deletes and blocks.
+    pub session_other: u64,
+    /// Profile documents and chat session maps.
+    pub objects: u64,
+    /// Long-term memory items (stores, updates, merges, relocation copies).
+    pub memory_items: u64,
+    /// Long-term memory tombstones, access records and indexes.
+    pub memory_other: u64,
+}
+
 /// Counters of what mount did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MountReport {
@@ -392,6 +412,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             next_seq: 1,
             checkpoint: NO_ADDR,
             buf: [0; STAGE],
+            written: [0; crate::log::USAGE_SLOTS],
+            batch_bytes: 0,
         };
         for i in (0..geo.count).rev() {
             let h = log.io().sector_header(i)?;
@@ -450,6 +472,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             next_seq: 1,
             checkpoint: NO_ADDR,
             buf: [0; STAGE],
+            written: [0; crate::log::USAGE_SLOTS],
+            batch_bytes: 0,
         };
         let mut report = MountReport::default();
         // 1. Sector headers: find the head.
@@ -972,6 +996,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     fn remove_uid(&mut self, uid: u32) {
         if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
             self.sessions.swap_remove(i);
+        }
+    }
+
+    /// Flash bytes written since mount, by what they hold: chunk headers,
+    /// padding and skipped sector ends included (not sector headers).
+    pub fn written_bytes(&self) -> WrittenBytes {
+        let w = &self.log.written;
+        WrittenBytes {
+            checkpoints: w[0],
+            session_batches: w[1],
+            session_bases: w[2],
+            session_other: w[3],
+            objects: w[4],
+            memory_items: w[5],
+            memory_other: w[6],
         }
     }
 
