@@ -1118,6 +1118,7 @@ fn fit_config<F: SimBacked>(model: &Model) -> Result<(Config, Option<String>), R
 
 fn add_written(total: &mut clawmem::WrittenBytes, w: &clawmem::WrittenBytes) {
     total.checkpoints += w.checkpoints;
+    total.delta_checkpoints += w.delta_checkpoints;
     total.session_batches += w.session_batches;
     total.session_bases += w.session_bases;
     total.session_other += w.session_other;
@@ -1407,6 +1408,7 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         }
         vec![
             ("checkpoints".into(), w.checkpoints),
+            ("delta_checkpoints".into(), w.delta_checkpoints),
             ("session_batches".into(), w.session_batches),
             ("session_bases".into(), w.session_bases),
             ("session_other".into(), w.session_other),

@@ -259,8 +259,8 @@ pub(crate) struct Log<F> {
 
 /// Record groups counted by [`Log::written`]: checkpoints, session batches,
 /// session bases, other session records, objects, memory puts, other memory
-/// records.
-pub(crate) const USAGE_SLOTS: usize = 7;
+/// records, and (accounted by the store) delta checkpoints.
+pub(crate) const USAGE_SLOTS: usize = 8;
 
 /// The [`Log::written`] slot of a record kind.
 pub(crate) fn usage_slot(kind: u8) -> usize {

@@ -74,6 +74,8 @@ pub(crate) struct Session {
     pub oldest: u32,
     /// ESP-Claw `.log` size: every body plus one newline.
     pub size: u32,
+    /// RAM only: changed since the last full checkpoint.
+    pub dirty: bool,
 }
 
 /// Bytes of one session in a checkpoint.
@@ -111,6 +113,7 @@ impl Session {
             root: u32_at(b, 20),
             oldest: u32_at(b, 24),
             size: u32_at(b, 28),
+            dirty: false,
         };
         let sane = s.id_len as usize <= MAX_SESSION_ID_BYTES
             && s.id_len > 0
@@ -291,6 +294,7 @@ mod tests {
             root_is_base: true,
             oldest: 4,
             size: 150_000,
+            dirty: false,
         };
         let mut b = [0u8; SESSION_ENCODED];
         s.encode(&mut b);

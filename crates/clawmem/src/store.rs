@@ -127,8 +127,10 @@ pub struct Space {
 /// [`Store::written_bytes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WrittenBytes {
-    /// Checkpoints.
+    /// Full checkpoints.
     pub checkpoints: u64,
+    /// Delta checkpoints.
+    pub delta_checkpoints: u64,
     /// Session batches (appends).
     pub session_batches: u64,
     /// Session bases: compaction, consolidation and relocation.
@@ -218,6 +220,11 @@ const HIST_HEADER: usize = 6;
 /// tail sequence u32, next batch sequence u32.
 const CKPT_FIXED: usize = 16;
 const CKPT_VERSION: u8 = 1;
+/// Version byte of a delta checkpoint.
+const CKPT_DELTA: u8 = 2;
+/// A delta checkpoint's part after the fixed one: the previous checkpoint's
+/// address u32, deleted count u16, delta number u16.
+const CKPT_DELTA_FIXED: usize = 8;
 
 /// How much room a write may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,8 +315,15 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     sessions: Vec<Session, MAX_SESSIONS>,
     config: Config,
     next_uid: u32,
-    /// Sector sequence of the sector holding the newest checkpoint.
+    /// Sector sequence of the sector holding the newest full checkpoint
+    /// (the oldest checkpoint a mount may need).
     checkpoint_sector_seq: u32,
+    /// The newest full checkpoint, which delta checkpoints build on.
+    full_checkpoint: u32,
+    /// Delta checkpoints written since it.
+    deltas_since_full: u32,
+    /// Sessions deleted since the newest checkpoint.
+    deleted_since_full: Vec<u32, DELETED_MAX>,
     bytes_since_checkpoint: u32,
     reserve_gc: u32,
     reserve_maintenance: u32,
@@ -327,6 +341,11 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
 
 /// Most labels a stage note remembers.
 pub const STAGE_LABELS: usize = 8;
+
+/// Delta checkpoints between two full ones.
+const DELTAS_PER_FULL: u32 = 8;
+/// Deletions a delta checkpoint can carry; more make the next one full.
+const DELETED_MAX: usize = 48;
 
 /// Most objects (profile documents and chat session maps) a store holds.
 pub const MAX_OBJECTS: usize = 24;
@@ -436,6 +455,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             config,
             next_uid: 1,
             checkpoint_sector_seq: 1,
+            full_checkpoint: NO_ADDR,
+            deltas_since_full: 0,
+            deleted_since_full: Vec::new(),
             bytes_since_checkpoint: 0,
             reserve_gc,
             reserve_maintenance,
@@ -573,6 +595,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             config,
             next_uid: 1,
             checkpoint_sector_seq: head_seq,
+            full_checkpoint: NO_ADDR,
+            deltas_since_full: DELTAS_PER_FULL,
+            deleted_since_full: Vec::new(),
             bytes_since_checkpoint: 0,
             reserve_gc,
             reserve_maintenance,
@@ -595,12 +620,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             Some(c) => {
                 store.mount_report.from_checkpoint = true;
                 store.log.checkpoint = c;
+                let full = store.full_checkpoint;
                 store.checkpoint_sector_seq =
                     store
                         .log
-                        .seq_of_sector(geo.sector_of(c))
+                        .seq_of_sector(geo.sector_of(full))
                         .ok_or(Error::Corrupted {
-                            address: c,
+                            address: full,
                             what: "the checkpoint lies outside the ring",
                         })?;
                 c
@@ -621,6 +647,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
                 store.log.tail_seq = tail_seq;
                 store.sessions.clear();
+                store.objects.clear();
+                store.mem = MemState::EMPTY;
+                store.next_uid = 1;
+                store.deltas_since_full = DELTAS_PER_FULL;
                 geo.first_chunk(i)
             }
         };
@@ -669,18 +699,51 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(store)
     }
 
-    /// Reads a checkpoint; `false` if it is damaged.
+    /// Reads a checkpoint: the full checkpoint it builds on, then every
+    /// delta after it in order; `false` if any is damaged.
     fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Error<F::Error>> {
-        let geo = self.log.geo;
-        if addr >= geo.capacity() {
-            return Ok(false);
+        // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
+        // deltas follow a full one).
+        let mut chain: Vec<u32, { DELTAS_PER_FULL as usize + 1 }> = Vec::new();
+        let mut at = addr;
+        loop {
+            if at >= self.log.geo.capacity() || chain.push(at).is_err() {
+                return Ok(false);
+            }
+            let mut io = self.log.io();
+            match io.chunk_header(at)? {
+                Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
+                _ => return Ok(false),
+            }
+            let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
+            io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
+            match fixed[0] {
+                CKPT_VERSION => break,
+                CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
+                _ => return Ok(false),
+            }
         }
+        for (k, &c) in chain.iter().rev().enumerate() {
+            if !self.apply_checkpoint(c, k > 0)? {
+                return Ok(false);
+            }
+        }
+        self.full_checkpoint = chain.last().copied().unwrap_or(addr);
+        self.deltas_since_full = chain.len() as u32 - 1;
+        self.deleted_since_full.clear();
+        Ok(true)
+    }
+
+    /// Reads one checkpoint into the RAM state: a full one replaces it, a
+    /// delta changes it. `false` if it is damaged.
+    fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Error<F::Error>> {
+        let geo = self.log.geo;
         let mut io = Io {
             flash: &mut self.log.flash,
             geo: &self.log.geo,
         };
-        // One pass: decode while every chunk's CRC is checked, and keep the
-        // result only if the whole checkpoint checked out.
+        // One pass: decode while every chunk's CRC is checked; a damaged
+        // checkpoint makes the caller start over from another one.
         let Some(mut r) = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)? else {
             return Ok(false);
         };
@@ -690,13 +753,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         let count = u16_at(&fixed, 2) as usize;
         let objects = fixed[1] as usize;
-        if fixed[0] != CKPT_VERSION || objects > MAX_OBJECTS {
+        if fixed[0] != if delta { CKPT_DELTA } else { CKPT_VERSION } || objects > MAX_OBJECTS {
             return Ok(false);
         }
         if count > MAX_SESSIONS {
             return Err(Error::TooManySessions { max: MAX_SESSIONS });
         }
-        let mut sessions: Vec<Session, MAX_SESSIONS> = Vec::new();
+        let mut deleted_count = 0;
+        if delta {
+            let mut d = [0u8; CKPT_DELTA_FIXED];
+            if !r.read(&mut io, &mut d)? {
+                return Ok(false);
+            }
+            deleted_count = u16_at(&d, 4) as usize;
+            if deleted_count > DELETED_MAX {
+                return Ok(false);
+            }
+        } else {
+            self.sessions.clear();
+        }
         for _ in 0..count {
             let mut b = [0u8; SESSION_ENCODED];
             if !r.read(&mut io, &mut b)? {
@@ -705,7 +780,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let Some(s) = Session::decode(&b) else {
                 return Ok(false);
             };
-            let _ = sessions.push(s);
+            match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
+                Some(x) => *x = s,
+                None => self
+                    .sessions
+                    .push(s)
+                    .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
+            }
+        }
+        for _ in 0..deleted_count {
+            let mut b = [0u8; 4];
+            if !r.read(&mut io, &mut b)? {
+                return Ok(false);
+            }
+            let uid = u32::from_le_bytes(b);
+            if let Some(i) = self.sessions.iter().position(|x| x.uid == uid) {
+                self.sessions.swap_remove(i);
+            }
         }
         let mut slots: Vec<ObjectSlot, MAX_OBJECTS> = Vec::new();
         for _ in 0..objects {
@@ -732,7 +823,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let Some(mem) = MemState::decode(&m) else {
             return Ok(false);
         };
-        self.sessions = sessions;
         self.objects = slots;
         self.mem = mem;
         self.next_uid = u32_at(&fixed, 4);
@@ -849,7 +939,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
                 if let Some(id) = meta.id() {
-                    self.remove_uid(uid);
+                    // Uids are never reused: this only guards a damaged image.
+                    if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
+                        self.sessions.swap_remove(i);
+                    }
                     let s = Session {
                         uid,
                         id_hash: fnv1a32(id),
@@ -862,6 +955,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         root_is_base: false,
                         oldest: sector_seq,
                         size: added,
+                        dirty: true,
                     };
                     self.sessions
                         .push(s)
@@ -877,6 +971,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     s.records = s.records.saturating_add(u16::from(meta.fixed.count));
                     s.size = s.size.saturating_add(added);
                     s.chain = s.chain.saturating_add(1);
+                    s.dirty = true;
                 }
             }
             kind::SESSION_BASE => {
@@ -901,6 +996,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     root_is_base: true,
                     oldest: b.fixed.oldest,
                     size: b.fixed.size,
+                    dirty: true,
                 };
                 match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
                     Some(x) => *x = s,
@@ -986,6 +1082,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     self.remove_uid(uid);
                 } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
                     s.flags |= FLAG_BLOCKED;
+                    s.dirty = true;
                 }
             }
             _ => {}
@@ -997,6 +1094,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
             self.sessions.swap_remove(i);
         }
+        self.note_deleted(uid);
+    }
+
+    /// Remembers a deletion for the next delta checkpoint; too many make the
+    /// next checkpoint a full one.
+    fn note_deleted(&mut self, uid: u32) {
+        if !self.deleted_since_full.contains(&uid) && self.deleted_since_full.push(uid).is_err() {
+            self.deltas_since_full = DELTAS_PER_FULL;
+        }
     }
 
     /// Flash bytes written since mount, by what they hold: chunk headers,
@@ -1005,6 +1111,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let w = &self.log.written;
         WrittenBytes {
             checkpoints: w[0],
+            delta_checkpoints: w[7],
             session_batches: w[1],
             session_bases: w[2],
             session_other: w[3],
@@ -1222,7 +1329,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
                 return Ok(false);
             }
-            self.write_checkpoint_with(Priority::Gc)?;
+            self.write_full_checkpoint(Priority::Gc)?;
         }
         // Objects in the tail are copied whole.
         let mut k = 0;
@@ -1341,41 +1448,108 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     fn checkpoint_interval(&self) -> u32 {
         self.config
             .checkpoint_interval_bytes
-            .max(16 * self.checkpoint_len())
+            .max(16 * self.delta_len())
+    }
+
+    /// Length of the delta checkpoint that would be written now.
+    fn delta_len(&self) -> u32 {
+        let dirty = self.sessions.iter().filter(|s| s.dirty).count();
+        (CKPT_FIXED
+            + CKPT_DELTA_FIXED
+            + dirty * SESSION_ENCODED
+            + self.deleted_since_full.len() * 4
+            + self.objects.len() * OBJ_ENCODED
+            + MEM_STATE_ENCODED) as u32
     }
 
     fn write_checkpoint(&mut self) -> Result<(), Error<F::Error>> {
         self.write_checkpoint_with(Priority::Maintenance)
     }
 
-    /// Writes the RAM state as a checkpoint.
+    /// Writes the RAM state as a checkpoint: a delta (the sessions changed
+    /// and deleted since the previous checkpoint, all objects and the memory
+    /// state) when that is smaller, else a full one; at most
+    /// [`DELTAS_PER_FULL`] deltas follow a full checkpoint.
     ///
     /// Power loss: until the checkpoint commits, the previous one (which is
     /// never reclaimed before a newer one exists) stays in force.
     fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
-        let len = self.checkpoint_len();
+        let delta = self.full_checkpoint != NO_ADDR
+            && self.deltas_since_full < DELTAS_PER_FULL
+            && self.delta_len() < self.checkpoint_len();
+        self.write_checkpoint_kind(p, delta)
+    }
+
+    /// Writes a full checkpoint (needed before its predecessor's sector is
+    /// released).
+    fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+        self.write_checkpoint_kind(p, false)
+    }
+
+    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Error<F::Error>> {
+        let len = if delta {
+            self.delta_len()
+        } else {
+            self.checkpoint_len()
+        };
         self.ensure_room(len, p)?;
-        let mut fixed = [0u8; CKPT_FIXED];
-        fixed[0] = CKPT_VERSION;
+        let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
+        fixed[0] = if delta { CKPT_DELTA } else { CKPT_VERSION };
         fixed[1] = self.objects.len() as u8;
-        fixed[2..4].copy_from_slice(&(self.sessions.len() as u16).to_le_bytes());
+        let count = if delta {
+            self.sessions.iter().filter(|s| s.dirty).count()
+        } else {
+            self.sessions.len()
+        };
+        fixed[2..4].copy_from_slice(&(count as u16).to_le_bytes());
         fixed[4..8].copy_from_slice(&self.next_uid.to_le_bytes());
         fixed[8..12].copy_from_slice(&self.log.tail_seq.to_le_bytes());
         fixed[12..16].copy_from_slice(&self.log.next_seq.to_le_bytes());
+        if delta {
+            fixed[16..20].copy_from_slice(&self.log.checkpoint.to_le_bytes());
+            fixed[20..22].copy_from_slice(&(self.deleted_since_full.len() as u16).to_le_bytes());
+            fixed[22..24].copy_from_slice(&((self.deltas_since_full + 1) as u16).to_le_bytes());
+        }
         let mut mem = [0u8; MEM_STATE_ENCODED];
         self.mem.encode(&mut mem);
         let mut payload = CheckpointPayload {
             fixed,
+            fixed_len: if delta {
+                CKPT_FIXED + CKPT_DELTA_FIXED
+            } else {
+                CKPT_FIXED
+            },
             sessions: &self.sessions,
+            only_dirty: delta,
+            count,
+            deleted: if delta { &self.deleted_since_full } else { &[] },
             objects: &self.objects,
             mem,
         };
+        let before = self.log.written[0];
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
+        if delta {
+            // Deltas are accounted apart from full checkpoints.
+            let n = self.log.written[0] - before;
+            self.log.written[0] = before;
+            self.log.written[7] += n;
+        }
         self.log.checkpoint = addr;
-        self.checkpoint_sector_seq = self
-            .log
-            .seq_of_sector(self.log.geo.sector_of(addr))
-            .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
+        if delta {
+            self.deltas_since_full += 1;
+        } else {
+            self.full_checkpoint = addr;
+            self.checkpoint_sector_seq = self
+                .log
+                .seq_of_sector(self.log.geo.sector_of(addr))
+                .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
+            self.deltas_since_full = 0;
+        }
+        // The next delta carries what changes after this checkpoint.
+        self.deleted_since_full.clear();
+        for s in self.sessions.iter_mut() {
+            s.dirty = false;
+        }
         self.bytes_since_checkpoint = 0;
         Ok(())
     }
@@ -1469,6 +1643,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 s.chain += 1;
                 s.records = s.records.saturating_add(records.len() as u16);
                 s.size = s.size.saturating_add(total as u32);
+                s.dirty = true;
                 i
             }
             None => {
@@ -1484,6 +1659,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     root_is_base: false,
                     oldest: sector_seq,
                     size: total as u32,
+                    dirty: true,
                 };
                 self.sessions
                     .push(s)
@@ -1511,6 +1687,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
             self.write(kind::SESSION_BLOCK, &mut payload, Priority::Maintenance)?;
             self.sessions[i].flags |= FLAG_BLOCKED;
+            self.sessions[i].dirty = true;
             return Ok(Appended {
                 compacted: false,
                 blocked: true,
@@ -1758,6 +1935,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         s.records = count as u16;
         s.size = size;
         s.oldest = oldest;
+        s.dirty = true;
         Ok(true)
     }
 
@@ -1895,6 +2073,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut payload = Slices([&uid.to_le_bytes()[..]]);
         self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
         self.sessions.swap_remove(i);
+        self.note_deleted(uid);
         Ok(())
     }
 
@@ -1907,6 +2086,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
             self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
             self.sessions.pop();
+            self.note_deleted(s.uid);
             n += 1;
         }
         Ok(n)
@@ -2250,16 +2430,60 @@ impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
 }
 
 struct CheckpointPayload<'a> {
-    fixed: [u8; CKPT_FIXED],
+    fixed: [u8; CKPT_FIXED + CKPT_DELTA_FIXED],
+    fixed_len: usize,
     sessions: &'a [Session],
+    /// A delta carries only the sessions changed since the full checkpoint.
+    only_dirty: bool,
+    /// Sessions carried.
+    count: usize,
+    deleted: &'a [u32],
     objects: &'a [ObjectSlot],
     mem: [u8; MEM_STATE_ENCODED],
 }
 
+impl CheckpointPayload<'_> {
+    fn session(&self, k: usize) -> Option<&Session> {
+        self.sessions
+            .iter()
+            .filter(|s| !self.only_dirty || s.dirty)
+            .nth(k)
+    }
+
+    /// The byte at payload offset `p`.
+    fn byte(&self, p: usize) -> Option<u8> {
+        let sessions_at = self.fixed_len;
+        let deleted_at = sessions_at + self.count * SESSION_ENCODED;
+        let objects_at = deleted_at + self.deleted.len() * 4;
+        let mem_at = objects_at + self.objects.len() * OBJ_ENCODED;
+        if p < sessions_at {
+            return self.fixed.get(p).copied();
+        }
+        if p < deleted_at {
+            let q = p - sessions_at;
+            let mut b = [0u8; SESSION_ENCODED];
+            self.session(q / SESSION_ENCODED)?.encode(&mut b);
+            return Some(b[q % SESSION_ENCODED]);
+        }
+        if p < objects_at {
+            let q = p - deleted_at;
+            return Some(self.deleted.get(q / 4)?.to_le_bytes()[q % 4]);
+        }
+        if p < mem_at {
+            let q = p - objects_at;
+            let mut b = [0u8; OBJ_ENCODED];
+            self.objects.get(q / OBJ_ENCODED)?.encode(&mut b);
+            return Some(b[q % OBJ_ENCODED]);
+        }
+        self.mem.get(p - mem_at).copied()
+    }
+}
+
 impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
     fn len(&self) -> u32 {
-        (CKPT_FIXED
-            + self.sessions.len() * SESSION_ENCODED
+        (self.fixed_len
+            + self.count * SESSION_ENCODED
+            + self.deleted.len() * 4
             + self.objects.len() * OBJ_ENCODED
             + MEM_STATE_ENCODED) as u32
     }
@@ -2270,48 +2494,14 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
         offset: u32,
         out: &mut [u8],
     ) -> Result<(), Error<F::Error>> {
-        let mut done = 0;
-        while done < out.len() {
-            let p = offset as usize + done;
-            if p < CKPT_FIXED {
-                let n = (CKPT_FIXED - p).min(out.len() - done);
-                out[done..done + n].copy_from_slice(&self.fixed[p..p + n]);
-                done += n;
-            } else if p < CKPT_FIXED + self.sessions.len() * SESSION_ENCODED {
-                let k = (p - CKPT_FIXED) / SESSION_ENCODED;
-                let j = (p - CKPT_FIXED) % SESSION_ENCODED;
-                let mut b = [0u8; SESSION_ENCODED];
-                self.sessions
-                    .get(k)
-                    .ok_or(Error::LogicBug("checkpoint payload overrun"))?
-                    .encode(&mut b);
-                let n = (SESSION_ENCODED - j).min(out.len() - done);
-                out[done..done + n].copy_from_slice(&b[j..j + n]);
-                done += n;
-            } else if p
-                >= CKPT_FIXED
-                    + self.sessions.len() * SESSION_ENCODED
-                    + self.objects.len() * OBJ_ENCODED
-            {
-                let j = p
-                    - CKPT_FIXED
-                    - self.sessions.len() * SESSION_ENCODED
-                    - self.objects.len() * OBJ_ENCODED;
-                let n = (MEM_STATE_ENCODED - j).min(out.len() - done);
-                out[done..done + n].copy_from_slice(&self.mem[j..j + n]);
-                done += n;
-            } else {
-                let q = p - CKPT_FIXED - self.sessions.len() * SESSION_ENCODED;
-                let (k, j) = (q / OBJ_ENCODED, q % OBJ_ENCODED);
-                let mut b = [0u8; OBJ_ENCODED];
-                self.objects
-                    .get(k)
-                    .ok_or(Error::LogicBug("checkpoint payload overrun"))?
-                    .encode(&mut b);
-                let n = (OBJ_ENCODED - j).min(out.len() - done);
-                out[done..done + n].copy_from_slice(&b[j..j + n]);
-                done += n;
-            }
+        // Sessions are encoded a whole entry at a time.
+        let mut k = 0;
+        while k < out.len() {
+            let p = offset as usize + k;
+            out[k] = self
+                .byte(p)
+                .ok_or(Error::LogicBug("checkpoint payload overrun"))?;
+            k += 1;
         }
         Ok(())
     }
