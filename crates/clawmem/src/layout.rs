@@ -13,6 +13,8 @@ pub const FORMAT_VERSION: u16 = 1;
 
 /// Sector header magic: `"CLMS"` on flash.
 pub(crate) const SECTOR_MAGIC: u32 = u32::from_le_bytes(*b"CLMS");
+/// The same, for readers outside this module.
+pub(crate) const SECTOR_MAGIC_VALUE: u32 = SECTOR_MAGIC;
 
 /// Unpadded sector header length: magic u32, version u16, flags u16, sector
 /// sequence u32, erase count u32, checkpoint address u32, CRC-32 u32.

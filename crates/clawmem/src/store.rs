@@ -65,7 +65,7 @@ impl Default for Config {
         Config {
             session_size_limit_bytes: crate::turns::SESSION_SIZE_LIMIT as u32,
             max_session_id_bytes: MAX_SESSION_ID_BYTES,
-            checkpoint_interval_bytes: 32 * 1024,
+            checkpoint_interval_bytes: 28 * 1024,
             profile_max_bytes: crate::profile::DEFAULT_MAX_BYTES,
             memory: MemoryConfig::default(),
         }
@@ -498,31 +498,82 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             batch_bytes: 0,
         };
         let mut report = MountReport::default();
-        // 1. Sector headers: find the head.
+        // 1. Sector headers: find the head. A first pass reads 12 bytes of
+        // each (magic, version, flags, sequence) and checks only the
+        // winner's CRC; if that fails, a second pass checks every header.
         let mut newest: Option<(u32, u32, u32, u32)> = None;
         let mut all_erased = true;
+        let mut best: Option<(u32, u32)> = None;
         for i in 0..geo.count {
             report.sector_headers += 1;
-            match log.io().sector_header(i)? {
-                SectorHeader::Valid {
+            let mut b = [0u8; 12];
+            log.io().read(geo.sector_start(i), &mut b)?;
+            if b.iter().all(|x| *x == 0xFF) {
+                continue;
+            }
+            all_erased = false;
+            if u32_at(&b, 0) != crate::layout::SECTOR_MAGIC_VALUE {
+                continue;
+            }
+            let version = u16_at(&b, 4);
+            if version > crate::layout::FORMAT_VERSION {
+                if let SectorHeader::Newer { version } = log.io().sector_header(i)? {
+                    return Err(Error::UnsupportedVersion {
+                        found: version,
+                        supported: crate::layout::FORMAT_VERSION,
+                    });
+                }
+                continue;
+            }
+            let seq = u32_at(&b, 8);
+            if version == crate::layout::FORMAT_VERSION && best.is_none_or(|(_, s)| seq > s) {
+                best = Some((i, seq));
+            }
+        }
+        if let Some((i, seq)) = best {
+            if let SectorHeader::Valid {
+                seq: s,
+                erase_count,
+                checkpoint,
+                ..
+            } = log.io().sector_header(i)?
+            {
+                if s == seq {
+                    newest = Some((i, seq, erase_count, checkpoint));
+                }
+            }
+        }
+        if newest.is_none() && best.is_some() {
+            for i in 0..geo.count {
+                report.sector_headers += 1;
+                if let SectorHeader::Valid {
                     seq,
                     erase_count,
                     checkpoint,
                     ..
-                } => {
-                    all_erased = false;
+                } = log.io().sector_header(i)?
+                {
                     if newest.is_none_or(|n| seq > n.1) {
                         newest = Some((i, seq, erase_count, checkpoint));
                     }
                 }
-                SectorHeader::Newer { version } => {
-                    return Err(Error::UnsupportedVersion {
-                        found: version,
-                        supported: crate::layout::FORMAT_VERSION,
-                    })
+            }
+        }
+        if newest.is_none() && mode == MountMode::FormatIfBlank && all_erased {
+            // Formatting is only for a partition that is erased through and
+            // through, never for a foreign one.
+            let mut io = log.io();
+            let mut buf = [0u8; 64];
+            for i in 0..geo.count {
+                let start = geo.sector_start(i);
+                let mut at = start;
+                while at < start + geo.sector {
+                    io.read(at, &mut buf)?;
+                    if buf.iter().any(|x| *x != 0xFF) {
+                        return Err(Error::NotFormatted);
+                    }
+                    at += buf.len() as u32;
                 }
-                SectorHeader::Erased => {}
-                SectorHeader::Invalid => all_erased = false,
             }
         }
         let Some((head, head_seq, head_erase_count, header_checkpoint)) = newest else {
