@@ -104,3 +104,46 @@ fn long_run_wraps_the_ring_and_keeps_everything() {
     let stats = store.flash().flash().stats();
     println!("{}", stats.to_json());
 }
+
+#[test]
+fn the_smallest_sectors_and_the_largest_words_work() {
+    use clawmem_sim::{Geometry, Model, Nor, WriteRule};
+    let t = Preset::Generic.default_model().timings;
+    // 128-byte sectors with 1-byte writes (32-byte words are swept in
+    // power_loss.rs).
+    let cfg = Config {
+        session_size_limit_bytes: 300,
+        ..Config::default()
+    };
+    let model = Model::custom(Geometry::new(1, 128, 256).unwrap(), WriteRule::Unlimited, t);
+    let flash = Nor::<1, 128, true>::new(SimFlash::new(model)).unwrap();
+    let mut store = Store::<_, 8>::format(flash, cfg).unwrap();
+    let mut expected = Vec::new();
+    for n in 0..400u32 {
+        let body = format!("{{\"n\":{n},\"p\":\"{}\"}}", "s".repeat((n % 50) as usize));
+        let out = store.append("chat:small", &[user(&body)], true).unwrap();
+        expected.push(body);
+        if out.blocked || n % 5 == 4 {
+            store.delete_session("chat:small").unwrap();
+            expected.clear();
+        }
+        if n % 97 == 0 {
+            let flash = store.into_flash();
+            store = Store::<_, 8>::mount(flash, cfg, MountMode::ExistingOnly).unwrap();
+        }
+    }
+    store.check().unwrap();
+    assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+    assert!(store.flash().flash().stats().erase_count_max() >= 2);
+    let mut buf = vec![0u8; 8192];
+    if !expected.is_empty() {
+        let h = store
+            .history("chat:small", BackendFormat::Unknown, &mut buf)
+            .unwrap();
+        let got: Vec<String> = h
+            .iter()
+            .map(|r| String::from_utf8(r.body.to_vec()).unwrap())
+            .collect();
+        assert_eq!(got, expected);
+    }
+}
