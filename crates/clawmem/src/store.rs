@@ -990,6 +990,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
                 if let Some(id) = meta.id() {
+                    // The session's name comes from here: trust it only if
+                    // the batch checks out (a flipped id byte must not make
+                    // it answer to another name).
+                    if self.log.verify(addr)?.is_none() {
+                        return Err(Error::Corrupted {
+                            address: addr,
+                            what: "a session's first batch failed its checksum",
+                        });
+                    }
                     // Uids are never reused: this only guards a damaged image.
                     if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
                         self.sessions.swap_remove(i);
@@ -1035,10 +1044,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     .stream_advance(addr + CHUNK_HEADER_LEN, BASE_FIXED);
                 self.log.io().read_stream(at, &mut id[..n])?;
                 self.next_uid = self.next_uid.max(b.fixed.uid.wrapping_add(1));
+                // A base is written for a session that exists: its name is
+                // the one the table has (the base's copy is not trusted
+                // unchecked); a base for an unknown session is damage.
+                let Some(known) = self.sessions.iter().find(|x| x.uid == b.fixed.uid) else {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a session base for no known session",
+                    });
+                };
+                if known.id_hash != fnv1a32(&id[..n]) || known.id_len as usize != n {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a session base names another session",
+                    });
+                }
                 let s = Session {
                     uid: b.fixed.uid,
-                    id_hash: fnv1a32(&id[..n]),
-                    id_len: n as u8,
+                    id_hash: known.id_hash,
+                    id_len: known.id_len,
                     flags: b.fixed.flags,
                     records: b.fixed.count as u16,
                     chain: 0,
