@@ -142,6 +142,7 @@ fn every_single_bit_flip_of_the_used_region() {
     };
     let mut flips = 0u64;
     let mut total_lost = 0usize;
+    let mut spread = BTreeMap::new();
     // Every bit of every written byte.
     for addr in 0..used {
         for bit in 0..8u8 {
@@ -149,9 +150,14 @@ fn every_single_bit_flip_of_the_used_region() {
             img.flip_bit(addr, bit).unwrap();
             let (_, lost) = read_back(&r, img, &format!("flip 0x{addr:x} bit {bit}"));
             total_lost += lost;
+            *spread.entry(lost.min(10)).or_insert(0u64) += 1;
+            if lost >= 10 && std::env::var("BITROT_DEBUG").is_ok() {
+                println!("big loss {lost} at 0x{addr:x} bit {bit}");
+            }
             flips += 1;
         }
     }
     println!("{flips} single-bit flips over {used} written bytes; {total_lost} records or documents reported lost in total");
+    println!("flips by records lost (10 = 10 or more): {spread:?}");
     assert!(flips > 40_000);
 }

@@ -32,6 +32,24 @@ pub(crate) struct RecordInfo {
     pub segment: usize,
     /// Offset of the body in its batch's payload (batches only).
     pub offset: u32,
+    /// The index entry or batch meta describing this record is damaged:
+    /// nothing else in it can be used.
+    pub damaged: bool,
+}
+
+impl RecordInfo {
+    fn damaged(segment: usize) -> RecordInfo {
+        RecordInfo {
+            kind: RecordType::User,
+            format: BackendFormat::Unknown,
+            len: 0,
+            addr: 0,
+            crc: None,
+            segment,
+            offset: 0,
+            damaged: true,
+        }
+    }
 }
 
 /// Where a base's sections are.
@@ -42,6 +60,8 @@ pub(crate) struct BaseLayout {
     pub entries: u32,
     /// Stream address of the first per-record CRC.
     pub crcs: u32,
+    /// Whether the CHDX header checked out.
+    pub header_ok: bool,
 }
 
 /// Reads the fixed part of a chunk's payload and checks the chunk header.
@@ -63,7 +83,9 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
     Ok(h)
 }
 
-/// Reads a base's layout from its first chunk at `addr`.
+/// Reads a base's layout from its first chunk at `addr`. A damaged CHDX
+/// header is reported in [`BaseLayout::header_ok`], not as an error: the
+/// entries after it are still validated one by one.
 pub(crate) fn read_base<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
@@ -79,16 +101,14 @@ pub(crate) fn read_base<F: NorFlash>(
     })?;
     let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
     io.read_stream(hdr_at, &mut b[..CHDX_HEADER_SIZE])?;
-    crate::chdx::check_header(&b[..CHDX_HEADER_SIZE]).map_err(|_| Error::Corrupted {
-        address: hdr_at,
-        what: "session index has a bad CHDX header (magic, version or entry size)",
-    })?;
+    let header_ok = crate::chdx::check_header(&b[..CHDX_HEADER_SIZE]).is_ok();
     let entries = io.stream_advance(hdr_at, CHDX_HEADER_SIZE as u32);
     let crcs = io.stream_advance(entries, f.count * CHDX_ENTRY_SIZE as u32);
     Ok(BaseLayout {
         fixed: f,
         entries,
         crcs,
+        header_ok,
     })
 }
 
@@ -264,6 +284,56 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// Finds a session's chain again by scanning the log (the ring from the
+    /// tail to the head) for the batches of its uid after its root: the
+    /// repair when a "previous" pointer is damaged. Bounded by the ring.
+    pub fn scan<F: NorFlash>(
+        io: &mut Io<'_, F>,
+        s: &Session,
+        ring: RingView,
+    ) -> Result<Chain, Error<F::Error>> {
+        let mut addrs = [0u32; CHAIN_MAX + 1];
+        addrs[0] = s.root;
+        let mut n = 1;
+        let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
+        let geo = *io.geo;
+        let used = ring
+            .head_seq
+            .wrapping_sub(ring.tail_seq)
+            .wrapping_add(1)
+            .min(geo.count);
+        for k in 0..used {
+            let sector = (ring.head + geo.count - (used - 1 - k)) % geo.count;
+            let end = geo.sector_start(sector) + geo.sector;
+            let mut pos = geo.first_chunk(sector);
+            while pos + CHUNK_HEADER_LEN <= end {
+                let Some(h) = io.chunk_header(pos)? else {
+                    break;
+                };
+                let size = geo.chunk_size(h.len);
+                if pos + size > end {
+                    break;
+                }
+                if h.kind == kind::SESSION_BATCH
+                    && h.is_first()
+                    && pos != s.root
+                    && h.seq > root_seq
+                {
+                    let mut f = [0u8; BATCH_FIXED as usize];
+                    io.read_stream(pos + CHUNK_HEADER_LEN, &mut f)?;
+                    if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n <= CHAIN_MAX {
+                        addrs[n] = pos;
+                        n += 1;
+                    }
+                }
+                pos += size;
+            }
+        }
+        Ok(Chain { addrs, len: n })
+    }
+}
+
 /// Reads a session's records in order: the root's (base entries or first
 /// batch), then each chained batch's.
 #[derive(Clone)]
@@ -275,14 +345,53 @@ pub(crate) struct Records {
     index: u32,
     meta: Option<BatchMeta>,
     body_offset: u32,
+    /// Something was damaged: the index needs rebuilding from the log.
+    degraded: bool,
+    /// Chain segments to skip (found damaged), one bit each.
+    skip: u64,
+}
+
+/// Where the ring is, for a rescan of the log.
+#[derive(Clone, Copy)]
+pub(crate) struct RingView {
+    pub head: u32,
+    pub head_seq: u32,
+    pub tail_seq: u32,
 }
 
 impl Records {
-    /// Starts at the first record of `s`.
-    pub fn new<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Records, Error<F::Error>> {
-        let chain = Chain::collect(io, s)?;
+    /// Starts at the first record of `s`. A damaged chain or index does not
+    /// fail: with `ring`, the chain is found again by scanning the log for the
+    /// session's batches; damaged entries come back as damaged records; and
+    /// [`degraded`](Self::degraded) tells the caller to rebuild the index.
+    pub fn new<F: NorFlash>(
+        io: &mut Io<'_, F>,
+        s: &Session,
+        ring: Option<RingView>,
+    ) -> Result<Records, Error<F::Error>> {
+        let mut degraded = false;
+        let chain = match (Chain::collect(io, s), ring) {
+            (Ok(c), _) => c,
+            (Err(Error::Flash(e)), _) => return Err(Error::Flash(e)),
+            (Err(e), None) => return Err(e),
+            (Err(_), Some(ring)) => {
+                degraded = true;
+                Chain::scan(io, s, ring)?
+            }
+        };
         let base = if s.root_is_base {
-            Some(read_base(io, s.root)?)
+            match read_base(io, s.root) {
+                Ok(b) => {
+                    degraded |= !b.header_ok;
+                    Some(b)
+                }
+                Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+                Err(e) if ring.is_none() => return Err(e),
+                Err(_) => {
+                    degraded = true;
+                    None
+                }
+            }
         } else {
             None
         };
@@ -294,7 +403,22 @@ impl Records {
             index: 0,
             meta: None,
             body_offset: 0,
+            degraded,
+            skip: 0,
         })
+    }
+
+    /// Whether damage was found: the caller should rebuild the index.
+    pub fn degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// Skips chain segment `k` from now on (its batch failed its check).
+    pub fn skip_segment(&mut self, k: usize) {
+        if k < 64 {
+            self.skip |= 1 << k;
+            self.degraded = true;
+        }
     }
 
     /// The chain (root first).
@@ -319,8 +443,19 @@ impl Records {
             if self.segment >= self.chain.len {
                 return Ok(None);
             }
+            if self.segment < 64 && self.skip & (1 << self.segment) != 0 {
+                self.segment += 1;
+                self.index = 0;
+                self.meta = None;
+                continue;
+            }
             if self.segment == 0 && self.root_is_base {
-                let b = self.base.as_ref().ok_or(Error::LogicBug("base not read"))?;
+                let Some(b) = self.base.as_ref() else {
+                    // The base itself is unreadable: its records are lost.
+                    self.segment += 1;
+                    self.index = 0;
+                    return Ok(Some(RecordInfo::damaged(0)));
+                };
                 if self.index >= b.fixed.count {
                     self.segment += 1;
                     self.index = 0;
@@ -333,20 +468,21 @@ impl Records {
                 let cat = io.stream_advance(b.crcs, self.index * 4);
                 io.read_stream(cat, &mut c)?;
                 let raw = RawEntry::decode(&e);
-                let entry_at = self.chain.addrs[0];
-                let (kind, format) =
-                    raw.check_fields(self.index as usize)
-                        .map_err(|_| Error::Corrupted {
-                            address: entry_at,
-                            what: "session index entry has a bad type or format",
-                        })?;
-                if raw.length < 2 || raw.offset >= io.geo.capacity() {
-                    return Err(Error::Corrupted {
-                        address: entry_at,
-                        what: "session index entry is out of bounds",
-                    });
-                }
                 self.index += 1;
+                let fields = raw.check_fields(self.index as usize - 1);
+                let bounded = raw.length >= 2
+                    && raw.offset < io.geo.capacity()
+                    && raw.length - 1 <= io.geo.capacity();
+                let Ok((kind, format)) =
+                    fields
+                        .map_err(|_| ())
+                        .and_then(|k| if bounded { Ok(k) } else { Err(()) })
+                else {
+                    // This entry is damaged: this record is lost, the others
+                    // are still read (and the index gets rebuilt).
+                    self.degraded = true;
+                    return Ok(Some(RecordInfo::damaged(0)));
+                };
                 return Ok(Some(RecordInfo {
                     kind,
                     format,
@@ -355,14 +491,26 @@ impl Records {
                     crc: Some(u32::from_le_bytes(c)),
                     segment: 0,
                     offset: 0,
+                    damaged: false,
                 }));
             }
             let addr = self.chain.addrs[self.segment];
             if self.meta.is_none() {
-                let meta = BatchMeta::read(io, addr)?;
-                self.body_offset = meta.len as u32;
-                self.meta = Some(meta);
-                self.index = 0;
+                match BatchMeta::read(io, addr) {
+                    Ok(meta) => {
+                        self.body_offset = meta.len as u32;
+                        self.meta = Some(meta);
+                        self.index = 0;
+                    }
+                    Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+                    Err(_) => {
+                        // The batch's meta is damaged: its records are lost.
+                        self.degraded = true;
+                        let seg = self.segment;
+                        self.segment += 1;
+                        return Ok(Some(RecordInfo::damaged(seg)));
+                    }
+                }
             }
             let meta = self.meta.as_ref().ok_or(Error::LogicBug("meta missing"))?;
             let found = meta.records().nth(self.index as usize);
@@ -380,6 +528,7 @@ impl Records {
                         crc: None,
                         segment: self.segment,
                         offset,
+                        damaged: false,
                     }));
                 }
                 None => {

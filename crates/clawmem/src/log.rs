@@ -574,6 +574,23 @@ impl<F: NorFlash> Log<F> {
         }
     }
 
+    /// After damage, the next sound chunk of `sector` at or after `from`
+    /// (its header decodes, it fits, its CRC checks out), searched word by
+    /// word. Bounded by the sector; used only when damage is found.
+    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Error<F::Error>> {
+        let end = self.geo.sector_start(sector) + self.geo.sector;
+        let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
+        while p + CHUNK_HEADER_LEN <= end {
+            if let Slot::Chunk(c) = self.slot_at(sector, p)? {
+                if self.crc_ok(&c)? {
+                    return Ok(Some(p));
+                }
+            }
+            p += self.geo.write;
+        }
+        Ok(None)
+    }
+
     /// Checks the chunk's CRC.
     pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Error<F::Error>> {
         let mut io = Io {

@@ -25,7 +25,7 @@ pub use memory::{MemoryConfig, Stored, UnknownLabelError};
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{
-    read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records, VerifiedReader,
+    read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records, RingView, VerifiedReader,
 };
 use crate::error::Error;
 use crate::layout::{
@@ -619,8 +619,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     break;
                 }
                 Slot::Damaged => {
-                    report.sealed_head = true;
-                    break;
+                    // Damage at rest followed by sound chunks: go on after it.
+                    // Damage at the end is a torn write: seal the sector.
+                    let from = last.map_or(pos, |c| c.address) + geo.write;
+                    match log.resync(head, from)? {
+                        Some(p) if p > pos || last.is_none_or(|c| p > c.address) => {
+                            pos = p;
+                            continue;
+                        }
+                        _ => {
+                            report.sealed_head = true;
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -911,6 +922,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             // The slot after the current chunk, read once for both the
             // "last in its sector" test and the next step.
             let mut lookahead: Option<Slot> = None;
+            let mut last_start: Option<u32> = None;
             loop {
                 if sector == self.log.head && pos >= head_end {
                     break;
@@ -921,8 +933,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 };
                 let c = match slot {
                     Slot::Chunk(c) => c,
-                    Slot::End | Slot::Damaged => break,
+                    Slot::End => break,
+                    Slot::Damaged => {
+                        // Damage at rest: find the next sound chunk after the
+                        // last one applied, so that the damage stays confined.
+                        let from = last_start.map_or(pos, |a| a) + geo.write;
+                        match self.log.resync(sector, from)? {
+                            Some(p) if p != pos => {
+                                self.mount_report.ignored_batches += 1;
+                                pos = p;
+                                continue;
+                            }
+                            _ => break,
+                        }
+                    }
                 };
+                last_start = Some(pos);
                 let next = pos + geo.chunk_size(c.header.len);
                 let is_last_in_sector = if sector == self.log.head && next >= head_end {
                     false
@@ -1021,12 +1047,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         .push(s)
                         .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
                 } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
-                    if meta.fixed.prev != s.head {
-                        return Err(Error::Corrupted {
-                            address: addr,
-                            what: "a batch does not follow its session's head",
-                        });
-                    }
+                    // A batch whose back pointer does not lead to the head is
+                    // damaged (or follows a damaged one): it still becomes the
+                    // head, and a read finds the chain again by scanning the
+                    // log and rebuilds the index; ignoring it would lose every
+                    // later batch of the session too.
                     s.head = addr;
                     s.records = s.records.saturating_add(u16::from(meta.fixed.count));
                     s.size = s.size.saturating_add(added);
@@ -1193,6 +1218,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: w[4],
             memory_items: w[5],
             memory_other: w[6],
+        }
+    }
+
+    /// The ring, for rescanning the log after damage.
+    fn ring_view(&self) -> RingView {
+        RingView {
+            head: self.log.head,
+            head_seq: self.log.head_seq,
+            tail_seq: self.log.tail_seq,
         }
     }
 
@@ -1752,10 +1786,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// ESP-Claw's turn-aware compaction of session `i`.
     fn compact_turns(&mut self, i: usize) -> Result<Appended, Error<F::Error>> {
         let s = self.sessions[i];
-        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
         while let Some(r) = recs.next(&mut self.log.io())? {
-            plan.push(r.kind, u64::from(r.len));
+            if !r.damaged {
+                plan.push(r.kind, u64::from(r.len));
+            }
         }
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
@@ -1802,15 +1839,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         let i = self.find(session)?.ok_or(Error::NotFound)?;
         let s = self.sessions[i];
-        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut turns = TurnCursor::new();
         while let Some(r) = recs.next(&mut self.log.io())? {
-            turns.advance(r.kind);
+            if !r.damaged {
+                turns.advance(r.kind);
+            }
         }
         let mut finder = SummaryCutFinder::new(turns.turns(), keep_turns);
         recs.rewind();
         while let Some(r) = recs.next(&mut self.log.io())? {
-            finder.push(r.kind, u64::from(r.len));
+            if !r.damaged {
+                finder.push(r.kind, u64::from(r.len));
+            }
         }
         let Some(cut) = finder.finish() else {
             return Ok(false);
@@ -1909,18 +1951,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             sector: self.log.geo.sector,
         };
         let s = self.sessions[i];
-        let mut recs = Records::new(&mut self.log.io(), &s)?;
-        // Check the batches whose bodies will be referenced or copied.
+        let ring_view = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring_view))?;
+        // Check the batches whose bodies will be referenced or copied; a
+        // damaged one is left out (its records are lost, the rest kept).
         for k in 0..recs.chain().len {
             let addr = recs.chain().addrs[k];
             if k == 0 && s.root_is_base {
                 continue;
             }
             if self.log.verify(addr)?.is_none() {
-                return Err(Error::Corrupted {
-                    address: addr,
-                    what: "a session batch failed its checksum",
-                });
+                recs.skip_segment(k);
             }
         }
         // Pre-pass: what is kept.
@@ -1931,6 +1972,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // The oldest sector a referenced body starts in (u32::MAX: none).
         let mut oldest_ref = u32::MAX;
         while let Some(r) = recs.next(&mut self.log.io())? {
+            if r.damaged {
+                continue;
+            }
             if state.keep(keep, r.kind) {
                 count += 1;
                 size += r.len + 1;
@@ -2034,7 +2078,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if buf.len() < needed {
             return Err(Error::BufferTooSmall { needed });
         }
-        let mut recs = Records::new(&mut self.log.io(), &s)?;
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut at = 0usize;
         let mut count = 0u32;
         let mut damaged = 0u32;
@@ -2046,6 +2091,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // A batch of the chain is read once, front to back, its CRCs checked
         // on the way (meta included); a base's bodies have their own CRCs.
         let mut reader: Option<VerifiedReader> = None;
+        let mut seg_broken = false;
         loop {
             let next = recs.next(&mut self.log.io())?;
             let seg = next.map(|r| r.segment);
@@ -2062,20 +2108,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     cur_seg = seg;
                     seg_start = at;
                     seg_records = 0;
-                    if !(seg == 0 && s.root_is_base) {
+                    seg_broken = false;
+                    let base_segment = seg == 0 && s.root_is_base;
+                    let damaged_meta = next.is_some_and(|r| r.damaged);
+                    if !base_segment && !damaged_meta {
                         let addr = recs.chain().addrs[seg];
                         reader =
                             VerifiedReader::new(&mut self.log.io(), addr, kind::SESSION_BATCH)?;
-                        if reader.is_none() {
-                            return Err(Error::Corrupted {
-                                address: addr,
-                                what: "a session batch is missing",
-                            });
-                        }
+                        // A batch whose header is gone: its records are lost.
+                        seg_broken = reader.is_none();
                     }
                 }
             }
             let Some(r) = next else { break };
+            if r.damaged || seg_broken {
+                damaged += 1;
+                continue;
+            }
             let body = at + HIST_HEADER;
             let end = body + r.len as usize;
             let dst = buf
@@ -2127,6 +2176,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             at = body + len;
             count += 1;
             seg_records += 1;
+        }
+        if recs.degraded() || damaged > 0 {
+            // The index or the chain was damaged: rebuild the index from what
+            // the log still holds, so that the next read is whole again and
+            // nothing points at the damage. A failure here (no room) leaves
+            // the session as it is; the read still answers.
+            let _ = self.rewrite_base(i, Keep::All, None, Embed::None, Priority::Maintenance);
         }
         if count == 0 {
             return Err(Error::NotFound);
@@ -2389,7 +2445,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     what: "a session's oldest sector is outside the ring",
                 });
             }
-            let mut recs = Records::new(&mut self.log.io(), &s)?;
+            let mut recs = Records::new(&mut self.log.io(), &s, None)?;
             if recs.chain().len != s.chain as usize + 1 {
                 return Err(Error::Corrupted {
                     address: s.head,
@@ -2398,6 +2454,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             let (mut n, mut size) = (0u32, 0u32);
             while let Some(r) = recs.next(&mut self.log.io())? {
+                if r.damaged || recs.degraded() {
+                    return Err(Error::Corrupted {
+                        address: s.root,
+                        what: "a session's index or chain is damaged",
+                    });
+                }
                 n += 1;
                 size += r.len + 1;
                 let sector_seq = self.log.seq_of_sector(geo.sector_of(r.addr));
@@ -2684,6 +2746,9 @@ impl<'r> BasePayload<'_, 'r> {
                     .recs
                     .next(io)?
                     .ok_or(Error::LogicBug("base sweep ran out of records"))?;
+                if r.damaged {
+                    continue;
+                }
                 if sweep.state.keep(keep, r.kind) {
                     sweep.cur = Some(r);
                     break;
