@@ -161,3 +161,75 @@ fn every_single_bit_flip_of_the_used_region() {
     println!("flips by records lost (10 = 10 or more): {spread:?}");
     assert!(flips > 40_000);
 }
+
+fn exercise(image: SimFlash) {
+    let flash = Esp32Flash::new(image).unwrap();
+    let Ok(mut store) = S::mount(flash, config(), MountMode::ExistingOnly) else {
+        return;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    for id in ["chat:rot:0", "chat:rot:1", "chat:rot:2", "chat:none"] {
+        let _ = store.history(id, BackendFormat::AnthropicCompatible, &mut buf);
+    }
+    let _ = store.for_each_session(|_, _| {});
+    let _ = store.memory_list(|_| {});
+    let _ = store.memory_catalog(|_, _| {});
+    let _ = store.memory_recall(&["facts"], 8, 99, |_| {});
+    let mut md = String::new();
+    let _ = store.write_memory_md(&mut md);
+    let mut doc = vec![0u8; 4096];
+    let _ = store.profile_read(ProfileDoc::User, &mut doc);
+    let _ = store.append(
+        "chat:rot:1",
+        &[Record {
+            kind: RecordType::User,
+            format: BackendFormat::Unknown,
+            body: b"{\"after\":1}",
+        }],
+        true,
+    );
+    let _ = store.memory_store(
+        &ItemInput::new("after the damage").tags("facts"),
+        100,
+        false,
+    );
+    let _ = store.check();
+}
+
+#[test]
+fn random_damage_never_panics_or_hangs() {
+    let r = reference();
+    let img = r.image.image();
+    let used = img.iter().rposition(|b| *b != 0xFF).unwrap_or(0) + 1;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    for case in 0..1500u32 {
+        let mut bytes = img.clone();
+        let n = 1 + rnd(48) as usize;
+        for _ in 0..n {
+            let last = bytes.len() - 1;
+            let at = (rnd(used as u64 + 64) as usize).min(last);
+            bytes[at] = rnd(256) as u8;
+        }
+        let sim = SimFlash::from_image(r.image.model(), &bytes).unwrap();
+        let result = std::panic::catch_unwind(|| exercise(sim));
+        assert!(result.is_ok(), "case {case} panicked");
+    }
+    // Entirely random images, and random bytes after valid sector headers.
+    for case in 0..300u32 {
+        let mut bytes: Vec<u8> = (0..img.len()).map(|_| rnd(256) as u8).collect();
+        if case % 2 == 0 {
+            for s in 0..16 {
+                bytes[s * 4096..s * 4096 + 24].copy_from_slice(&img[s * 4096..s * 4096 + 24]);
+            }
+        }
+        let sim = SimFlash::from_image(r.image.model(), &bytes).unwrap();
+        let result = std::panic::catch_unwind(|| exercise(sim));
+        assert!(result.is_ok(), "random image {case} panicked");
+    }
+}

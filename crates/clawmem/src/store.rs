@@ -2074,7 +2074,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.check_id(session)?;
         let i = self.find(session)?.ok_or(Error::NotFound)?;
         let s = self.sessions[i];
-        let needed = s.size as usize - s.records as usize + HIST_HEADER * s.records as usize;
+        let needed =
+            (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
         if buf.len() < needed {
             return Err(Error::BufferTooSmall { needed });
         }
