@@ -545,3 +545,55 @@ fn stage_note_lists_the_labels_memory_writes_touched() {
     assert!(store.write_memory_stage_note(&mut note).unwrap());
     assert_eq!(note, "Memory update: [diet;health]");
 }
+
+#[test]
+fn catalog_read_cost_is_measured() {
+    let mut store = S::format(flash(64), config()).unwrap();
+    for n in 0..60u32 {
+        store
+            .memory_store(
+                &ItemInput::new(&format!("fact {n}: the user mentioned topic {n}"))
+                    .tags(&format!("topic_{}", n % 12)),
+                n,
+                false,
+            )
+            .unwrap();
+    }
+    store.memory_compact().unwrap();
+    let b0 = store.flash().flash().stats().read_bytes;
+    store.memory_len().unwrap();
+    println!(
+        "active set: {} B",
+        store.flash().flash().stats().read_bytes - b0
+    );
+    let before = store.flash().flash().stats().read_bytes;
+    let mut prompt = String::new();
+    store.write_memory_prompt(&mut prompt).unwrap();
+    let read = store.flash().flash().stats().read_bytes - before;
+    println!("catalog of 12 labels over 60 items: {read} B read");
+    assert!(prompt.contains("- topic_11\n"));
+    // The index carries the catalog: reading it costs the index, not the
+    // items.
+    assert!(read < 4096, "{read}");
+    // Changes since the index are applied on top of it.
+    let mut first_topic0 = None;
+    store
+        .memory_list(|i| {
+            if i.tags() == "topic_0" && first_topic0.is_none() {
+                first_topic0 = Some(i.id());
+            }
+        })
+        .unwrap();
+    store.memory_forget(first_topic0.unwrap()).unwrap();
+    store
+        .memory_store(&ItemInput::new("a brand new fact").tags("fresh"), 99, false)
+        .unwrap();
+    let mut cat = Vec::new();
+    store
+        .memory_catalog(|l, n| cat.push((l.to_string(), n)))
+        .unwrap();
+    assert_eq!(cat[0], ("topic_0".to_string(), 4));
+    assert_eq!(cat[1], ("topic_1".to_string(), 5));
+    assert_eq!(cat.last().unwrap(), &("fresh".to_string(), 1));
+    assert_eq!(cat.len(), 13);
+}

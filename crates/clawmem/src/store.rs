@@ -1137,7 +1137,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 self.mem.oldest = self.mem.oldest.min(sector_seq);
             }
             kind::MEM_INDEX => {
-                let mut b = [0u8; 16];
+                let mut b = [0u8; 20];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
                 self.mem = MemState {
                     root: addr,

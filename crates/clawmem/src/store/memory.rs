@@ -45,8 +45,11 @@ const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + MEM_CHAIN_MAX;
 /// A put's payload before the item: prev u32, origin u32 (the id it
 /// replaces), root u32 (the first id of its lineage).
 const PUT_FIXED: u32 = 12;
-/// An index's payload before its entries: prev, next id, count, oldest.
-const INDEX_FIXED: u32 = 16;
+/// An index's payload before its entries: prev, next id, count, oldest,
+/// catalog length (`NO_ADDR`: no catalog, it did not fit).
+const INDEX_FIXED: u32 = 20;
+/// Most bytes of label catalog an index carries.
+const CATALOG_MAX: usize = 1024;
 /// One index entry: id u32, put address u32, updated_at u32, access u16,
 /// label bloom u16.
 const INDEX_ENTRY: u32 = 16;
@@ -133,6 +136,39 @@ impl MemState {
         };
         (s.chain as usize <= MEM_CHAIN_MAX && s.next_id >= 1).then_some(s)
     }
+}
+
+/// A label's change in references since the index was written.
+struct LabelDelta {
+    hash: u32,
+    change: i32,
+    /// A put that carries the label.
+    addr: u32,
+    /// Whether the index's catalog has the label.
+    used: bool,
+}
+
+/// Adds one reference to `label` in the catalog encoded in `buf[..len]`;
+/// the new length, or `None` if it does not fit.
+fn catalog_add(buf: &mut [u8; CATALOG_MAX], len: usize, label: &str) -> Option<usize> {
+    let mut p = 0;
+    while p < len {
+        let n = buf[p] as usize;
+        if &buf[p + 1..p + 1 + n] == label.as_bytes() {
+            let refs = u16::from_le_bytes([buf[p + 1 + n], buf[p + 2 + n]]).saturating_add(1);
+            buf[p + 1 + n..p + 3 + n].copy_from_slice(&refs.to_le_bytes());
+            return Some(len);
+        }
+        p += 3 + n;
+    }
+    let need = 3 + label.len();
+    if len + need > CATALOG_MAX || label.len() > u8::MAX as usize {
+        return None;
+    }
+    buf[len] = label.len() as u8;
+    buf[len + 1..len + 1 + label.len()].copy_from_slice(label.as_bytes());
+    buf[len + 1 + label.len()..len + need].copy_from_slice(&1u16.to_le_bytes());
+    Some(len + need)
 }
 
 /// An item's lineage: the id it replaced and the first id of its lineage
@@ -254,11 +290,13 @@ impl<F: NorFlash> Payload<F> for Put<'_> {
 struct IndexPayload<'a> {
     fixed: [u8; INDEX_FIXED as usize],
     entries: &'a [Active],
+    /// The label catalog: `u8 length`, label, `u16 refs`, repeated.
+    catalog: &'a [u8],
 }
 
 impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
     fn len(&self) -> u32 {
-        INDEX_FIXED + INDEX_ENTRY * self.entries.len() as u32
+        INDEX_FIXED + INDEX_ENTRY * self.entries.len() as u32 + self.catalog.len() as u32
     }
     fn fill(
         &mut self,
@@ -268,8 +306,14 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
     ) -> Result<(), Error<F::Error>> {
         for (i, b) in out.iter_mut().enumerate() {
             let p = offset as usize + i;
+            let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
             *b = if p < INDEX_FIXED as usize {
                 self.fixed[p]
+            } else if p >= catalog_at {
+                *self
+                    .catalog
+                    .get(p - catalog_at)
+                    .ok_or(Error::LogicBug("index payload overrun"))?
             } else {
                 let k = (p - INDEX_FIXED as usize) / INDEX_ENTRY as usize;
                 let j = (p - INDEX_FIXED as usize) % INDEX_ENTRY as usize;
@@ -373,7 +417,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let mut fixed = [0u8; INDEX_FIXED as usize];
             let len = self.mem_record(root, kind::MEM_INDEX, &mut fixed)?;
             let count = u32_at(&fixed, 8) as usize;
-            if len != (INDEX_FIXED + INDEX_ENTRY * count as u32) as usize || count > ACTIVE_CAP {
+            let catalog = match u32_at(&fixed, 16) {
+                NO_ADDR => 0,
+                n => n as usize,
+            };
+            if len != (INDEX_FIXED + INDEX_ENTRY * count as u32) as usize + catalog
+                || count > ACTIVE_CAP
+                || catalog > CATALOG_MAX
+            {
                 return Err(Error::Corrupted {
                     address: root,
                     what: "the memory index has a bad length",
@@ -738,8 +789,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
             }
         }
+        // The label catalog, in item order, if it fits.
+        let mut catalog = [0u8; CATALOG_MAX];
+        let mut catalog_len = Some(0usize);
+        let mut order: Vec<Active, ACTIVE_CAP> = active.clone();
+        order.sort_unstable_by_key(|a| a.id);
+        for a in order.iter() {
+            let item = self.mem_load(a)?;
+            for l in item.labels() {
+                if let Some(n) = catalog_len {
+                    catalog_len = catalog_add(&mut catalog, n, l);
+                }
+            }
+        }
+        let catalog = match catalog_len {
+            Some(n) => &catalog[..n],
+            None => &catalog[..0],
+        };
         // The new index.
-        let len = INDEX_FIXED + INDEX_ENTRY * active.len() as u32;
+        let len = INDEX_FIXED + INDEX_ENTRY * active.len() as u32 + catalog.len() as u32;
         let (_, opens) = self.log.plan(len);
         if opens > self.log.free_sectors() {
             return Ok(false);
@@ -761,9 +829,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
         fixed[8..12].copy_from_slice(&(active.len() as u32).to_le_bytes());
         fixed[12..16].copy_from_slice(&oldest.to_le_bytes());
+        let catalog_field = if catalog_len.is_some() {
+            catalog.len() as u32
+        } else {
+            NO_ADDR
+        };
+        fixed[16..20].copy_from_slice(&catalog_field.to_le_bytes());
         let mut payload = IndexPayload {
             fixed,
             entries: &active,
+            catalog,
         };
         let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -889,6 +964,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     ) -> Result<usize, Error<F::Error>> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
+        if let Some(n) = self.mem_catalog_from_index(&active, &mut f)? {
+            return Ok(n);
+        }
+        // No catalog in the index (none yet, or it did not fit): count the
+        // labels of every active item.
         active.sort_unstable_by_key(|a| a.id);
         let mut hashes: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
         for a in active.iter() {
@@ -913,6 +993,131 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
         }
         Ok(emitted.len())
+    }
+
+    /// The catalog from the newest index, corrected for what the chain
+    /// changed since: reads the index's catalog and entries and only the
+    /// items added or removed since. `None` if the index has no catalog.
+    fn mem_catalog_from_index(
+        &mut self,
+        active: &[Active],
+        f: &mut impl FnMut(&str, u16),
+    ) -> Result<Option<usize>, Error<F::Error>> {
+        let root = self.mem.root;
+        if root == NO_ADDR {
+            return Ok(None);
+        }
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        let at = root + CHUNK_HEADER_LEN;
+        self.log.io().read_stream(at, &mut fixed)?;
+        let count = u32_at(&fixed, 8).min(ACTIVE_CAP as u32);
+        let catalog_len = u32_at(&fixed, 16);
+        if catalog_len == NO_ADDR || catalog_len as usize > CATALOG_MAX {
+            return Ok(None);
+        }
+        // Label deltas since the index: (label hash, change, a put holding
+        // the label for labels the index does not have).
+        // At most the chain's records changed anything: 3 labels each, on
+        // both sides.
+        let mut deltas: Vec<LabelDelta, { 6 * MEM_CHAIN_MAX }> = Vec::new();
+        let add = |deltas: &mut Vec<LabelDelta, { 6 * MEM_CHAIN_MAX }>,
+                   item: &Item,
+                   by: i32,
+                   addr: u32|
+         -> bool {
+            for l in item.labels() {
+                let h = fnv1a32(l.as_bytes());
+                match deltas.iter_mut().find(|d| d.hash == h) {
+                    Some(d) => d.change += by,
+                    None => {
+                        if deltas
+                            .push(LabelDelta {
+                                hash: h,
+                                change: by,
+                                addr,
+                                used: false,
+                            })
+                            .is_err()
+                        {
+                            return false;
+                        }
+                    }
+                }
+            }
+            true
+        };
+        let mut in_index: Vec<(u32, u32), ACTIVE_CAP> = Vec::new();
+        for k in 0..count {
+            let mut e = [0u8; INDEX_ENTRY as usize];
+            let a = self
+                .log
+                .io()
+                .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
+            self.log.io().read_stream(a, &mut e)?;
+            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            let _ = in_index.push((id, addr));
+            if !active.iter().any(|x| x.id == id && x.addr == addr) {
+                let (item, _) = self.mem_item(addr)?;
+                if !add(&mut deltas, &item, -1, addr) {
+                    return Ok(None);
+                }
+            }
+        }
+        for a in active.iter() {
+            if !in_index.iter().any(|x| x.0 == a.id && x.1 == a.addr) {
+                let (item, _) = self.mem_item(a.addr)?;
+                if !add(&mut deltas, &item, 1, a.addr) {
+                    return Ok(None);
+                }
+            }
+        }
+        // The index's labels in their order, then the new ones.
+        let mut emitted = 0;
+        // Offsets in the index's payload (a stream that may cross sectors).
+        let mut pos = INDEX_FIXED + INDEX_ENTRY * count;
+        let end = pos + catalog_len;
+        while pos < end {
+            let mut hdr = [0u8; 1];
+            let addr = self.log.io().stream_advance(at, pos);
+            self.log.io().read_stream(addr, &mut hdr)?;
+            let n = hdr[0] as usize;
+            let mut label = [0u8; crate::memory::LABEL_MAX_BYTES + 2];
+            if n > crate::memory::LABEL_MAX_BYTES || pos + 1 + n as u32 + 2 > end {
+                return Ok(None);
+            }
+            let rest = self.log.io().stream_advance(at, pos + 1);
+            self.log.io().read_stream(rest, &mut label[..n + 2])?;
+            let text = core::str::from_utf8(&label[..n]).map_err(|_| Error::Corrupted {
+                address: addr,
+                what: "a memory catalog label is not UTF-8",
+            })?;
+            let h = fnv1a32(text.as_bytes());
+            let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
+            let change = match deltas.iter_mut().find(|d| d.hash == h) {
+                Some(d) => {
+                    d.used = true;
+                    d.change
+                }
+                None => 0,
+            };
+            if refs + change > 0 {
+                f(text, (refs + change) as u16);
+                emitted += 1;
+            }
+            pos += 1 + n as u32 + 2;
+        }
+        for d in deltas.iter().filter(|d| d.change > 0 && !d.used) {
+            let (item, _) = self.mem_item(d.addr)?;
+            if let Some(l) = item
+                .labels()
+                .iter()
+                .find(|l| fnv1a32(l.as_bytes()) == d.hash)
+            {
+                f(l, d.change as u16);
+                emitted += 1;
+            }
+        }
+        Ok(Some(emitted))
     }
 
     fn unknown_label(&mut self, label: &str) -> Result<UnknownLabelError, Error<F::Error>> {
@@ -1125,6 +1330,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut payload = IndexPayload {
             fixed,
             entries: &[],
+            catalog: &[],
         };
         let addr = self.write(kind::MEM_INDEX, &mut payload, Priority::Maintenance)?;
         let seq = self.log.head_seq_of(addr);
