@@ -552,6 +552,30 @@ fn blank_foreign_and_newer_images() {
         Err(e) => panic!("{e:?}"),
         Ok(_) => panic!("a newer image was mounted"),
     }
+    // An older format (every sector header says FORMAT_VERSION - 1): foreign,
+    // refused.
+    let mut store = S::format(flash(16), cfg).unwrap();
+    store
+        .append("chat:old", &[rec(RecordType::User, OA, "{}")], false)
+        .unwrap();
+    let sim = store.into_flash().into_inner();
+    let mut img = sim.image();
+    let sector = 4096;
+    for s in 0..img.len() / sector {
+        let h = &mut img[s * sector..s * sector + 24];
+        if h[..4] != *b"CLMS" {
+            continue;
+        }
+        h[4..6].copy_from_slice(&(FORMAT_VERSION - 1).to_le_bytes());
+        let crc = crc32(&h[..20]);
+        h[20..24].copy_from_slice(&crc.to_le_bytes());
+    }
+    let sim = SimFlash::from_image(sim.model(), &img).unwrap();
+    let f = Esp32Flash::new(sim).unwrap();
+    match S::mount(f, cfg, MountMode::FormatIfBlank) {
+        Err(e) => assert_eq!(e, Error::NotFormatted),
+        Ok(_) => panic!("an older image was mounted"),
+    }
     let _ = image;
 }
 
@@ -845,10 +869,10 @@ fn a_damaged_index_or_chain_is_rebuilt_from_the_log_not_wiped() {
     let before = history(&mut store, "chat:r", OA).unwrap();
     let last_user = find_in(&store, b"{\"role\":\"user\",\"content\":\"q41\"}");
     let mut sim = store.into_flash().into_inner();
-    // The batch holding the last user record starts 2 + 10 + 12 bytes before
+    // The batch holding the last user record starts 2 + 9 + 12 bytes before
     // it (one record: kind byte and a one-byte length); its prev pointer is
     // at offset 12 + 4 of the chunk.
-    let chunk = last_user - (12 + 10 + 2);
+    let chunk = last_user - (12 + 9 + 2);
     sim.flip_bit(chunk + 12 + 4, 3).unwrap();
     let mut store = S::mount(Esp32Flash::new(sim).unwrap(), cfg, MountMode::ExistingOnly).unwrap();
     let mut buf = vec![0u8; 256 * 1024];

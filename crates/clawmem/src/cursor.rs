@@ -10,7 +10,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::Error;
-use crate::layout::{kind, ChunkHeader, CHUNK_HEADER_LEN};
+use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
@@ -175,7 +175,7 @@ impl BatchMeta {
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..head])?;
         let f = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
         let id_len = if f.flags & BATCH_HAS_ID != 0 {
-            1 + usize::from(bytes[BATCH_FIXED as usize])
+            1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
         } else {
             0
         };
@@ -191,7 +191,7 @@ impl BatchMeta {
             if n == 0 || n > crate::session::MAX_SESSION_ID_BYTES {
                 return Err(bad());
             }
-            at += 1 + n;
+            at += 1 + n + 4;
         }
         let records_at = at;
         for _ in 0..fixed.count {
@@ -219,6 +219,20 @@ impl BatchMeta {
         let n = self.bytes[BATCH_FIXED as usize] as usize;
         self.bytes
             .get(BATCH_FIXED as usize + 1..BATCH_FIXED as usize + 1 + n)
+    }
+
+    /// Whether the CRC-32 of the uid and the id (written after the id)
+    /// checks out.
+    pub fn id_ok(&self) -> bool {
+        let Some(id) = self.id() else { return false };
+        let at = BATCH_FIXED as usize + 1 + id.len();
+        let mut d = crate::layout::CRC.digest();
+        d.update(&self.fixed.uid.to_le_bytes());
+        d.update(id);
+        match self.bytes.get(at..at + 4) {
+            Some(c) => d.finalize() == u32_at(c, 0),
+            None => false,
+        }
     }
 
     /// Iterates `(kind, format, len)` of the records.

@@ -9,7 +9,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 /// On-flash format version written by this crate. Images with a newer
 /// version are refused.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Sector header magic: `"CLMS"` on flash.
 pub(crate) const SECTOR_MAGIC: u32 = u32::from_le_bytes(*b"CLMS");

@@ -33,8 +33,9 @@ pub(crate) const BATCH_TURN_COMPLETED: u8 = 1;
 /// Batch flag: the batch starts a session and carries its id.
 pub(crate) const BATCH_HAS_ID: u8 = 2;
 
-/// Fixed part of a batch payload: uid u32, prev u32, count u8, flags u8.
-pub(crate) const BATCH_FIXED: u32 = 10;
+/// Fixed part of a batch payload: uid u32, prev u32, and one byte holding
+/// the record count (bits 0..4) and the flags (bits 5..6).
+pub(crate) const BATCH_FIXED: u32 = 9;
 
 /// Fixed part of a base payload: uid u32, flags u8, id_len u8, reserved
 /// u16, size u32, count u32, oldest u32.
@@ -170,7 +171,7 @@ pub(crate) fn get_varint(b: &[u8], mut at: usize) -> Option<(u32, usize)> {
 /// Largest batch meta: fixed part, id, and per record a kind byte and a
 /// 5-byte varint.
 pub(crate) const BATCH_META_MAX: usize =
-    BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + MAX_RECORDS_PER_APPEND * 6;
+    BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + 4 + MAX_RECORDS_PER_APPEND * 6;
 
 /// Encodes a batch's meta (everything before the bodies) into `out`;
 /// returns its length.
@@ -184,13 +185,21 @@ pub(crate) fn encode_batch_meta(
 ) -> usize {
     out[0..4].copy_from_slice(&uid.to_le_bytes());
     out[4..8].copy_from_slice(&prev.to_le_bytes());
-    out[8] = records.len() as u8;
-    out[9] = flags | if id.is_some() { BATCH_HAS_ID } else { 0 };
+    let flags = flags | if id.is_some() { BATCH_HAS_ID } else { 0 };
+    out[8] = records.len() as u8 | (flags << 5);
     let mut at = BATCH_FIXED as usize;
     if let Some(id) = id {
         out[at] = id.len() as u8;
         out[at + 1..at + 1 + id.len()].copy_from_slice(id);
         at += 1 + id.len();
+        // The session's uid and name get their own check, so that mount can
+        // trust them without reading the whole batch.
+        let mut d = crate::layout::CRC.digest();
+        d.update(&uid.to_le_bytes());
+        d.update(id);
+        let crc = d.finalize();
+        out[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        at += 4;
     }
     for r in records {
         out[at] = pack_kind(r.kind, r.format);
@@ -214,8 +223,8 @@ impl BatchFixed {
         let f = BatchFixed {
             uid: u32_at(b, 0),
             prev: u32_at(b, 4),
-            count: b[8],
-            flags: b[9],
+            count: b[8] & 0x1F,
+            flags: b[8] >> 5,
         };
         let sane = f.count >= 1
             && f.count as usize <= MAX_RECORDS_PER_APPEND

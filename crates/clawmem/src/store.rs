@@ -1019,10 +1019,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     // The session's name comes from here: trust it only if
                     // the batch checks out (a flipped id byte must not make
                     // it answer to another name).
-                    if self.log.verify(addr)?.is_none() {
+                    if !meta.id_ok() {
                         return Err(Error::Corrupted {
                             address: addr,
-                            what: "a session's first batch failed its checksum",
+                            what: "a session's name failed its checksum",
                         });
                     }
                     // Uids are never reused: this only guards a damaged image.
@@ -1528,7 +1528,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// this, nothing moves until the write: a record that points at others
     /// (a batch at its session's head) must be built after this call.
     fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
-        if p == Priority::User && self.bytes_since_checkpoint >= self.checkpoint_interval() {
+        if p != Priority::Gc
+            && !self.in_gc
+            && self.bytes_since_checkpoint >= self.checkpoint_interval()
+        {
             self.write_checkpoint_with(Priority::Maintenance)?;
         }
         self.ensure_room(len, p)
