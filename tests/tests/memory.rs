@@ -598,3 +598,39 @@ fn catalog_read_cost_is_measured() {
     assert_eq!(cat.last().unwrap(), &("fresh".to_string(), 1));
     assert_eq!(cat.len(), 13);
 }
+
+/// Regression (found by the `engine_ops` fuzz target): with 256-byte
+/// sectors a memory item's record often starts in the last bytes of a
+/// sector and continues in the next. Mount used to take the next item id
+/// only from a record whose first chunk held the id, so after a remount the
+/// next store reused the id of the newest item and replaced it.
+#[test]
+fn item_ids_survive_a_remount_when_the_newest_item_straddles_sectors() {
+    use clawmem_sim::{Geometry, Model, Nor, WriteRule};
+    type Tiny = Store<Nor<1, 256, true>, 8>;
+    let t = Preset::Generic.default_model().timings;
+    let model = Model::custom(Geometry::new(1, 256, 64).unwrap(), WriteRule::Unlimited, t);
+    let cfg = Config {
+        session_size_limit_bytes: 768,
+        ..Config::default()
+    };
+    let mut store = Tiny::format(Nor::new(SimFlash::new(model)).unwrap(), cfg).unwrap();
+    let mut want = Vec::new();
+    for n in 0..24 {
+        let c = format!("straddling fact {n}: x{}", "s".repeat(n * 5 % 70));
+        store
+            .memory_store(&ItemInput::new(&c).tags("facts"), n as u32, false)
+            .unwrap();
+        want.push(c);
+        store = Tiny::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+        let mut got = Vec::new();
+        store
+            .memory_list(|i| got.push(i.content().to_string()))
+            .unwrap();
+        got.sort();
+        let mut w = want.clone();
+        w.sort();
+        assert_eq!(got, w, "after store {n} and a remount");
+    }
+    store.check().unwrap();
+}

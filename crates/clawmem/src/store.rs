@@ -1108,7 +1108,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS => {
                 let mut b = [0u8; 20];
-                let n = (h.len as usize).min(20);
+                // A batch split over sectors continues in the next one, so
+                // its first chunk may hold fewer than 20 bytes of the
+                // payload; the batch is committed (its last chunk is on
+                // flash), so the stream is read on into the next sector.
+                // Forgets (8 bytes) and short access records read only
+                // their own length.
+                let n = match h.kind {
+                    kind::MEM_PUT => 20,
+                    _ => (h.len as usize).min(8),
+                };
                 self.log
                     .io()
                     .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
@@ -1123,7 +1132,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         what: "a memory record does not follow the memory chain",
                     });
                 }
-                if h.kind == kind::MEM_PUT && n == 20 {
+                if h.kind == kind::MEM_PUT {
                     // The item's id follows prev, origin, root and the
                     // encoding's version and flags bytes.
                     self.mem.next_id = self.mem.next_id.max(u32_at(&b, 14).wrapping_add(1));
