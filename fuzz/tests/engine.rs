@@ -1,6 +1,6 @@
 //! The engine fuzz targets' logic as normal tests: seeded random inputs, a
-//! few hand-made runs, and every input saved under `corpus/` (committed seed
-//! inputs included) or `artifacts/` by a fuzzing run.
+//! few hand-made runs, the committed minimized corpora under `seeds/`, and
+//! every input a local fuzzing run saved under `corpus/` or `artifacts/`.
 
 use arbitrary::{Arbitrary, Unstructured};
 use clawmem_fuzz::engine::{
@@ -13,7 +13,7 @@ use clawmem_fuzz::sim_flash_ops::seeded_bytes;
 fn saved<T: for<'a> Arbitrary<'a> + std::fmt::Debug>(target: &str, run: impl Fn(&T)) -> usize {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut n = 0;
-    for dir in ["corpus", "artifacts"] {
+    for dir in ["seeds", "corpus", "artifacts"] {
         let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
             continue;
         };

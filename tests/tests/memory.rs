@@ -634,3 +634,64 @@ fn item_ids_survive_a_remount_when_the_newest_item_straddles_sectors() {
     }
     store.check().unwrap();
 }
+
+#[test]
+fn bad_memory_and_profile_input_gets_a_clear_error_and_changes_nothing() {
+    use clawmem::profile::ProfileDoc;
+    let mut store = S::format(flash(24), config()).unwrap();
+    let id = store
+        .memory_store(&ItemInput::new("User likes tea").tags("drinks"), 1, false)
+        .unwrap()
+        .item
+        .id();
+    store.profile_write(ProfileDoc::User, "# User\n").unwrap();
+    let image = store.flash().flash().image();
+    assert!(matches!(
+        store.memory_store(&ItemInput::new(" \n "), 2, false),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        store.memory_forget(ItemId::new(999)),
+        Err(Error::NotFound)
+    ));
+    assert!(matches!(
+        store.memory_update(ItemId::new(999), &ItemInput::new("a b c"), 3),
+        Err(Error::NotFound)
+    ));
+    match store.memory_recall(&["nope"], 4, 3, |_| {}) {
+        Err(Error::UnknownLabel(e)) => {
+            assert_eq!(e.label(), "nope");
+            assert_eq!(e.available(), "drinks");
+        }
+        r => panic!("{:?}", r.map(|_| ())),
+    }
+    assert!(matches!(
+        store.profile_write(ProfileDoc::User, &"p".repeat(64 * 1024)),
+        Err(Error::TooLarge {
+            what: "profile document",
+            size: 65536,
+            limit: 8192
+        })
+    ));
+    let mut small = [0u8; 2];
+    assert!(matches!(
+        store.profile_read(ProfileDoc::User, &mut small),
+        Err(Error::BufferTooSmall { needed: 7 })
+    ));
+    assert!(
+        store.flash().flash().image() == image,
+        "a refused call wrote to flash"
+    );
+    let mut store = remount(store);
+    assert_eq!(contents_of(&mut store), ["User likes tea"]);
+    let mut doc = [0u8; 16];
+    let n = store.profile_read(ProfileDoc::User, &mut doc).unwrap();
+    assert_eq!(&doc[..n], b"# User\n");
+    // Content past ESP-Claw's 256 bytes is cut, as ESP-Claw cuts it.
+    let long = "y".repeat(clawmem::memory::CONTENT_MAX_BYTES + 40);
+    let s = store
+        .memory_store(&ItemInput::new(&long), 4, false)
+        .unwrap();
+    assert_eq!(s.item.content().len(), clawmem::memory::CONTENT_MAX_BYTES);
+    let _ = id;
+}
