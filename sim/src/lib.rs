@@ -12,15 +12,26 @@
 //! - [`replay`](mod@replay): runs a trace through an engine behind a [`Driver`], checks
 //!   every history and measures the flash; [`ClawmemDriver`] drives clawmem.
 //! - [`heatmap`]: an SVG of the erase count of every sector.
+//! - [`peers`]: the engines clawmem is compared with (ESP-Claw's files on
+//!   FAT over ESP-IDF-style wear levelling), and [`compare`](mod@compare),
+//!   which runs a trace through all of them.
+//! - [`inspect`](mod@inspect): a readable dump of a flash image, damage
+//!   reported rather than fatal.
+//! - [`torture`]: power-loss campaigns over a trace, with fresh mounts and
+//!   invariant checks after every cut.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod compare;
 pub mod fault;
 pub mod flash;
 pub mod heatmap;
+pub mod inspect;
 pub mod model;
 pub mod nor;
+pub mod peers;
 pub mod replay;
+pub mod torture;
 pub mod trace;
 
 pub use fault::{CutPoint, InjectedError, OpKind, PowerCut, Tear};

@@ -66,6 +66,98 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a trace through clawmem and its peers (ESP-Claw's files on FAT
+    /// over ESP-IDF-style wear levelling, and on littlefs when built with
+    /// the `littlefs` feature) on the same simulated flash and compare
+    /// erases, write amplification and wear.
+    Compare {
+        /// The trace file (JSON Lines).
+        trace: PathBuf,
+        /// Flash part: esp32, nrf52, stm32l4, stm32h7 or generic.
+        #[arg(long, default_value = "esp32")]
+        preset: Preset,
+        /// Partition size in bytes (suffixes K, KiB, M, MiB allowed);
+        /// default: the preset's, 1 MiB.
+        #[arg(long, value_parser = parse_size)]
+        size: Option<usize>,
+        /// Rounds to replay (as `replay --repeat`).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        repeat: u32,
+        /// Write an SVG of the erase count per sector per engine here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Print `{"engines": [report, ...]}` instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Power-loss campaign: replay a trace with a power cut at chosen
+    /// program/erase calls, mount afresh after each and check durability,
+    /// atomicity, `check()` and progress. Exits non-zero on any violation.
+    Torture {
+        /// The trace file (JSON Lines).
+        trace: PathBuf,
+        /// Flash part: esp32, nrf52, stm32l4, stm32h7 or generic.
+        #[arg(long, default_value = "esp32")]
+        preset: Preset,
+        /// Partition size in bytes (suffixes K, KiB, M, MiB allowed).
+        #[arg(long, value_parser = parse_size)]
+        size: Option<usize>,
+        /// Sample this many cut points with the seed (default 100).
+        #[arg(long, conflicts_with_all = ["all", "cut"])]
+        cuts: Option<u64>,
+        /// Take every program and erase call as a cut point.
+        #[arg(long)]
+        all: bool,
+        /// Take exactly this cut point (to replay a violation).
+        #[arg(long)]
+        cut: Option<u64>,
+        /// Tear pattern: prefix, bits, random or all.
+        #[arg(long, default_value = "all", value_parser = ["prefix", "bits", "random", "all"])]
+        tear: String,
+        /// Also cut during the recovery (mount + next write) after each cut.
+        #[arg(long)]
+        double: bool,
+        /// I/N: take every N-th chosen cut point starting at the I-th.
+        #[arg(long, value_parser = parse_shard)]
+        shard: Option<(u64, u64)>,
+        /// Seed of the sampling and the tears.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Replay only the first N operations of the trace.
+        #[arg(long)]
+        ops: Option<usize>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dump a flash image (raw partition bytes): per-sector headers,
+    /// sessions, memory items, profiles, `check()`. Damage is reported, not
+    /// fatal; an image that does not mount is still dumped per sector.
+    Inspect {
+        /// The image file.
+        image: PathBuf,
+        /// Flash part whose geometry the image has.
+        #[arg(long, default_value = "esp32")]
+        preset: Preset,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `I/N` with I < N.
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not I/N"))?;
+    let (i, n): (u64, u64) = (
+        i.trim().parse().map_err(|_| format!("{s:?} is not I/N"))?,
+        n.trim().parse().map_err(|_| format!("{s:?} is not I/N"))?,
+    );
+    if n == 0 || i >= n {
+        return Err(format!("{s:?}: need 0 <= I < N"));
+    }
+    Ok((i, n))
 }
 
 /// Bytes, with an optional binary suffix: `1048576`, `1M`, `1MiB`, `512K`.
@@ -178,6 +270,102 @@ fn replay(
     Ok(())
 }
 
+fn compare(
+    trace: PathBuf,
+    opts: ReplayOptions,
+    plot: Option<PathBuf>,
+    json: bool,
+) -> Result<(), String> {
+    use clawmem_sim::compare::{compare, write_plot, Engine};
+    let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
+    let total = trace.ops.len() as u64 * u64::from(opts.run.repeat);
+    let hidden = json || !std::io::stderr().is_terminal();
+    let mut bars: Vec<(String, ProgressBar)> = Vec::new();
+    let cmp = compare(&trace, &opts, &Engine::ALL, &mut |engine, done, _| {
+        if bars.last().is_none_or(|(e, _)| *e != engine) {
+            if let Some((_, b)) = bars.last() {
+                b.finish_and_clear();
+            }
+            let bar = progress_bar(total, hidden);
+            bar.set_prefix(engine.to_string());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>12} [{bar:40}] {pos}/{len} ops  {elapsed_precise}  eta {eta}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            bars.push((engine.to_string(), bar));
+        }
+        if let Some((_, b)) = bars.last() {
+            b.set_position(done);
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some((_, b)) = bars.last() {
+        b.finish_and_clear();
+    }
+    if let Some(path) = &plot {
+        let r = cmp.engines.first();
+        let title = format!(
+            "{}, {}",
+            r.map_or("", |r| r.preset.as_str()),
+            r.map_or("", |r| r.trace.as_str())
+        );
+        write_plot(path, &cmp, &title)?;
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&cmp).expect("comparison serializes")
+        );
+    } else {
+        print!("{cmp}");
+        if let Some(path) = &plot {
+            println!("plot: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn torture(
+    trace: PathBuf,
+    opts: clawmem_sim::torture::TortureOptions,
+    json: bool,
+) -> Result<(), String> {
+    let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
+    let bar = progress_bar(0, json || !std::io::stderr().is_terminal());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "torture [{bar:40}] {pos}/{len} runs  {elapsed_precise}  eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let report = clawmem_sim::torture::torture(&trace, &opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serializes")
+        );
+    } else {
+        print!("{report}");
+    }
+    if report.violations > 0 {
+        return Err(format!(
+            "{} violation(s); replay the first with {}",
+            report.violations,
+            report.first_violation.as_deref().unwrap_or("?")
+        ));
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -206,6 +394,74 @@ fn main() -> ExitCode {
             };
             replay(trace, opts, heatmap, json)
         }
+        Command::Compare {
+            trace,
+            preset,
+            size,
+            repeat,
+            plot,
+            json,
+        } => {
+            let opts = ReplayOptions {
+                preset,
+                size_bytes: size,
+                image: None,
+                run: RunOptions {
+                    repeat,
+                    ..RunOptions::default()
+                },
+            };
+            compare(trace, opts, plot, json)
+        }
+        Command::Torture {
+            trace,
+            preset,
+            size,
+            cuts,
+            all,
+            cut,
+            tear,
+            double,
+            shard,
+            seed,
+            ops,
+            json,
+        } => {
+            use clawmem_sim::torture::{Cuts, TortureOptions};
+            let opts = TortureOptions {
+                preset,
+                size_bytes: size,
+                cuts: match (all, cut) {
+                    (true, _) => Cuts::All,
+                    (_, Some(k)) => Cuts::Only(k),
+                    _ => Cuts::Sample(cuts.unwrap_or(100)),
+                },
+                tears: clawmem_sim::torture::TearKind::parse_list(&tear)
+                    .expect("clap checked the tear name"),
+                double,
+                shard,
+                seed,
+                ops,
+                sabotage: false,
+            };
+            torture(trace, opts, json)
+        }
+        Command::Inspect {
+            image,
+            preset,
+            json,
+        } => clawmem_sim::inspect::inspect_file(&image, preset)
+            .map(|report| {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&report).expect("report serializes")
+                    );
+                } else {
+                    print!("{report}");
+                }
+            })
+            .map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

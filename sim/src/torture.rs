@@ -1,0 +1,1071 @@
+//! Power-loss campaigns (`clawmem-sim torture`).
+//!
+//! A campaign replays a trace's operations through clawmem (behind the
+//! replayer's [`ClawmemDriver`]) on a [`SimFlash`], once cleanly to count the
+//! program and erase calls (the *cut points*) and to record, after every
+//! operation, what a fresh mount of the flash shows; then once per chosen cut
+//! point and tear pattern with a power cut armed at that call. After each cut
+//! the flash is mounted afresh (never reusing engine RAM) and checked:
+//!
+//! - durability and no resurrection: the recovered state (every session's
+//!   history, every active memory item, every profile document) equals the
+//!   state after the last acknowledged operation, or after the operation in
+//!   flight (all-or-nothing); the one documented exception is
+//!   `memory_update`, whose new item and tombstone of the old item are two
+//!   batches: a cut between them may leave both active;
+//! - the clean run's states agree with a reference model of the trace:
+//!   histories in acknowledged order minus ESP-Claw's documented turn-aware
+//!   compaction, the active items, the profiles written;
+//! - a second mount gives the same answer;
+//! - `Store::check()` passes;
+//! - a new write that fits succeeds after recovery.
+//!
+//! With `double`, a second cut is armed during the recovery itself (the
+//! mount plus the next write), then the flash is mounted again and checked
+//! the same way.
+//!
+//! Every run is reproducible from its replay string,
+//! `--seed S --cut K --tear T` (plus `--ops N` and `--double` when used):
+//! the tear's randomness and the second cut derive from the seed, the cut
+//! index and the tear pattern.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::rc::Rc;
+use std::str::FromStr;
+use std::time::Instant;
+
+use clawmem::profile::ProfileDoc;
+use clawmem::turns::{PlanBuilder, COMPACT_TOOL_TURNS};
+use clawmem::{BackendFormat, Config, MountMode, Record, RecordType, Store};
+use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::fault::{CutPoint, PowerCut, Tear};
+use crate::flash::SimFlash;
+use crate::model::{Model, Preset};
+use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::replay::{
+    ClawmemDriver, Driver, HistoryRecord, ItemHandle, MemoryChange, MemoryItem, OpError,
+    ReplayError, SimBacked, MAX_SESSIONS,
+};
+use crate::trace::{Op, ProfileName, Trace, TraceRecord};
+
+/// Session the progress write after a recovery appends to.
+pub const AFTER_SESSION: &str = "torture:after";
+const AFTER_BODY: &[u8] = b"{\"torture\":\"write after recovery\"}";
+
+/// A tear pattern of the campaign: how the call in flight is torn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TearKind {
+    /// A prefix of the call lands; its length is drawn from the run's seed
+    /// (0, a few bytes, a few hundred bytes, or the whole call).
+    Prefix,
+    /// A random subset of the intended bits lands ([`Tear::Bits`]).
+    Bits,
+    /// The words in flight take random values ([`Tear::Random`]).
+    Random,
+}
+
+impl TearKind {
+    /// Every pattern, in `--tear all` order.
+    pub const ALL: [TearKind; 3] = [TearKind::Prefix, TearKind::Bits, TearKind::Random];
+
+    /// The name the CLI uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            TearKind::Prefix => "prefix",
+            TearKind::Bits => "bits",
+            TearKind::Random => "random",
+        }
+    }
+
+    /// Parses `prefix`, `bits`, `random` or `all`.
+    pub fn parse_list(s: &str) -> Result<Vec<TearKind>, String> {
+        if s == "all" {
+            Ok(Self::ALL.to_vec())
+        } else {
+            Ok(vec![s.parse()?])
+        }
+    }
+
+    fn index(self) -> u64 {
+        match self {
+            TearKind::Prefix => 0,
+            TearKind::Bits => 1,
+            TearKind::Random => 2,
+        }
+    }
+
+    /// The concrete tear of a run seeded with `seed`.
+    fn tear(self, seed: u64) -> Tear {
+        match self {
+            TearKind::Bits => Tear::Bits,
+            TearKind::Random => Tear::Random,
+            TearKind::Prefix => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7ea2);
+                Tear::Prefix(match rng.random_range(0..4u8) {
+                    0 => 0,
+                    1 => rng.random_range(1..=32),
+                    2 => rng.random_range(33..=1024),
+                    _ => 1 << 30,
+                })
+            }
+        }
+    }
+}
+
+impl fmt::Display for TearKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TearKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "prefix" => Ok(TearKind::Prefix),
+            "bits" => Ok(TearKind::Bits),
+            "random" => Ok(TearKind::Random),
+            _ => Err(format!("tear {s:?} is not prefix, bits, random or all")),
+        }
+    }
+}
+
+/// Which cut points a campaign takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cuts {
+    /// Every program and erase call.
+    All,
+    /// This many distinct calls, drawn with the seed (all if there are fewer).
+    Sample(u64),
+    /// Exactly this call (a replay).
+    Only(u64),
+}
+
+/// A campaign's set-up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TortureOptions {
+    /// Flash part.
+    pub preset: Preset,
+    /// Partition size; the preset's default if `None`.
+    pub size_bytes: Option<usize>,
+    /// Cut points to take.
+    pub cuts: Cuts,
+    /// Tear patterns; every cut point is run once with each.
+    pub tears: Vec<TearKind>,
+    /// Also cut during the recovery that follows each cut.
+    pub double: bool,
+    /// `(i, n)`: of the chosen cut points (in call order), take every n-th
+    /// starting at the i-th.
+    pub shard: Option<(u64, u64)>,
+    /// Seed of the sampling and of every tear.
+    pub seed: u64,
+    /// Replay only the first N operations of the trace.
+    pub ops: Option<usize>,
+    /// Test hook, to show the checker is not vacuous: after every cut, flip
+    /// one bit in every copy on flash of the body of an acknowledged record
+    /// before the remount. Every run should then report a violation.
+    pub sabotage: bool,
+}
+
+impl Default for TortureOptions {
+    fn default() -> Self {
+        TortureOptions {
+            preset: Preset::Esp32,
+            size_bytes: None,
+            cuts: Cuts::Sample(100),
+            tears: TearKind::ALL.to_vec(),
+            double: false,
+            shard: None,
+            seed: 0,
+            ops: None,
+            sabotage: false,
+        }
+    }
+}
+
+/// What a campaign found. `--json` prints it as one object.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TortureReport {
+    /// Trace file.
+    pub trace: String,
+    /// Flash preset.
+    pub preset: String,
+    /// Operations replayed.
+    pub ops: usize,
+    /// Program and erase calls of the clean run: the cut points available.
+    pub total_cut_points: u64,
+    /// Cut points taken (after sampling and sharding).
+    pub cut_points: u64,
+    /// Tear patterns each cut point was run with.
+    pub tear_patterns: Vec<String>,
+    /// Whether a second cut was armed during each recovery.
+    pub double: bool,
+    /// Second cuts armed (with `double`).
+    pub second_cuts: u64,
+    /// Runs: cut points times tear patterns.
+    pub runs: u64,
+    /// Fresh mounts after a cut.
+    pub remounts: u64,
+    /// Recoveries whose progress write failed for want of space that the
+    /// clean run lacked too (the partition was full): not violations.
+    pub progress_full: u64,
+    /// Violations found (several can come from one run).
+    pub violations: u64,
+    /// Replay string of the first violation, or `null`.
+    pub first_violation: Option<String>,
+    /// The first violations, each with its replay string.
+    pub violation_messages: Vec<String>,
+    /// Operations the engine refused in the clean run (not violations).
+    pub clean_op_errors: u64,
+    /// Wall-clock time of the campaign in seconds.
+    pub seconds: f64,
+}
+
+impl fmt::Display for TortureReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "trace            {}", self.trace)?;
+        writeln!(f, "preset           {}", self.preset)?;
+        writeln!(f, "ops              {}", self.ops)?;
+        writeln!(
+            f,
+            "cut points       {} of {}",
+            self.cut_points, self.total_cut_points
+        )?;
+        writeln!(f, "tear patterns    {}", self.tear_patterns.join(", "))?;
+        if self.double {
+            writeln!(f, "second cuts      {}", self.second_cuts)?;
+        }
+        writeln!(f, "runs             {}", self.runs)?;
+        writeln!(f, "remounts         {}", self.remounts)?;
+        writeln!(f, "clean op errors  {}", self.clean_op_errors)?;
+        writeln!(f, "progress full    {}", self.progress_full)?;
+        writeln!(f, "violations       {}", self.violations)?;
+        if let Some(v) = &self.first_violation {
+            writeln!(f, "first violation  {v}")?;
+        }
+        for m in &self.violation_messages {
+            writeln!(f, "  {m}")?;
+        }
+        writeln!(f, "time             {:.2} s", self.seconds)
+    }
+}
+
+/// What a fresh mount shows: every session's history, the damaged records
+/// of each, every active memory item (content, tags, keywords) and every
+/// profile document.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct State {
+    /// Session id to history.
+    pub sessions: BTreeMap<String, Vec<HistoryRecord>>,
+    /// Session id to damaged records, for sessions with any.
+    pub damaged: BTreeMap<String, u32>,
+    /// Item id to (content, tags, keywords).
+    pub memory: BTreeMap<u32, (String, String, String)>,
+    /// The four profile documents, in [`ProfileDoc::ALL`] order.
+    pub profiles: Vec<Vec<u8>>,
+}
+
+impl State {
+    /// A short description of the first difference from `other`.
+    pub fn diff(&self, other: &State) -> String {
+        let mut out = Vec::new();
+        let ids: BTreeSet<&String> = self.sessions.keys().chain(other.sessions.keys()).collect();
+        for id in ids {
+            let (a, b) = (self.sessions.get(id), other.sessions.get(id));
+            if a != b {
+                out.push(format!(
+                    "session {id}: {} vs {} records",
+                    a.map_or(0, Vec::len),
+                    b.map_or(0, Vec::len)
+                ));
+            }
+        }
+        if self.damaged != other.damaged {
+            out.push(format!("damaged {:?} vs {:?}", self.damaged, other.damaged));
+        }
+        if self.memory != other.memory {
+            out.push(format!(
+                "memory items {:?} vs {:?}",
+                self.memory.keys().collect::<Vec<_>>(),
+                other.memory.keys().collect::<Vec<_>>()
+            ));
+        }
+        if self.profiles != other.profiles {
+            out.push("profiles differ".into());
+        }
+        out.join("; ")
+    }
+}
+
+/// A session's history (empty if it does not exist) and its damaged
+/// records.
+pub(crate) fn history_of<F: NorFlash, const N: usize>(
+    store: &mut Store<F, N>,
+    id: &str,
+) -> Result<(Vec<HistoryRecord>, u32), String> {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let len = buf.len();
+        let needed = match store.history(id, BackendFormat::Unknown, &mut buf) {
+            Ok(h) => {
+                let records = h
+                    .iter()
+                    .map(|r| HistoryRecord {
+                        kind: r.kind.into(),
+                        format: r.format.into(),
+                        body: r.body.to_vec(),
+                    })
+                    .collect();
+                return Ok((records, h.damaged_records()));
+            }
+            Err(clawmem::Error::NotFound) => return Ok((Vec::new(), 0)),
+            Err(clawmem::Error::BufferTooSmall { needed }) if needed > len => needed,
+            Err(e) => return Err(format!("history of {id}: {e:?}")),
+        };
+        buf.resize(needed, 0);
+    }
+}
+
+/// Reads everything a mounted store holds (see [`State`]). Reading a profile
+/// never written stores its default, as clawmem does.
+pub fn read_state<F: NorFlash, const N: usize>(store: &mut Store<F, N>) -> Result<State, String> {
+    let mut state = State::default();
+    let mut ids = Vec::new();
+    store
+        .for_each_session(|id, _| ids.push(id.to_string()))
+        .map_err(|e| format!("session list: {e:?}"))?;
+    for id in ids {
+        let (records, damaged) = history_of(store, &id)?;
+        if damaged > 0 {
+            state.damaged.insert(id.clone(), damaged);
+        }
+        state.sessions.insert(id, records);
+    }
+    store
+        .memory_list(|i| {
+            state.memory.insert(
+                i.id().get(),
+                (
+                    i.content().to_string(),
+                    i.tags().to_string(),
+                    i.keywords().to_string(),
+                ),
+            );
+        })
+        .map_err(|e| format!("memory list: {e:?}"))?;
+    for doc in ProfileDoc::ALL {
+        let len = store
+            .profile_len(doc)
+            .map_err(|e| format!("profile length of {doc:?}: {e:?}"))?;
+        let mut buf = vec![0u8; len];
+        match store.profile_read(doc, &mut buf) {
+            Ok(n) => buf.truncate(n),
+            // A document never written on a full partition: its default
+            // cannot be stored, but it is what the document holds.
+            Err(clawmem::Error::Full { .. }) => buf = doc.default_contents().as_bytes().to_vec(),
+            Err(e) => return Err(format!("profile {doc:?}: {e:?}")),
+        }
+        state.profiles.push(buf);
+    }
+    Ok(state)
+}
+
+// ---- a flash shared with the caller ------------------------------------------
+
+/// A flash the caller keeps a handle on, so that what a mount that fails
+/// (for instance because power failed during it) wrote is not lost with it.
+struct Shared<F>(Rc<RefCell<F>>);
+
+impl<F: ErrorType> ErrorType for Shared<F> {
+    type Error = F::Error;
+}
+
+impl<F: ReadNorFlash> ReadNorFlash for Shared<F> {
+    const READ_SIZE: usize = F::READ_SIZE;
+
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Self::Error> {
+        self.0.borrow_mut().read(offset, bytes)
+    }
+
+    fn capacity(&self) -> usize {
+        self.0.borrow().capacity()
+    }
+}
+
+impl<F: NorFlash> NorFlash for Shared<F> {
+    const WRITE_SIZE: usize = F::WRITE_SIZE;
+    const ERASE_SIZE: usize = F::ERASE_SIZE;
+
+    fn erase(&mut self, from: u32, to: u32) -> Result<(), Self::Error> {
+        self.0.borrow_mut().erase(from, to)
+    }
+
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Self::Error> {
+        self.0.borrow_mut().write(offset, bytes)
+    }
+}
+
+// ---- the reference model ----------------------------------------------------
+
+fn profile_index(name: ProfileName) -> usize {
+    match name {
+        ProfileName::Soul => 0,
+        ProfileName::Identity => 1,
+        ProfileName::User => 2,
+        ProfileName::Agents => 3,
+    }
+}
+
+/// What the acknowledged operations imply.
+#[derive(Default)]
+struct Reference {
+    sessions: HashMap<String, Vec<TraceRecord>>,
+    targets: Vec<Option<ItemHandle>>,
+    active: BTreeSet<u64>,
+    profiles: [Option<String>; 4],
+}
+
+/// ESP-Claw's turn-aware compaction over a modelled session (as the
+/// replayer applies it when an append reports `compacted`).
+fn compact_model(records: &mut Vec<TraceRecord>) {
+    let mut plan = PlanBuilder::<COMPACT_TOOL_TURNS>::new();
+    for r in records.iter() {
+        plan.push(RecordType::from(r.kind), r.body.len() as u64);
+    }
+    let plan = plan.finish();
+    let mut keep = plan.cursor();
+    records.retain(|r| keep.keep_next(RecordType::from(r.kind)));
+}
+
+impl Reference {
+    fn target(&self, k: usize) -> Option<ItemHandle> {
+        self.targets.get(k).copied().flatten()
+    }
+
+    fn retarget(&mut self, old: ItemHandle, new: Option<ItemHandle>) {
+        for t in self.targets.iter_mut() {
+            if *t == Some(old) {
+                *t = new;
+            }
+        }
+    }
+
+    /// Where the state `got` of a fresh mount disagrees with the model.
+    fn disagreement(&self, got: &State) -> Option<String> {
+        for (id, want) in &self.sessions {
+            let have = got.sessions.get(id).map_or(&[][..], Vec::as_slice);
+            let same = want.len() == have.len()
+                && want.iter().zip(have).all(|(w, h)| {
+                    w.kind == h.kind && w.format == h.format && w.body.as_bytes() == h.body
+                });
+            if !same {
+                return Some(format!(
+                    "session {id}: the model holds {} records, the flash {}",
+                    want.len(),
+                    have.len()
+                ));
+            }
+        }
+        for (id, have) in &got.sessions {
+            if !have.is_empty() && !self.sessions.contains_key(id) {
+                return Some(format!("session {id} should not exist (resurrected?)"));
+            }
+        }
+        let items: BTreeSet<u64> = got.memory.keys().map(|&k| u64::from(k)).collect();
+        if items != self.active {
+            return Some(format!(
+                "active memory items {items:?}, the model expects {:?}",
+                self.active
+            ));
+        }
+        for (i, p) in self.profiles.iter().enumerate() {
+            if let Some(p) = p {
+                if got.profiles.get(i).map(Vec::as_slice) != Some(p.as_bytes()) {
+                    return Some(format!("profile {i} is not the last one written"));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Runs one trace operation; on success updates `r`.
+fn run_op<D: Driver>(d: &mut D, op: &Op, r: &mut Reference) -> Result<(), OpError> {
+    match op {
+        Op::Append {
+            session,
+            records,
+            turn_completed,
+        } => {
+            let out = d.append(session, records, *turn_completed)?;
+            let model = r.sessions.entry(session.clone()).or_default();
+            model.extend(records.iter().cloned());
+            if out.compacted {
+                compact_model(model);
+            }
+        }
+        Op::History { session } => {
+            d.history(session)?;
+        }
+        Op::SessionDelete { session } => {
+            d.session_delete(session)?;
+            r.sessions.remove(session);
+        }
+        Op::MemoryStore {
+            content,
+            tags,
+            keywords,
+            source,
+        } => {
+            let item = MemoryItem {
+                content,
+                tags,
+                keywords,
+                source: *source,
+            };
+            match d.memory_store(&item) {
+                Ok(s) => {
+                    r.active.insert(s.item.0);
+                    r.targets.push(Some(s.item));
+                }
+                Err(e) => {
+                    r.targets.push(None);
+                    return Err(e);
+                }
+            }
+        }
+        Op::MemoryRecall { labels, limit } => {
+            d.memory_recall(labels, *limit)?;
+        }
+        Op::MemoryUpdate {
+            target,
+            content,
+            tags,
+            keywords,
+        } => {
+            if let Some(old) = r.target(*target) {
+                let change = MemoryChange {
+                    content: content.as_deref(),
+                    tags: tags.as_deref(),
+                    keywords: keywords.as_deref(),
+                };
+                match d.memory_update(old, &change) {
+                    Ok(new) => {
+                        r.active.remove(&old.0);
+                        r.active.insert(new.0);
+                        r.retarget(old, Some(new));
+                    }
+                    Err(OpError::Evicted) => {
+                        r.active.remove(&old.0);
+                        r.retarget(old, None);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Op::MemoryForget { target } => {
+            if let Some(old) = r.target(*target) {
+                match d.memory_forget(old) {
+                    Ok(()) | Err(OpError::Evicted) => {
+                        r.active.remove(&old.0);
+                        r.retarget(old, None);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Op::MemoryList {} => {
+            d.memory_list()?;
+        }
+        Op::ProfileWrite { name, body } => {
+            d.profile_write(*name, body)?;
+            r.profiles[profile_index(*name)] = Some(body.clone());
+        }
+        Op::ProfileRead { name } => {
+            d.profile_read(*name)?;
+        }
+        Op::Remount {} => d.remount()?,
+    }
+    Ok(())
+}
+
+// ---- the campaign ---------------------------------------------------------
+
+fn mix(seed: u64, cut: u64, tear: TearKind, phase: u64) -> u64 {
+    let mut x =
+        seed ^ cut.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (tear.index() << 56) ^ (phase << 60);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 29)
+}
+
+struct Tally {
+    remounts: u64,
+    progress_full: u64,
+    second_cuts: u64,
+    violations: u64,
+    first: Option<String>,
+    messages: Vec<String>,
+}
+
+impl Tally {
+    fn violation(&mut self, replay: &str, what: String) {
+        self.violations += 1;
+        if self.first.is_none() {
+            self.first = Some(replay.to_string());
+        }
+        if self.messages.len() < 20 {
+            self.messages.push(format!("{replay}: {what}"));
+        }
+    }
+}
+
+struct Campaign<'a> {
+    model: Model,
+    config: Config,
+    ops: &'a [Op],
+    /// Cut-point index range of every operation of the clean run.
+    calls: Vec<(u64, u64)>,
+    /// `states[0]`: after the format; `states[i + 1]`: after op `i`.
+    states: Vec<State>,
+    /// The clean run's flash at each state.
+    flashes: Vec<SimFlash>,
+    replay_prefix: String,
+}
+
+/// A fresh store on `flash` after power came back.
+fn mount_shared<F: SimBacked>(
+    flash: &Rc<RefCell<F>>,
+    config: Config,
+) -> Result<Store<Shared<F>, MAX_SESSIONS>, String> {
+    Store::<_, MAX_SESSIONS>::mount(Shared(flash.clone()), config, MountMode::ExistingOnly)
+        .map_err(|e| format!("mount failed: {e:?}"))
+}
+
+fn progress_write<G: NorFlash>(store: &mut Store<G, MAX_SESSIONS>) -> Result<(), String>
+where
+    G::Error: fmt::Debug,
+{
+    store
+        .append(
+            AFTER_SESSION,
+            &[Record {
+                kind: RecordType::User,
+                format: BackendFormat::Unknown,
+                body: AFTER_BODY,
+            }],
+            false,
+        )
+        .map(|_| ())
+        .map_err(|e| format!("{e:?}"))
+}
+
+impl Campaign<'_> {
+    fn driver<F: SimBacked>(&self) -> Result<ClawmemDriver<F>, ReplayError> {
+        ClawmemDriver::<F>::format(SimFlash::new(self.model.clone()))
+    }
+
+    /// Checks a flash after power came back, the op in flight being `k`
+    /// (state before: `states[k]`, after: `states[k + 1]`). With `tolerate_after`,
+    /// the progress session may hold one extra progress record or not.
+    fn check_recovery<F: SimBacked>(
+        &self,
+        flash: SimFlash,
+        k: usize,
+        tolerate_after: bool,
+        replay: &str,
+        t: &mut Tally,
+    ) {
+        let flash = match F::wrap(flash) {
+            Ok(f) => Rc::new(RefCell::new(f)),
+            Err(e) => return t.violation(replay, e.0),
+        };
+        t.remounts += 1;
+        let mut store = match mount_shared(&flash, self.config) {
+            Ok(s) => s,
+            Err(e) => return t.violation(replay, e),
+        };
+        let mut got = match read_state(&mut store) {
+            Ok(s) => s,
+            Err(e) => return t.violation(replay, format!("after the cut: {e}")),
+        };
+        if tolerate_after {
+            if let Some(h) = got.sessions.remove(AFTER_SESSION) {
+                if h.len() > 1 || h.iter().any(|r| r.body != AFTER_BODY) {
+                    t.violation(
+                        replay,
+                        format!("progress session holds {} unexpected records", h.len()),
+                    );
+                }
+            }
+        }
+        let (before, after) = (
+            &self.states[k],
+            &self.states[(k + 1).min(self.states.len() - 1)],
+        );
+        // Documented (`Store::memory_update`): the new item and the old
+        // one's tombstone are two batches; a cut between them leaves both.
+        let middle = matches!(self.ops[k], Op::MemoryUpdate { .. }).then(|| {
+            let mut m = after.clone();
+            for (id, item) in &before.memory {
+                m.memory.entry(*id).or_insert_with(|| item.clone());
+            }
+            m
+        });
+        if got != *before && got != *after && Some(&got) != middle.as_ref() {
+            t.violation(
+                replay,
+                format!(
+                    "state after the cut in op {k} ({}) is neither before ({}) nor after ({})",
+                    self.ops[k].name(),
+                    got.diff(before),
+                    got.diff(after)
+                ),
+            );
+        }
+        if let Err(e) = store.check() {
+            t.violation(replay, format!("check() after the cut: {e:?}"));
+        }
+        // A second mount gives the same answer.
+        drop(store);
+        t.remounts += 1;
+        let mut store = match mount_shared(&flash, self.config) {
+            Ok(s) => s,
+            Err(e) => return t.violation(replay, format!("second {e}")),
+        };
+        match read_state(&mut store) {
+            Ok(mut again) => {
+                if tolerate_after {
+                    again.sessions.remove(AFTER_SESSION);
+                }
+                if again != got {
+                    t.violation(
+                        replay,
+                        format!("the second mount differs: {}", again.diff(&got)),
+                    );
+                }
+            }
+            Err(e) => t.violation(replay, format!("second mount: {e}")),
+        }
+        // Progress: a write that fits succeeds and reads back. It fits if
+        // it succeeds on the clean run's flash before or after the op.
+        if let Err(e) = progress_write(&mut store) {
+            let fits = [k, (k + 1).min(self.flashes.len() - 1)].iter().any(|&i| {
+                F::wrap(self.flashes[i].clone()).is_ok_and(|f| {
+                    let f = Rc::new(RefCell::new(f));
+                    mount_shared(&f, self.config).is_ok_and(|mut s| {
+                        // As above: the dump stores default profiles first.
+                        let _ = read_state(&mut s);
+                        progress_write(&mut s).is_ok()
+                    })
+                })
+            });
+            if fits {
+                t.violation(replay, format!("write after recovery failed: {e}"));
+            } else {
+                t.progress_full += 1;
+            }
+            return;
+        }
+        match history_of(&mut store, AFTER_SESSION) {
+            Ok((h, _)) if h.last().map(|r| r.body.as_slice()) == Some(AFTER_BODY) => {}
+            Ok(_) => t.violation(replay, "the write after recovery does not read back".into()),
+            Err(e) => t.violation(replay, e),
+        }
+    }
+
+    /// One run: cut `cut` torn by `kind`, then the checks (and the second cut).
+    fn run<F: SimBacked>(&self, cut: u64, kind: TearKind, opts: &TortureOptions, t: &mut Tally) {
+        let mut replay = format!(
+            "{}--seed {} --cut {cut} --tear {kind}",
+            self.replay_prefix, opts.seed
+        );
+        if opts.double {
+            replay += " --double";
+        }
+        let Some(k) = self.calls.iter().position(|&(a, b)| a <= cut && cut < b) else {
+            return t.violation(&replay, format!("cut {cut} is past the workload"));
+        };
+        let mut driver = match self.driver::<F>() {
+            Ok(d) => d,
+            Err(e) => return t.violation(&replay, e.0),
+        };
+        let seed = mix(opts.seed, cut, kind, 1);
+        let power_cut = PowerCut {
+            seed,
+            at: CutPoint::Op(cut),
+            tear: kind.tear(seed),
+        };
+        if let Some(s) = driver.store_mut() {
+            s.flash_mut().sim_mut().arm_power_cut(power_cut);
+        }
+        let mut scratch = Reference::default();
+        for op in &self.ops[..k] {
+            let _ = run_op(&mut driver, op, &mut scratch);
+        }
+        let in_flight = run_op(&mut driver, &self.ops[k], &mut scratch);
+        let mut flash = driver.into_flash();
+        if flash.is_powered() && !matches!(self.ops[k], Op::Remount {}) {
+            t.violation(
+                &replay,
+                format!(
+                    "op {k} ({}) did not meet the cut (answered {in_flight:?})",
+                    self.ops[k].name()
+                ),
+            );
+        }
+        if in_flight.is_ok() && !flash.is_powered() {
+            // Acknowledged although power failed inside it: must be durable.
+            // The after-state check below covers it; nothing more here.
+        }
+        if flash.stats().write_budget_violations > 0 {
+            t.violation(&replay, "the engine broke a word's write budget".into());
+        }
+        flash.restore_power();
+        if opts.sabotage {
+            sabotage(&mut flash, &self.states[k]);
+        }
+        let recovery = opts.double.then(|| flash.clone());
+        self.check_recovery::<F>(flash, k, false, &replay, t);
+        if let Some(flash) = recovery {
+            self.second_cut::<F>(flash, cut, kind, k, opts, &replay, t);
+        }
+    }
+
+    /// `--double`: a cut during the recovery (mount plus the next write).
+    #[allow(clippy::too_many_arguments)]
+    fn second_cut<F: SimBacked>(
+        &self,
+        flash: SimFlash,
+        cut: u64,
+        kind: TearKind,
+        k: usize,
+        opts: &TortureOptions,
+        replay: &str,
+        t: &mut Tally,
+    ) {
+        // Count the recovery's calls on a copy.
+        let Ok(copy) = F::wrap(flash.clone()) else {
+            return;
+        };
+        let copy = Rc::new(RefCell::new(copy));
+        copy.borrow_mut().sim_mut().arm_power_cut(PowerCut {
+            seed: 0,
+            at: CutPoint::Op(u64::MAX),
+            tear: Tear::Prefix(0),
+        });
+        if let Ok(mut s) = mount_shared(&copy, self.config) {
+            let _ = progress_write(&mut s);
+        }
+        let calls = copy.borrow().sim().ops_since_arm();
+        if calls == 0 {
+            return;
+        }
+        let seed = mix(opts.seed, cut, kind, 2);
+        let second = ChaCha8Rng::seed_from_u64(seed).random_range(0..calls);
+        let Ok(f) = F::wrap(flash) else {
+            return;
+        };
+        let f = Rc::new(RefCell::new(f));
+        f.borrow_mut().sim_mut().arm_power_cut(PowerCut {
+            seed,
+            at: CutPoint::Op(second),
+            tear: kind.tear(seed),
+        });
+        t.second_cuts += 1;
+        t.remounts += 1;
+        if let Ok(mut s) = mount_shared(&f, self.config) {
+            let _ = progress_write(&mut s);
+        }
+        f.borrow_mut().sim_mut().restore_power();
+        let flash = match Rc::try_unwrap(f) {
+            Ok(cell) => cell.into_inner().into_sim(),
+            Err(rc) => rc.borrow().sim().clone(),
+        };
+        let replay = format!("{replay} (second cut at recovery call {second})");
+        self.check_recovery::<F>(flash, k, true, &replay, t);
+    }
+}
+
+/// Flips one bit in every copy on flash of the body of an acknowledged
+/// record of `state` (the longest one), the sabotage test hook.
+fn sabotage(flash: &mut SimFlash, state: &State) {
+    let Some(body) = state
+        .sessions
+        .values()
+        .flatten()
+        .map(|r| &r.body)
+        .filter(|b| b.len() >= 16)
+        .max_by_key(|b| b.len())
+    else {
+        return;
+    };
+    let needle = &body[..16.min(body.len())];
+    let image = flash.image();
+    let hits: Vec<usize> = image
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect();
+    for at in hits {
+        let _ = flash.flip_bit(at + 8, 3);
+    }
+}
+
+/// Runs a campaign over `trace` on flash type `F`. `progress` gets (runs
+/// done, runs in all).
+pub fn torture_on<F: SimBacked>(
+    trace: &Trace,
+    opts: &TortureOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<TortureReport, ReplayError> {
+    let start = Instant::now();
+    let p = opts.preset;
+    let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
+    let n = opts.ops.unwrap_or(trace.ops.len()).min(trace.ops.len());
+    let ops: Vec<Op> = trace.ops[..n].iter().map(|o| o.op.clone()).collect();
+    let mut tally = Tally {
+        remounts: 0,
+        progress_full: 0,
+        second_cuts: 0,
+        violations: 0,
+        first: None,
+        messages: Vec::new(),
+    };
+    let replay_prefix = match opts.ops {
+        Some(n) => format!("--ops {n} "),
+        None => String::new(),
+    };
+
+    // The clean run: cut points per op, and what a fresh mount shows after
+    // every op, checked against the reference model.
+    let mut driver = ClawmemDriver::<F>::format(SimFlash::new(model.clone()))?;
+    let config = *driver.config();
+    let arm = |d: &mut ClawmemDriver<F>| {
+        if let Some(s) = d.store_mut() {
+            s.flash_mut().sim_mut().arm_power_cut(PowerCut {
+                seed: 0,
+                at: CutPoint::Op(u64::MAX),
+                tear: Tear::Prefix(0),
+            });
+        }
+    };
+    arm(&mut driver);
+    let snapshot_state = |flash: &SimFlash| -> Result<State, String> {
+        let f = F::wrap(flash.clone()).map_err(|e| e.0)?;
+        let mut store = Store::<F, MAX_SESSIONS>::mount(f, config, MountMode::ExistingOnly)
+            .map_err(|e| format!("mount failed: {e:?}"))?;
+        read_state(&mut store)
+    };
+    let clean = format!("{replay_prefix}--seed {} (clean run)", opts.seed);
+    let mut reference = Reference::default();
+    let mut calls = Vec::with_capacity(n);
+    let mut states = Vec::with_capacity(n + 1);
+    let mut flashes = vec![driver.flash().clone()];
+    let mut clean_op_errors = 0;
+    states.push(snapshot_state(driver.flash()).map_err(ReplayError)?);
+    for (i, op) in ops.iter().enumerate() {
+        let a = driver.flash().ops_since_arm();
+        if run_op(&mut driver, op, &mut reference).is_err() {
+            clean_op_errors += 1;
+        }
+        calls.push((a, driver.flash().ops_since_arm()));
+        flashes.push(driver.flash().clone());
+        match snapshot_state(driver.flash()) {
+            Ok(s) => {
+                if let Some(d) = reference.disagreement(&s) {
+                    tally.violation(&clean, format!("after op {i} ({}): {d}", op.name()));
+                }
+                states.push(s);
+            }
+            Err(e) => {
+                tally.violation(&clean, format!("after op {i} ({}): {e}", op.name()));
+                states.push(states.last().cloned().unwrap_or_default());
+            }
+        }
+    }
+    let total = calls.last().map_or(0, |c| c.1);
+
+    // The cut points.
+    let mut chosen: Vec<u64> = match opts.cuts {
+        Cuts::All => (0..total).collect(),
+        Cuts::Only(k) => vec![k],
+        Cuts::Sample(m) if m >= total => (0..total).collect(),
+        Cuts::Sample(m) => {
+            let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+            let mut v: Vec<u64> = rand::seq::index::sample(&mut rng, total as usize, m as usize)
+                .into_iter()
+                .map(|i| i as u64)
+                .collect();
+            v.sort_unstable();
+            v
+        }
+    };
+    if let Some((i, every)) = opts.shard {
+        chosen = chosen
+            .into_iter()
+            .skip(i as usize)
+            .step_by(every.max(1) as usize)
+            .collect();
+    }
+    let campaign = Campaign {
+        model: model.clone(),
+        config,
+        ops: &ops,
+        calls,
+        states,
+        flashes,
+        replay_prefix,
+    };
+    let runs = chosen.len() as u64 * opts.tears.len() as u64;
+    let mut done = 0;
+    for &cut in &chosen {
+        for &kind in &opts.tears {
+            campaign.run::<F>(cut, kind, opts, &mut tally);
+            done += 1;
+            progress(done, runs);
+        }
+    }
+    Ok(TortureReport {
+        trace: trace.file.clone(),
+        preset: model.name.to_string(),
+        ops: n,
+        total_cut_points: total,
+        cut_points: chosen.len() as u64,
+        tear_patterns: opts.tears.iter().map(|t| t.name().to_string()).collect(),
+        double: opts.double,
+        second_cuts: tally.second_cuts,
+        runs,
+        remounts: tally.remounts,
+        progress_full: tally.progress_full,
+        violations: tally.violations,
+        first_violation: tally.first,
+        violation_messages: tally.messages,
+        clean_op_errors,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs a campaign, choosing the flash type from the preset.
+pub fn torture(
+    trace: &Trace,
+    opts: &TortureOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<TortureReport, ReplayError> {
+    match opts.preset {
+        Preset::Esp32 => torture_on::<Esp32Flash>(trace, opts, progress),
+        Preset::Nrf52 => torture_on::<Nrf52Flash>(trace, opts, progress),
+        Preset::Stm32l4 => torture_on::<Stm32l4Flash>(trace, opts, progress),
+        Preset::Stm32h7 => torture_on::<Stm32h7Flash>(trace, opts, progress),
+        Preset::Generic => torture_on::<GenericFlash>(trace, opts, progress),
+    }
+}
