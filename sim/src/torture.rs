@@ -69,6 +69,10 @@ pub enum TearKind {
     Bits,
     /// The words in flight take random values ([`Tear::Random`]).
     Random,
+    /// Exhaustive: a prefix ending at every word of the program call in
+    /// flight (an erase: nothing, half and all of it), then 8 random
+    /// partial-bit patterns. Not in `all`; many runs per cut point.
+    Words,
 }
 
 impl TearKind {
@@ -79,6 +83,7 @@ impl TearKind {
     pub fn name(self) -> &'static str {
         match self {
             TearKind::Prefix => "prefix",
+            TearKind::Words => "words",
             TearKind::Bits => "bits",
             TearKind::Random => "random",
         }
@@ -98,13 +103,14 @@ impl TearKind {
             TearKind::Prefix => 0,
             TearKind::Bits => 1,
             TearKind::Random => 2,
+            TearKind::Words => 3,
         }
     }
 
     /// The concrete tear of a run seeded with `seed`.
     fn tear(self, seed: u64) -> Tear {
         match self {
-            TearKind::Bits => Tear::Bits,
+            TearKind::Bits | TearKind::Words => Tear::Bits,
             TearKind::Random => Tear::Random,
             TearKind::Prefix => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7ea2);
@@ -131,9 +137,12 @@ impl FromStr for TearKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "prefix" => Ok(TearKind::Prefix),
+            "words" => Ok(TearKind::Words),
             "bits" => Ok(TearKind::Bits),
             "random" => Ok(TearKind::Random),
-            _ => Err(format!("tear {s:?} is not prefix, bits, random or all")),
+            _ => Err(format!(
+                "tear {s:?} is not prefix, bits, random, words or all"
+            )),
         }
     }
 }
@@ -794,7 +803,7 @@ impl Campaign<'_> {
         let Some(k) = self.calls.iter().position(|&(a, b)| a <= cut && cut < b) else {
             return t.violation(&replay, format!("cut {cut} is past the workload"));
         };
-        let mut driver = match self.driver::<F>() {
+        let driver = match self.driver::<F>() {
             Ok(d) => d,
             Err(e) => return t.violation(&replay, e.0),
         };
@@ -804,6 +813,73 @@ impl Campaign<'_> {
             at: CutPoint::Op(cut),
             tear: kind.tear(seed),
         };
+        self.run_with::<F>(driver, k, cut, kind, power_cut, replay, opts, t);
+    }
+
+    /// Every tear of one call ([`TearKind::Words`]); returns the runs made.
+    fn run_words<F: SimBacked>(&self, cut: u64, opts: &TortureOptions, t: &mut Tally) -> u64 {
+        let Some(k) = self.calls.iter().position(|&(a, b)| a <= cut && cut < b) else {
+            t.violation(
+                &format!("--cut {cut} --tear words"),
+                format!("cut {cut} is past the workload"),
+            );
+            return 0;
+        };
+        let run = |tear: Tear, seed: u64, t: &mut Tally| -> Option<(u64, u64)> {
+            let driver = self.driver::<F>().ok()?;
+            let replay = format!(
+                "{}--seed {} --cut {cut} --tear words ({tear}, seed {seed})",
+                self.replay_prefix, opts.seed
+            );
+            let power_cut = PowerCut {
+                seed,
+                at: CutPoint::Op(cut),
+                tear,
+            };
+            Some(self.run_with::<F>(driver, k, cut, TearKind::Words, power_cut, replay, opts, t))
+        };
+        // The call's length: what a whole call lands beyond an empty one.
+        let Some((programmed_none, erased_none)) = run(Tear::Prefix(0), 0, t) else {
+            return 0;
+        };
+        let Some((programmed_all, erased_all)) = run(Tear::Prefix(1 << 30), 0, t) else {
+            return 1;
+        };
+        let mut runs = 2;
+        let word = self.model.geometry.write_size;
+        let prefixes: Vec<usize> = if erased_all > erased_none {
+            let len = (erased_all - erased_none) as usize;
+            vec![len / 2]
+        } else {
+            let len = (programmed_all - programmed_none) as usize;
+            (1..len.div_ceil(word)).map(|w| w * word).collect()
+        };
+        for p in prefixes {
+            run(Tear::Prefix(p), 0, t);
+            runs += 1;
+        }
+        for i in 0..8 {
+            run(Tear::Bits, mix(opts.seed, cut, TearKind::Words, 10 + i), t);
+            runs += 1;
+        }
+        runs
+    }
+
+    /// One run on a fresh `driver`: the cut armed, the ops up to `k`
+    /// replayed, then the checks (and the second cut). Returns the bytes
+    /// programmed and erased by the time power failed.
+    #[allow(clippy::too_many_arguments)]
+    fn run_with<F: SimBacked>(
+        &self,
+        mut driver: ClawmemDriver<F>,
+        k: usize,
+        cut: u64,
+        kind: TearKind,
+        power_cut: PowerCut,
+        replay: String,
+        opts: &TortureOptions,
+        t: &mut Tally,
+    ) -> (u64, u64) {
         if let Some(s) = driver.store_mut() {
             s.flash_mut().sim_mut().arm_power_cut(power_cut);
         }
@@ -813,6 +889,7 @@ impl Campaign<'_> {
         }
         let in_flight = run_op(&mut driver, &self.ops[k], &mut scratch);
         let mut flash = driver.into_flash();
+        let landed = (flash.stats().programmed_bytes, flash.stats().erased_bytes);
         if flash.is_powered() && !matches!(self.ops[k], Op::Remount {}) {
             t.violation(
                 &replay,
@@ -838,6 +915,7 @@ impl Campaign<'_> {
         if let Some(flash) = recovery {
             self.second_cut::<F>(flash, cut, kind, k, opts, &replay, t);
         }
+        landed
     }
 
     /// `--double`: a cut during the recovery (mount plus the next write).
@@ -1026,14 +1104,18 @@ pub fn torture_on<F: SimBacked>(
         flashes,
         replay_prefix,
     };
-    let runs = chosen.len() as u64 * opts.tears.len() as u64;
-    let mut done = 0;
-    for &cut in &chosen {
+    let estimate = chosen.len() as u64 * opts.tears.len() as u64;
+    let mut runs = 0;
+    for (i, &cut) in chosen.iter().enumerate() {
         for &kind in &opts.tears {
-            campaign.run::<F>(cut, kind, opts, &mut tally);
-            done += 1;
-            progress(done, runs);
+            runs += if kind == TearKind::Words {
+                campaign.run_words::<F>(cut, opts, &mut tally)
+            } else {
+                campaign.run::<F>(cut, kind, opts, &mut tally);
+                1
+            };
         }
+        progress(((i + 1) * opts.tears.len()) as u64, estimate);
     }
     Ok(TortureReport {
         trace: trace.file.clone(),

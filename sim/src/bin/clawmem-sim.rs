@@ -111,8 +111,9 @@ enum Command {
         /// Take exactly this cut point (to replay a violation).
         #[arg(long)]
         cut: Option<u64>,
-        /// Tear pattern: prefix, bits, random or all.
-        #[arg(long, default_value = "all", value_parser = ["prefix", "bits", "random", "all"])]
+        /// Tear pattern: prefix, bits, random, all (the three), or words (a
+        /// prefix at every word of each program call plus 8 bit patterns).
+        #[arg(long, default_value = "all", value_parser = ["prefix", "bits", "random", "all", "words"])]
         tear: String,
         /// Also cut during the recovery (mount + next write) after each cut.
         #[arg(long)]

@@ -1,0 +1,141 @@
+//! Crash consistency on real agent workloads, through the simulator's
+//! power-loss campaign (`clawmem_sim::torture`, the library behind
+//! `clawmem-sim torture`). Every run cuts power at one program or erase
+//! call, mounts the flash afresh (the engine's RAM state is dropped) and
+//! checks against the reference model: every acknowledged operation is
+//! visible (I1), the one in flight is all or nothing and a second mount
+//! agrees (I2), deleted sessions and forgotten items stay gone (I3),
+//! histories keep the acknowledged order minus documented compaction (I4),
+//! `check()` passes (I5), and a write that fits succeeds (I6).
+//!
+//! The workloads: `traces/smoke.jsonl` and the first 300 operations of
+//! `traces/bfcl-multi-turn.jsonl`. Bigger campaigns: `clawmem-sim torture`.
+
+use std::path::PathBuf;
+
+use clawmem_sim::torture::{torture, Cuts, TearKind, TortureOptions, TortureReport};
+use clawmem_sim::Preset;
+use clawmem_sim::Trace;
+
+fn trace(name: &str) -> Trace {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces")
+        .join(name);
+    Trace::from_path(path).expect("trace parses")
+}
+
+fn run(trace: &Trace, opts: TortureOptions) -> TortureReport {
+    let report = torture(trace, &opts, &mut |_, _| {}).expect("campaign runs");
+    println!(
+        "{} on {} ({} ops): {} of {} cut points, tears {:?}, {} runs, {} second cuts, {} remounts, {} violations",
+        trace.file,
+        report.preset,
+        report.ops,
+        report.cut_points,
+        report.total_cut_points,
+        report.tear_patterns,
+        report.runs,
+        report.second_cuts,
+        report.remounts,
+        report.violations
+    );
+    assert_eq!(
+        report.violations, 0,
+        "first: {:?}\n{:#?}",
+        report.first_violation, report.violation_messages
+    );
+    assert_eq!(report.clean_op_errors, 0, "the clean run must succeed");
+    assert!(report.cut_points > 0 && report.remounts > report.runs);
+    report
+}
+
+/// Every call of the smoke trace, torn as a prefix, random bits and random
+/// words, on every geometry preset.
+#[test]
+fn smoke_every_cut_every_preset() {
+    let smoke = trace("smoke.jsonl");
+    for preset in [
+        Preset::Esp32,
+        Preset::Nrf52,
+        Preset::Stm32l4,
+        Preset::Stm32h7,
+        Preset::Generic,
+    ] {
+        let size = if preset == Preset::Stm32h7 {
+            8 * 128 * 1024
+        } else {
+            64 * 1024
+        };
+        let r = run(
+            &smoke,
+            TortureOptions {
+                preset,
+                size_bytes: Some(size),
+                cuts: Cuts::All,
+                tears: TearKind::ALL.to_vec(),
+                seed: 1,
+                ..TortureOptions::default()
+            },
+        );
+        assert_eq!(r.cut_points, r.total_cut_points);
+    }
+}
+
+/// Every call of the smoke trace torn at every word, plus 8 random
+/// partial-bit patterns per call; erases torn at nothing, half and all.
+#[test]
+fn smoke_every_word_of_every_call() {
+    let smoke = trace("smoke.jsonl");
+    for preset in [Preset::Esp32, Preset::Stm32l4] {
+        let r = run(
+            &smoke,
+            TortureOptions {
+                preset,
+                size_bytes: Some(64 * 1024),
+                cuts: Cuts::All,
+                tears: vec![TearKind::Words],
+                seed: 2,
+                ..TortureOptions::default()
+            },
+        );
+        assert!(r.runs > r.cut_points * 10, "{r}");
+    }
+}
+
+/// The first 300 operations of the BFCL multi-turn trace: every call with
+/// the three tears.
+#[test]
+fn bfcl_first_300_ops_every_cut() {
+    let bfcl = trace("bfcl-multi-turn.jsonl");
+    run(
+        &bfcl,
+        TortureOptions {
+            size_bytes: None,
+            cuts: Cuts::All,
+            tears: TearKind::ALL.to_vec(),
+            ops: Some(300),
+            seed: 3,
+            ..TortureOptions::default()
+        },
+    );
+}
+
+/// Double cuts: 200 sampled first cuts, each followed by a second cut
+/// inside the recovery (the mount and the next write).
+#[test]
+fn bfcl_double_cuts() {
+    let bfcl = trace("bfcl-multi-turn.jsonl");
+    let r = run(
+        &bfcl,
+        TortureOptions {
+            size_bytes: None,
+            cuts: Cuts::Sample(200),
+            tears: vec![TearKind::Prefix, TearKind::Bits],
+            double: true,
+            ops: Some(300),
+            seed: 4,
+            ..TortureOptions::default()
+        },
+    );
+    assert!(r.second_cuts >= 200, "{r}");
+}
