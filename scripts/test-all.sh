@@ -24,6 +24,9 @@ cargo test --workspace
 step "fuzz harnesses as tests (fuzz/, outside the workspace)"
 (cd fuzz && cargo test)
 
+step "canary: the suite must catch an engine that skips a CRC check"
+bash scripts/canary.sh
+
 step "no_std builds of crates/clawmem"
 for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     cargo build -p clawmem --release --target "$target"

@@ -1106,7 +1106,8 @@ pub fn torture_on<F: SimBacked>(
     };
     let estimate = chosen.len() as u64 * opts.tears.len() as u64;
     let mut runs = 0;
-    for (i, &cut) in chosen.iter().enumerate() {
+    let mut done = 0;
+    for &cut in &chosen {
         for &kind in &opts.tears {
             runs += if kind == TearKind::Words {
                 campaign.run_words::<F>(cut, opts, &mut tally)
@@ -1114,8 +1115,9 @@ pub fn torture_on<F: SimBacked>(
                 campaign.run::<F>(cut, kind, opts, &mut tally);
                 1
             };
+            done += 1;
+            progress(done, estimate);
         }
-        progress(((i + 1) * opts.tears.len()) as u64, estimate);
     }
     Ok(TortureReport {
         trace: trace.file.clone(),

@@ -959,11 +959,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     sector != self.log.head && last
                 };
                 pos = next;
+                // Every chunk seen, the checkpoint's own included, raises the
+                // next sequence number: a checkpoint stores the number it was
+                // written *before* taking its own, and when it lies before the
+                // head sector the head walk never sees it; a batch that then
+                // reused its number would be skipped as part of it.
+                self.log.next_seq = self.log.next_seq.max(c.header.seq.wrapping_add(1));
                 if Some(c.header.seq) == skip_seq {
                     continue;
                 }
                 scanned_bytes = scanned_bytes.saturating_add(c.header.len);
-                self.log.next_seq = self.log.next_seq.max(c.header.seq.wrapping_add(1));
                 self.mount_report.chunks_scanned += 1;
                 // Only the last chunk of a sector can be torn (the sector is
                 // sealed after any failed write); check it if it ends a batch.

@@ -728,6 +728,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     ) -> Result<bool, Error<F::Error>> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
+        // A cut inside an update, between the new item and the old one's
+        // tombstone, leaves both active: the new item's lineage names the
+        // item it replaced, which is forgotten here (as `memory_update`
+        // documents).
+        let mut replaced: Vec<u32, ACTIVE_CAP> = Vec::new();
+        for a in active.iter() {
+            let (_, (origin, _)) = self.mem_item(a.addr)?;
+            if origin != 0 && origin != a.id && active.iter().any(|x| x.id == origin) {
+                let _ = replaced.push(origin);
+            }
+        }
+        active.retain(|a| !replaced.contains(&a.id));
         // Merge items with the same key (rare: stores refuse same-key
         // duplicates, so only updates can create them).
         let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
