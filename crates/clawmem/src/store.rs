@@ -2312,7 +2312,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     /// Reads a profile document whole into `out` and returns its length.
-    /// A document never written is created with its default contents first.
+    /// A document never written is created with its default contents first
+    /// (as ESP-Claw creates the missing file); on a full partition the
+    /// default is returned without being stored, so a read never fails for
+    /// lack of room.
     ///
     /// Power loss: creating the default is atomic.
     pub fn profile_read(
@@ -2329,7 +2332,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 needed: default.len(),
             });
         }
-        self.profile_write(doc, default)?;
+        match self.profile_write(doc, default) {
+            Ok(()) | Err(Error::Full { .. }) => {}
+            Err(e) => return Err(e),
+        }
         out[..default.len()].copy_from_slice(default.as_bytes());
         Ok(default.len())
     }
