@@ -1415,7 +1415,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// Releases the tail sector, relocating what is still live in it.
     /// `false` if nothing can be released.
     fn reclaim_tail(&mut self) -> Result<bool, Error<F::Error>> {
-        if self.log.used_sectors() <= 1 {
+        // Never from inside a collection or a maintenance write: releasing
+        // the tail would relocate the same tail again (the sector is only
+        // released once its contents are out), without end. What a
+        // collection writes comes from the reserve kept for it.
+        if self.log.used_sectors() <= 1 || self.in_gc {
             return Ok(false);
         }
         let tail_seq = self.log.tail_seq;
