@@ -597,16 +597,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
         // Merges.
-        let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
-        for a in active.clone().iter() {
-            let item = self.mem_load(a)?;
-            let key = item.key();
-            let _ = keys.push(if key.is_empty() {
-                0
-            } else {
-                fnv1a32(key.as_bytes())
-            });
-        }
+        let mut keys = self.mem_keys(&active)?;
         let mut merges = 0;
         let mut i = 0;
         while i < active.len() {
@@ -699,19 +690,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
     }
 
-    /// How many merges a compaction of `active` would write (at most
-    /// [`MAX_MERGES`]).
-    fn mem_merge_count(&mut self, active: &[Active]) -> Result<u32, Error<F::Error>> {
+    /// The hash of each active item's dedup key (0 for an empty key, which
+    /// matches nothing), in the order of `active`.
+    fn mem_keys(&mut self, active: &[Active]) -> Result<Vec<u32, ACTIVE_CAP>, Error<F::Error>> {
         let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
-        for a in active.iter() {
-            let item = self.mem_load(a)?;
-            let key = item.key();
+        for a in active {
+            let key = self.mem_load(a)?.key();
             let _ = keys.push(if key.is_empty() {
                 0
             } else {
                 fnv1a32(key.as_bytes())
             });
         }
+        Ok(keys)
+    }
+
+    /// How many merges a compaction of `active` would write (at most
+    /// [`MAX_MERGES`]).
+    fn mem_merge_count(&mut self, active: &[Active]) -> Result<u32, Error<F::Error>> {
+        let keys = self.mem_keys(active)?;
         let mut merges = 0;
         for i in 0..keys.len() {
             if keys[i] != 0 && keys[..i].contains(&keys[i]) {
@@ -742,16 +739,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         active.retain(|a| !replaced.contains(&a.id));
         // Merge items with the same key (rare: stores refuse same-key
         // duplicates, so only updates can create them).
-        let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
-        for a in active.clone().iter() {
-            let item = self.mem_load(a)?;
-            let key = item.key();
-            let _ = keys.push(if key.is_empty() {
-                0
-            } else {
-                fnv1a32(key.as_bytes())
-            });
-        }
+        let mut keys = self.mem_keys(&active)?;
         let mut i = 0;
         let mut merges = 0;
         while i < active.len() {
