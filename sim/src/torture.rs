@@ -20,14 +20,16 @@
 //! - `Store::check()` passes;
 //! - a new write that fits succeeds after recovery.
 //!
-//! With `double`, a second cut is armed during the recovery itself (the
-//! mount plus the next write), then the flash is mounted again and checked
-//! the same way.
+//! With `double`, each cut is followed by a second cut at every program and
+//! erase call of the recovery (the mount, any repair it makes, and the next
+//! write with the garbage collection it owes), each time on a copy of the
+//! flash as the first cut left it; the flash is then mounted again and
+//! checked the same way.
 //!
 //! Every run is reproducible from its replay string,
 //! `--seed S --cut K --tear T` (plus `--ops N` and `--double` when used):
-//! the tear's randomness and the second cut derive from the seed, the cut
-//! index and the tear pattern.
+//! the tear's randomness (of both cuts) derives from the seed, the cut index
+//! and the tear pattern.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -169,7 +171,8 @@ pub struct TortureOptions {
     pub cuts: Cuts,
     /// Tear patterns; every cut point is run once with each.
     pub tears: Vec<TearKind>,
-    /// Also cut during the recovery that follows each cut.
+    /// Also cut at every program and erase call of the recovery that
+    /// follows each cut.
     pub double: bool,
     /// `(i, n)`: of the chosen cut points (in call order), take every n-th
     /// starting at the i-th.
@@ -918,7 +921,10 @@ impl Campaign<'_> {
         landed
     }
 
-    /// `--double`: a cut during the recovery (mount plus the next write).
+    /// `--double`: a second cut at every program and erase call of the
+    /// recovery (the mount, any repair it makes, and the next write with
+    /// the garbage collection it owes), each on a copy of the flash as the
+    /// first cut left it, then the checks again.
     #[allow(clippy::too_many_arguments)]
     fn second_cut<F: SimBacked>(
         &self,
@@ -944,32 +950,36 @@ impl Campaign<'_> {
             let _ = progress_write(&mut s);
         }
         let calls = copy.borrow().sim().ops_since_arm();
-        if calls == 0 {
-            return;
+        for second in 0..calls {
+            let seed = mix(opts.seed, cut, kind, 2) ^ second.wrapping_mul(0xA24B_AED4_963E_E407);
+            let Ok(f) = F::wrap(flash.clone()) else {
+                return;
+            };
+            let f = Rc::new(RefCell::new(f));
+            f.borrow_mut().sim_mut().arm_power_cut(PowerCut {
+                seed,
+                at: CutPoint::Op(second),
+                tear: kind.tear(seed),
+            });
+            t.second_cuts += 1;
+            t.remounts += 1;
+            if let Ok(mut s) = mount_shared(&f, self.config) {
+                let _ = progress_write(&mut s);
+            }
+            if f.borrow().sim().is_powered() {
+                t.violation(
+                    replay,
+                    format!("recovery call {second} of {calls} did not meet the second cut"),
+                );
+            }
+            f.borrow_mut().sim_mut().restore_power();
+            let flash = match Rc::try_unwrap(f) {
+                Ok(cell) => cell.into_inner().into_sim(),
+                Err(rc) => rc.borrow().sim().clone(),
+            };
+            let replay = format!("{replay} (second cut at recovery call {second} of {calls})");
+            self.check_recovery::<F>(flash, k, true, &replay, t);
         }
-        let seed = mix(opts.seed, cut, kind, 2);
-        let second = ChaCha8Rng::seed_from_u64(seed).random_range(0..calls);
-        let Ok(f) = F::wrap(flash) else {
-            return;
-        };
-        let f = Rc::new(RefCell::new(f));
-        f.borrow_mut().sim_mut().arm_power_cut(PowerCut {
-            seed,
-            at: CutPoint::Op(second),
-            tear: kind.tear(seed),
-        });
-        t.second_cuts += 1;
-        t.remounts += 1;
-        if let Ok(mut s) = mount_shared(&f, self.config) {
-            let _ = progress_write(&mut s);
-        }
-        f.borrow_mut().sim_mut().restore_power();
-        let flash = match Rc::try_unwrap(f) {
-            Ok(cell) => cell.into_inner().into_sim(),
-            Err(rc) => rc.borrow().sim().clone(),
-        };
-        let replay = format!("{replay} (second cut at recovery call {second})");
-        self.check_recovery::<F>(flash, k, true, &replay, t);
     }
 }
 

@@ -115,7 +115,8 @@ enum Command {
         /// prefix at every word of each program call plus 8 bit patterns).
         #[arg(long, default_value = "all", value_parser = ["prefix", "bits", "random", "all", "words"])]
         tear: String,
-        /// Also cut during the recovery (mount + next write) after each cut.
+        /// After each cut, also cut at every program and erase call of the
+        /// recovery (mount, repair, next write and the GC it owes).
         #[arg(long)]
         double: bool,
         /// I/N: take every N-th chosen cut point starting at the I-th.
