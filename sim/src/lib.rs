@@ -17,12 +17,14 @@
 //!   which runs a trace through all of them.
 //! - [`inspect`](mod@inspect): a readable dump of a flash image, damage
 //!   reported rather than fatal.
+//! - [`espfiles`]: export to and import from ESP-Claw's file layout.
 //! - [`torture`]: power-loss campaigns over a trace, with fresh mounts and
 //!   invariant checks after every cut.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod espfiles;
 pub mod fault;
 pub mod flash;
 pub mod heatmap;

@@ -1066,7 +1066,9 @@ pub struct ClawmemDriver<F: SimBacked> {
 /// The default config, its session limit scaled down (in whole KiB) until
 /// clawmem accepts the partition, with a note saying so. Each try formats a
 /// scratch RAM flash of the same model.
-fn fit_config<F: SimBacked>(model: &Model) -> Result<(Config, Option<String>), ReplayError> {
+pub(crate) fn fit_config<F: SimBacked>(
+    model: &Model,
+) -> Result<(Config, Option<String>), ReplayError> {
     let fits = |limit: u32| -> Result<bool, ReplayError> {
         let probe = F::wrap(SimFlash::new(model.clone()))?;
         let config = Config {

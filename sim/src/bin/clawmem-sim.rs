@@ -145,6 +145,48 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write what a clawmem image holds into DIR in ESP-Claw's file layout:
+    /// sessions/s_<safe>_<hash>.log + .log.idx (CHDX) + .log.blocked,
+    /// memory/memory_records.jsonl, memory_index.json, MEMORY.md,
+    /// soul.md, identity.md, user.md. The image is not changed.
+    Export {
+        /// The image file.
+        image: PathBuf,
+        /// Directory to write (created if need be).
+        dir: PathBuf,
+        /// Flash part whose geometry the image has.
+        #[arg(long, default_value = "esp32")]
+        preset: Preset,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a fresh clawmem image from an ESP-Claw data directory (the
+    /// layout `export` writes). A session index that does not match its
+    /// log is rebuilt from the log, where ESP-Claw would wipe the session.
+    Import {
+        /// The ESP-Claw data directory.
+        dir: PathBuf,
+        /// Image file to write (only if the import succeeds).
+        image: PathBuf,
+        /// Flash part.
+        #[arg(long, default_value = "esp32")]
+        preset: Preset,
+        /// Partition size (default: the preset's, 1 MiB on esp32).
+        #[arg(long, value_parser = parse_size)]
+        size: Option<usize>,
+        /// File of session ids, one per line, to name the session files
+        /// whose id cannot be read back from the file name.
+        #[arg(long)]
+        ids: Option<PathBuf>,
+        /// Leave out records-log lines that do not parse (a torn line),
+        /// with a warning, instead of failing.
+        #[arg(long)]
+        skip_bad_lines: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `I/N` with I < N.
@@ -464,6 +506,77 @@ fn main() -> ExitCode {
                 }
             })
             .map_err(|e| e.to_string()),
+        Command::Export {
+            image,
+            dir,
+            preset,
+            json,
+        } => clawmem_sim::espfiles::export_image(&image, preset, &dir)
+            .map(|r| {
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&r).expect("report serializes"));
+                } else {
+                    println!(
+                        "exported {} to {}: {} sessions ({} records, {} blocked), {} memory items, {} labels, {} profiles, {} files",
+                        image.display(),
+                        dir.display(),
+                        r.sessions,
+                        r.records,
+                        r.blocked,
+                        r.memory_items,
+                        r.labels,
+                        r.profiles,
+                        r.files.len()
+                    );
+                    if r.damaged_records > 0 {
+                        println!("{} damaged records were left out", r.damaged_records);
+                    }
+                }
+            })
+            .map_err(|e| e.to_string()),
+        Command::Import {
+            dir,
+            image,
+            preset,
+            size,
+            ids,
+            skip_bad_lines,
+            json,
+        } => (|| {
+            let ids = match ids {
+                Some(path) => clawmem_sim::espfiles::read_ids(&path)?,
+                None => Vec::new(),
+            };
+            let opts = clawmem_sim::espfiles::ImportOptions {
+                ids,
+                skip_bad_lines,
+            };
+            clawmem_sim::espfiles::import_to_image(&dir, &image, preset, size, &opts)
+        })()
+        .map(|r| {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).expect("report serializes"));
+            } else {
+                println!(
+                    "imported {} into {}: {} sessions ({} records, {} indexes rebuilt, {} compacted, {} were blocked), {} memory items ({} stored, {} merged), {} profiles",
+                    dir.display(),
+                    image.display(),
+                    r.sessions,
+                    r.records,
+                    r.indexes_rebuilt,
+                    r.compacted,
+                    r.blocked_markers,
+                    r.memory_items,
+                    r.memory_stored,
+                    r.memory_merged,
+                    r.profiles
+                );
+                for w in &r.warnings {
+                    println!("warning: {w}");
+                }
+            }
+        })
+        .map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -893,6 +893,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let id = ItemId::new(self.mem.next_id);
         let item = Item::new(id, input, now, self.config.memory.label_limit)
             .map_err(|_| Error::InvalidInput("memory content is empty"))?;
+        self.mem_store_new(item, replace)
+    }
+
+    /// Stores an item carried over from another store (an ESP-Claw
+    /// `memory_records.jsonl` being imported, say): as
+    /// [`memory_store`](Self::memory_store) without `replace`, but the item
+    /// keeps its creation and update times and its access count. It gets a
+    /// new id, as every stored item does.
+    pub fn memory_import(
+        &mut self,
+        input: &ItemInput<'_>,
+        created_at: u32,
+        updated_at: u32,
+        access_count: u16,
+    ) -> Result<Stored, Error<F::Error>> {
+        let id = ItemId::new(self.mem.next_id);
+        let mut item = Item::new(id, input, created_at, self.config.memory.label_limit)
+            .map_err(|_| Error::InvalidInput("memory content is empty"))?;
+        item.set_updated_at(updated_at);
+        item.set_access_count(access_count);
+        self.mem_store_new(item, false)
+    }
+
+    /// The common part of storing `item`, a new item with the next id.
+    fn mem_store_new(&mut self, item: Item, replace: bool) -> Result<Stored, Error<F::Error>> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
         for a in active.iter() {

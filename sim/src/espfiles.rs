@@ -1,0 +1,886 @@
+//! `clawmem-sim export` and `import`: a clawmem store to and from ESP-Claw's
+//! file layout (`/work/shared/reference/esp-claw-memory.md`), so that an
+//! ESP-Claw device's memory moves to clawmem and back.
+//!
+//! The layout, relative to the directory:
+//!
+//! - `sessions/s_<safe>_<hash>.log`: each record's JSON body and a `\n`;
+//!   `.log.idx`: the binary `CHDX` index (an 8-byte header, a 10-byte entry
+//!   per record); `.log.blocked`: the empty marker of a blocked session. The
+//!   names and both files are byte for byte what ESP-Claw writes
+//!   ([`clawmem::naming`], [`clawmem::chdx`]).
+//! - `memory/memory_records.jsonl`: one line per active item, ESP-Claw's
+//!   item snapshot:
+//!   `{"id":"mem-7","source":"manual","content":"...","tags":"a,b","keywords":"a,c","created_at":0,"updated_at":0,"access_count":0,"deleted":false,"summary_ids":[1]}`.
+//!   Export writes the log as a compaction leaves it (active items only,
+//!   oldest id first); import replays a whole event log: the last snapshot
+//!   of an id wins and `"deleted":true` forgets it.
+//! - `memory/memory_index.json`: the summary-label catalog (version 3:
+//!   label, id and reference count) and the keyword index. ESP-Claw
+//!   rebuilds it from the records at compaction, and so does import: the
+//!   file is checked (a damaged one is reported) but not needed.
+//! - `memory/MEMORY.md`: the Markdown rendering (lite mode's prompt), as
+//!   [`clawmem::Store::write_memory_md`] writes it; import ignores it.
+//! - `memory/soul.md`, `identity.md`, `user.md` (and Ameba-Claw's
+//!   `AGENTS.md` when it is not the default).
+//! - `clawmem-session-ids.txt`: one session id per line. ESP-Claw's file
+//!   names keep only 24 bytes of an id, with `:` and other bytes turned
+//!   into `_`, so an id cannot always be read back from its name. Export
+//!   writes this extra file (ESP-Claw ignores it); import reads it, or a
+//!   list given with `--ids`, and otherwise searches for the id whose name
+//!   and FNV-1a hash match the file's.
+//!
+//! What is not carried: `memory/memory_digest.log` (the recall counts since
+//! ESP-Claw's last memory compaction; it folds them in at every boot, so a
+//! device's log is at most a few recalls behind), and the per-chat session
+//! maps of the `/session` commands.
+//!
+//! Bad input is an error that names the file and the line or byte; nothing
+//! is half-imported into an image that was already written (import always
+//! formats a fresh image).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clawmem::chdx::{self, Entry};
+use clawmem::memory::{Item, ItemInput};
+use clawmem::naming::{self, SessionFileKind};
+use clawmem::profile::ProfileDoc;
+use clawmem::rebuild::{self, Verdict};
+use clawmem::MountMode;
+use clawmem::{BackendFormat, Record, RecordType, Store, MAX_SESSION_ID_BYTES};
+use embedded_storage::nor_flash::NorFlash;
+use serde::{Deserialize, Serialize};
+
+use crate::flash::SimFlash;
+use crate::model::Preset;
+use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::replay::{fit_config, SimBacked, MAX_SESSIONS};
+
+/// Calls `f::<FlashType>(args)` with the flash type of a preset.
+macro_rules! dispatch {
+    ($preset:expr, $f:ident($($arg:expr),*)) => {
+        match $preset {
+            Preset::Esp32 => $f::<Esp32Flash>($($arg),*),
+            Preset::Nrf52 => $f::<Nrf52Flash>($($arg),*),
+            Preset::Stm32l4 => $f::<Stm32l4Flash>($($arg),*),
+            Preset::Stm32h7 => $f::<Stm32h7Flash>($($arg),*),
+            Preset::Generic => $f::<GenericFlash>($($arg),*),
+        }
+    };
+}
+
+/// Directory of the session files.
+pub const SESSIONS_DIR: &str = "sessions";
+/// Directory of the memory files and profiles.
+pub const MEMORY_DIR: &str = "memory";
+/// The records log.
+pub const RECORDS_FILE: &str = "memory/memory_records.jsonl";
+/// The label catalog and keyword index.
+pub const INDEX_FILE: &str = "memory/memory_index.json";
+/// The Markdown rendering.
+pub const MEMORY_MD_FILE: &str = "memory/MEMORY.md";
+/// The session ids, one per line (clawmem's addition).
+pub const IDS_FILE: &str = "clawmem-session-ids.txt";
+/// Version of `memory_index.json`.
+pub const INDEX_VERSION: u32 = 3;
+
+/// An export or import that failed: what was wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesError(pub String);
+
+impl fmt::Display for FilesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FilesError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, FilesError> {
+    Err(FilesError(msg.into()))
+}
+
+/// One line of `memory_records.jsonl`, in ESP-Claw's field order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordLine {
+    /// Item id (`mem-<n>` from clawmem; any text from ESP-Claw).
+    pub id: String,
+    /// `manual` (tools) or `auto_llm` (extraction).
+    #[serde(default)]
+    pub source: String,
+    /// The memory text.
+    #[serde(default)]
+    pub content: String,
+    /// Comma-joined tags.
+    #[serde(default, deserialize_with = "terms")]
+    pub tags: String,
+    /// Comma-joined keywords.
+    #[serde(default, deserialize_with = "terms")]
+    pub keywords: String,
+    /// Seconds.
+    #[serde(default)]
+    pub created_at: u32,
+    /// Seconds.
+    #[serde(default)]
+    pub updated_at: u32,
+    /// Recalls.
+    #[serde(default)]
+    pub access_count: u32,
+    /// Tombstone.
+    #[serde(default)]
+    pub deleted: bool,
+    /// Ids of the item's summary labels in `memory_index.json`.
+    #[serde(default)]
+    pub summary_ids: Vec<u32>,
+}
+
+/// Tags and keywords: ESP-Claw writes a comma-joined string; a list of
+/// strings is taken too.
+fn terms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Terms {
+        Text(String),
+        List(Vec<String>),
+    }
+    Ok(match Terms::deserialize(d)? {
+        Terms::Text(s) => s,
+        Terms::List(v) => v.join(","),
+    })
+}
+
+/// `memory_index.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexFile {
+    /// [`INDEX_VERSION`].
+    pub version: u32,
+    /// The summary-label catalog.
+    pub summaries: Vec<IndexSummary>,
+    /// Keyword to the ids of the active items carrying it.
+    pub keywords: BTreeMap<String, Vec<String>>,
+}
+
+/// A catalog entry of `memory_index.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexSummary {
+    /// The id items refer to in `summary_ids`.
+    pub id: u32,
+    /// The label.
+    pub label: String,
+    /// Active items carrying it.
+    pub refs: u32,
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExportReport {
+    /// Sessions written.
+    pub sessions: usize,
+    /// Records in them.
+    pub records: usize,
+    /// Sessions with a `.blocked` marker.
+    pub blocked: usize,
+    /// Sessions whose history had damaged records (left out).
+    pub damaged_records: u32,
+    /// Active memory items.
+    pub memory_items: usize,
+    /// Summary labels.
+    pub labels: usize,
+    /// Profile documents written.
+    pub profiles: usize,
+    /// Files written, relative to the directory.
+    pub files: Vec<String>,
+}
+
+/// What an import stored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ImportReport {
+    /// Sessions stored.
+    pub sessions: usize,
+    /// Records appended.
+    pub records: usize,
+    /// Session indexes that did not match their log and were rebuilt from it
+    /// (where ESP-Claw wipes the session).
+    pub indexes_rebuilt: usize,
+    /// Sessions ESP-Claw had blocked.
+    pub blocked_markers: usize,
+    /// Sessions that clawmem's turn-aware compaction shortened on import.
+    pub compacted: usize,
+    /// Lines of the records log.
+    pub record_lines: usize,
+    /// Active items found there.
+    pub memory_items: usize,
+    /// Items stored.
+    pub memory_stored: usize,
+    /// Items that duplicated one stored before (ESP-Claw's compaction merges
+    /// them too).
+    pub memory_merged: usize,
+    /// Profile documents stored.
+    pub profiles: usize,
+    /// What was repaired or left out, each naming its file.
+    pub warnings: Vec<String>,
+}
+
+/// Import options.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Session ids to match file names against (besides the directory's
+    /// `clawmem-session-ids.txt`).
+    pub ids: Vec<String>,
+    /// Skip records-log lines that do not parse (a torn line), with a
+    /// warning, instead of failing.
+    pub skip_bad_lines: bool,
+}
+
+// ---- export -------------------------------------------------------------------
+
+fn write_file(
+    dir: &Path,
+    rel: &str,
+    data: &[u8],
+    report: &mut ExportReport,
+) -> Result<(), FilesError> {
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|e| FilesError(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    fs::write(&path, data)
+        .map_err(|e| FilesError(format!("cannot write {}: {e}", path.display())))?;
+    report.files.push(rel.to_string());
+    Ok(())
+}
+
+/// A store's error as text.
+fn engine<E: fmt::Debug>(what: &str, e: clawmem::Error<E>) -> FilesError {
+    FilesError(format!("{what}: {e:?}"))
+}
+
+/// Writes everything `store` holds into `dir` in ESP-Claw's layout.
+pub fn export_store<F: NorFlash, const N: usize>(
+    store: &mut Store<F, N>,
+    dir: &Path,
+) -> Result<ExportReport, FilesError>
+where
+    F::Error: fmt::Debug,
+{
+    let mut report = ExportReport::default();
+    fs::create_dir_all(dir.join(SESSIONS_DIR))
+        .map_err(|e| FilesError(format!("cannot create {}: {e}", dir.display())))?;
+    fs::create_dir_all(dir.join(MEMORY_DIR))
+        .map_err(|e| FilesError(format!("cannot create {}: {e}", dir.display())))?;
+
+    // Sessions.
+    let mut ids = Vec::new();
+    store
+        .for_each_session(|id, _| ids.push(id.to_string()))
+        .map_err(|e| engine("listing the sessions", e))?;
+    ids.sort();
+    let mut buf = vec![0u8; 64 * 1024];
+    for id in &ids {
+        let (log, idx) = loop {
+            let len = buf.len();
+            match store.history(id, BackendFormat::Unknown, &mut buf) {
+                Ok(h) => {
+                    report.damaged_records += h.damaged_records();
+                    let mut log = Vec::with_capacity(h.used_bytes());
+                    let mut idx = chdx::encode_header().to_vec();
+                    for r in h.iter() {
+                        let offset = u32::try_from(log.len())
+                            .map_err(|_| FilesError(format!("session {id}: log over 4 GiB")))?;
+                        let entry = Entry::for_body(offset, r.body.len(), r.kind, r.format)
+                            .ok_or_else(|| {
+                                FilesError(format!("session {id}: record over 4 GiB"))
+                            })?;
+                        idx.extend_from_slice(&entry.encode());
+                        log.extend_from_slice(r.body);
+                        log.push(b'\n');
+                    }
+                    report.records += h.len();
+                    break (log, idx);
+                }
+                Err(clawmem::Error::BufferTooSmall { needed }) if needed > len => {
+                    buf.resize(needed, 0);
+                }
+                Err(clawmem::Error::NotFound) => {
+                    break (Vec::new(), chdx::encode_header().to_vec())
+                }
+                Err(e) => return Err(engine(&format!("reading session {id}"), e)),
+            }
+        };
+        let file = |kind| format!("{SESSIONS_DIR}/{}", naming::session_file_name(id, kind));
+        write_file(dir, &file(SessionFileKind::Log), &log, &mut report)?;
+        write_file(dir, &file(SessionFileKind::Index), &idx, &mut report)?;
+        let info = store
+            .session_info(id)
+            .map_err(|e| engine(&format!("session {id}"), e))?;
+        if info.is_some_and(|i| i.blocked) {
+            write_file(dir, &file(SessionFileKind::Blocked), b"", &mut report)?;
+            report.blocked += 1;
+        }
+        report.sessions += 1;
+    }
+    let mut id_list = String::new();
+    for id in &ids {
+        id_list.push_str(id);
+        id_list.push('\n');
+    }
+    write_file(dir, IDS_FILE, id_list.as_bytes(), &mut report)?;
+
+    // Memory: the catalog gives the summary ids, in catalog order.
+    let mut summaries: Vec<IndexSummary> = Vec::new();
+    store
+        .memory_catalog(|label, refs| {
+            summaries.push(IndexSummary {
+                id: summaries.len() as u32 + 1,
+                label: label.to_string(),
+                refs: u32::from(refs),
+            })
+        })
+        .map_err(|e| engine("reading the memory catalog", e))?;
+    let mut items: Vec<Item> = Vec::new();
+    store
+        .memory_list(|i| items.push(i.clone()))
+        .map_err(|e| engine("listing memory items", e))?;
+    items.sort_by_key(|i| i.id());
+    let mut jsonl = String::new();
+    let mut keywords: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for item in &items {
+        let line = RecordLine {
+            id: item.id().to_string(),
+            source: item.source().to_string(),
+            content: item.content().to_string(),
+            tags: item.tags().to_string(),
+            keywords: item.keywords().to_string(),
+            created_at: item.created_at(),
+            updated_at: item.updated_at(),
+            access_count: u32::from(item.access_count()),
+            deleted: false,
+            summary_ids: item
+                .labels()
+                .iter()
+                .filter_map(|l| {
+                    summaries
+                        .iter()
+                        .find(|s| s.label == l.as_str())
+                        .map(|s| s.id)
+                })
+                .collect(),
+        };
+        jsonl.push_str(&serde_json::to_string(&line).map_err(|e| FilesError(e.to_string()))?);
+        jsonl.push('\n');
+        for k in item.keyword_terms() {
+            keywords
+                .entry(k.to_string())
+                .or_default()
+                .push(line.id.clone());
+        }
+    }
+    report.memory_items = items.len();
+    report.labels = summaries.len();
+    write_file(dir, RECORDS_FILE, jsonl.as_bytes(), &mut report)?;
+    let index = IndexFile {
+        version: INDEX_VERSION,
+        summaries,
+        keywords,
+    };
+    let index_json = serde_json::to_string_pretty(&index).map_err(|e| FilesError(e.to_string()))?;
+    write_file(dir, INDEX_FILE, index_json.as_bytes(), &mut report)?;
+    let mut md = String::new();
+    store
+        .write_memory_md(&mut md)
+        .map_err(|e| engine("rendering MEMORY.md", e))?;
+    write_file(dir, MEMORY_MD_FILE, md.as_bytes(), &mut report)?;
+
+    // Profiles.
+    for doc in ProfileDoc::ALL {
+        let len = store
+            .profile_len(doc)
+            .map_err(|e| engine(&format!("profile {}", doc.file_name()), e))?;
+        let mut body = vec![0u8; len];
+        let body = match store.profile_read(doc, &mut body) {
+            Ok(n) => body[..n].to_vec(),
+            // Never written on a full partition: the default is what it holds.
+            Err(clawmem::Error::Full { .. }) => doc.default_contents().as_bytes().to_vec(),
+            Err(e) => return Err(engine(&format!("profile {}", doc.file_name()), e)),
+        };
+        if doc == ProfileDoc::Agents && body == doc.default_contents().as_bytes() {
+            continue;
+        }
+        write_file(
+            dir,
+            &format!("{MEMORY_DIR}/{}", doc.file_name()),
+            &body,
+            &mut report,
+        )?;
+        report.profiles += 1;
+    }
+    Ok(report)
+}
+
+// ---- import -------------------------------------------------------------------
+
+fn read_file(path: &Path) -> Result<Option<Vec<u8>>, FilesError> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn utf8<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, FilesError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        FilesError(format!(
+            "{}: invalid UTF-8 at byte {}",
+            path.display(),
+            e.valid_up_to()
+        ))
+    })
+}
+
+/// Unsafe bytes an id may have had where its file name has `_`, most
+/// likely first.
+const UNSAFE_GUESSES: [u8; 5] = [b':', b'_', b'#', b'.', b'/'];
+
+/// The session id whose file stem is `stem`: one of `known`, or one found
+/// by trying the bytes ESP-Claw turns into `_` at each `_` of the name.
+pub fn recover_session_id(stem: &str, known: &[String]) -> Option<String> {
+    if let Some(id) = known
+        .iter()
+        .find(|id| naming::session_stem(id).as_str() == stem)
+    {
+        return Some(id.clone());
+    }
+    let inner = stem.strip_prefix("s_")?;
+    let (safe, hash) = inner.rsplit_once('_')?;
+    if hash.len() != 8 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let holes: Vec<usize> = safe
+        .bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'_')
+        .map(|(i, _)| i)
+        .collect();
+    // Up to 5^8 (390,625) candidates, or 2^k with `:` and `_` only.
+    let guesses: &[u8] = if holes.len() <= 8 {
+        &UNSAFE_GUESSES
+    } else if holes.len() <= 20 {
+        &UNSAFE_GUESSES[..2]
+    } else {
+        return None;
+    };
+    let mut candidate = safe.as_bytes().to_vec();
+    let mut choice = vec![0usize; holes.len()];
+    loop {
+        for (slot, &at) in holes.iter().enumerate() {
+            candidate[at] = guesses[choice[slot]];
+        }
+        let id = std::str::from_utf8(&candidate).ok()?;
+        if naming::session_stem(id).as_str() == stem {
+            return Some(id.to_string());
+        }
+        // Next combination.
+        let mut slot = 0;
+        loop {
+            if slot == choice.len() {
+                return None;
+            }
+            choice[slot] += 1;
+            if choice[slot] < guesses.len() {
+                break;
+            }
+            choice[slot] = 0;
+            slot += 1;
+        }
+    }
+}
+
+/// The records of a session's files: the index if it matches the log,
+/// otherwise the index rebuilt from the log (where ESP-Claw wipes the
+/// session), with a warning.
+fn session_entries(
+    log_path: &Path,
+    log: &[u8],
+    idx: Option<&[u8]>,
+    report: &mut ImportReport,
+) -> Result<Vec<Entry>, FilesError> {
+    let idx_name = format!("{}.idx", log_path.display());
+    if let Some(idx) = idx {
+        match rebuild::repair(idx, log) {
+            Verdict::Keep { tail, .. } => {
+                if let Some(t) = tail {
+                    report.warnings.push(format!(
+                        "{}: {} bytes at byte {} after the last record are torn; left out",
+                        log_path.display(),
+                        t.end().saturating_sub(t.offset),
+                        t.offset
+                    ));
+                }
+                return Ok(chdx::entries(idx, log.len() as u64).collect());
+            }
+            Verdict::Rebuild(reason) => {
+                report.warnings.push(format!(
+                    "{idx_name}: {reason}; rebuilt from the log (ESP-Claw would wipe the session)"
+                ));
+            }
+        }
+    } else {
+        report
+            .warnings
+            .push(format!("{idx_name}: missing; rebuilt from the log"));
+    }
+    report.indexes_rebuilt += 1;
+    let entries =
+        rebuild::entries(log).map_err(|e| FilesError(format!("{}: {e}", log_path.display())))?;
+    let mut out = Vec::new();
+    let mut it = entries;
+    for e in it.by_ref() {
+        out.push(e.entry);
+    }
+    let r = it.report();
+    if r.skipped_segments > 0 || r.unterminated_records > 0 {
+        report.warnings.push(format!(
+            "{}: {} torn stretch(es) ({} bytes) and {} unterminated record(s) left out",
+            log_path.display(),
+            r.skipped_segments,
+            r.skipped_bytes,
+            r.unterminated_records
+        ));
+    }
+    Ok(out)
+}
+
+fn import_sessions<F: NorFlash, const N: usize>(
+    dir: &Path,
+    store: &mut Store<F, N>,
+    known: &[String],
+    report: &mut ImportReport,
+) -> Result<(), FilesError>
+where
+    F::Error: fmt::Debug,
+{
+    let sdir = dir.join(SESSIONS_DIR);
+    let listing = match fs::read_dir(&sdir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return err(format!("cannot read {}: {e}", sdir.display())),
+    };
+    let mut names = BTreeSet::new();
+    for entry in listing {
+        let entry =
+            entry.map_err(|e| FilesError(format!("cannot read {}: {e}", sdir.display())))?;
+        names.insert(entry.file_name().to_string_lossy().into_owned());
+    }
+    for name in &names {
+        let Some(stem) = name.strip_suffix(".log") else {
+            let paired = [".log.idx", ".log.blocked"].iter().any(|s| {
+                name.strip_suffix(s)
+                    .is_some_and(|st| names.contains(&format!("{st}.log")))
+            });
+            if !paired {
+                report.warnings.push(format!(
+                    "{}: not a session log, or its .log is missing; ignored",
+                    sdir.join(name).display()
+                ));
+            }
+            continue;
+        };
+        let log_path = sdir.join(name);
+        let Some(id) = recover_session_id(stem, known) else {
+            return err(format!(
+                "{}: cannot tell which session id this file holds (ESP-Claw names keep 24 bytes of an id); list the id in {} or pass it with --ids",
+                log_path.display(),
+                IDS_FILE
+            ));
+        };
+        if id.is_empty() || id.len() > MAX_SESSION_ID_BYTES {
+            return err(format!(
+                "{}: session id {id:?} is empty or longer than {MAX_SESSION_ID_BYTES} bytes",
+                log_path.display()
+            ));
+        }
+        let log = read_file(&log_path)?.unwrap_or_default();
+        let idx = read_file(&sdir.join(format!("{name}.idx")))?;
+        let entries = session_entries(&log_path, &log, idx.as_deref(), report)?;
+        if names.contains(&format!("{name}.blocked")) {
+            report.blocked_markers += 1;
+        }
+        let mut compacted = false;
+        let mut blocked = false;
+        for (n, e) in entries.iter().enumerate() {
+            let start = e.offset as usize;
+            let body = &log[start..start + e.body_len() as usize];
+            let record = Record {
+                kind: e.record_type,
+                format: e.backend_format,
+                body,
+            };
+            match store.append(&id, &[record], e.record_type == RecordType::AssistantFinal) {
+                Ok(out) => {
+                    compacted |= out.compacted;
+                    blocked |= out.blocked;
+                }
+                Err(clawmem::Error::Blocked) => {
+                    report.warnings.push(format!(
+                        "{}: the session is blocked (over its size limit after compaction); records from entry {n} on were not imported",
+                        log_path.display()
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    return Err(engine(
+                        &format!("{}: record {n} (byte {start})", log_path.display()),
+                        e,
+                    ))
+                }
+            }
+            report.records += 1;
+        }
+        if compacted {
+            report.compacted += 1;
+        }
+        if blocked && !names.contains(&format!("{name}.blocked")) {
+            report.warnings.push(format!(
+                "{}: over the session limit after compaction; clawmem blocked it",
+                log_path.display()
+            ));
+        }
+        report.sessions += 1;
+    }
+    Ok(())
+}
+
+fn import_memory<F: NorFlash, const N: usize>(
+    dir: &Path,
+    store: &mut Store<F, N>,
+    opts: &ImportOptions,
+    report: &mut ImportReport,
+) -> Result<(), FilesError>
+where
+    F::Error: fmt::Debug,
+{
+    let index_path = dir.join(INDEX_FILE);
+    if let Some(bytes) = read_file(&index_path)? {
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+            report.warnings.push(format!(
+                "{}: line {} column {}: {e}; the catalog is rebuilt from the records",
+                index_path.display(),
+                e.line(),
+                e.column()
+            ));
+        }
+    }
+    let path = dir.join(RECORDS_FILE);
+    let Some(bytes) = read_file(&path)? else {
+        return Ok(());
+    };
+    let text = utf8(&path, &bytes)?;
+    // The event log replayed: the last snapshot of an id wins, a tombstone
+    // forgets it; first appearance gives the order.
+    let mut order: Vec<String> = Vec::new();
+    let mut live: BTreeMap<String, RecordLine> = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let lineno = n + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        report.record_lines += 1;
+        let rec: RecordLine = match serde_json::from_str(line) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!(
+                    "{}: line {lineno} column {}: {e}",
+                    path.display(),
+                    e.column()
+                );
+                if opts.skip_bad_lines {
+                    report.warnings.push(format!("{msg}; skipped"));
+                    continue;
+                }
+                return err(format!("{msg} (pass --skip-bad-lines to leave it out)"));
+            }
+        };
+        if rec.deleted {
+            live.remove(&rec.id);
+            continue;
+        }
+        if rec.content.trim().is_empty() {
+            let msg = format!(
+                "{}: line {lineno}: item {} has empty content",
+                path.display(),
+                rec.id
+            );
+            if opts.skip_bad_lines {
+                report.warnings.push(format!("{msg}; skipped"));
+                continue;
+            }
+            return err(msg);
+        }
+        if !live.contains_key(&rec.id) {
+            order.retain(|id| id != &rec.id);
+            order.push(rec.id.clone());
+        }
+        live.insert(rec.id.clone(), rec);
+    }
+    for id in order {
+        let Some(rec) = live.get(&id) else { continue };
+        report.memory_items += 1;
+        let input = ItemInput {
+            content: &rec.content,
+            tags: &rec.tags,
+            keywords: &rec.keywords,
+            source: &rec.source,
+        };
+        let access = u16::try_from(rec.access_count).unwrap_or(u16::MAX);
+        let stored = store
+            .memory_import(
+                &input,
+                rec.created_at,
+                rec.updated_at.max(rec.created_at),
+                access,
+            )
+            .map_err(|e| engine(&format!("{}: item {id}", path.display()), e))?;
+        if stored.changed {
+            report.memory_stored += 1;
+        } else {
+            report.memory_merged += 1;
+        }
+    }
+    Ok(())
+}
+
+fn import_profiles<F: NorFlash, const N: usize>(
+    dir: &Path,
+    store: &mut Store<F, N>,
+    report: &mut ImportReport,
+) -> Result<(), FilesError>
+where
+    F::Error: fmt::Debug,
+{
+    for doc in ProfileDoc::ALL {
+        let path = dir.join(MEMORY_DIR).join(doc.file_name());
+        let Some(bytes) = read_file(&path)? else {
+            continue;
+        };
+        let body = utf8(&path, &bytes)?;
+        store
+            .profile_write(doc, body)
+            .map_err(|e| engine(&path.display().to_string(), e))?;
+        report.profiles += 1;
+    }
+    Ok(())
+}
+
+/// Reads the session-id list at `path` (one id per line).
+pub fn read_ids(path: &Path) -> Result<Vec<String>, FilesError> {
+    let bytes =
+        fs::read(path).map_err(|e| FilesError(format!("cannot read {}: {e}", path.display())))?;
+    Ok(utf8(path, &bytes)?
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Stores everything of `dir` (ESP-Claw's layout) into `store`, which
+/// should be freshly formatted.
+pub fn import_dir<F: NorFlash, const N: usize>(
+    dir: &Path,
+    store: &mut Store<F, N>,
+    opts: &ImportOptions,
+) -> Result<ImportReport, FilesError>
+where
+    F::Error: fmt::Debug,
+{
+    if !dir.is_dir() {
+        return err(format!("{}: not a directory", dir.display()));
+    }
+    let mut report = ImportReport::default();
+    let mut known = opts.ids.clone();
+    let ids_path: PathBuf = dir.join(IDS_FILE);
+    if ids_path.exists() {
+        known.extend(read_ids(&ids_path)?);
+    }
+    // Memory and profiles first: they are small, and a session log that
+    // does not fit then fails with everything else stored.
+    import_memory(dir, store, opts, &mut report)?;
+    import_profiles(dir, store, &mut report)?;
+    import_sessions(dir, store, &known, &mut report)?;
+    Ok(report)
+}
+
+// ---- images -------------------------------------------------------------------
+
+/// Mounts the image file `image` (of part `preset`) in RAM and exports it
+/// into `dir`. The image file is not changed.
+pub fn export_image(image: &Path, preset: Preset, dir: &Path) -> Result<ExportReport, FilesError> {
+    fn on<F: SimBacked>(
+        flash: SimFlash,
+        dir: &Path,
+        name: &str,
+    ) -> Result<ExportReport, FilesError> {
+        let (config, _) = fit_config::<F>(flash.model()).map_err(|e| FilesError(e.0))?;
+        let wrapped = F::wrap(flash).map_err(|e| FilesError(format!("{name}: {}", e.0)))?;
+        let mut store =
+            Store::<F, MAX_SESSIONS>::mount(wrapped, config, MountMode::ExistingOnly)
+                .map_err(|e| FilesError(format!("{name}: not a clawmem image that mounts: {e}")))?;
+        export_store(&mut store, dir)
+    }
+    let bytes =
+        fs::read(image).map_err(|e| FilesError(format!("cannot read {}: {e}", image.display())))?;
+    let name = image.display().to_string();
+    let flash = sim_of(&name, preset, &bytes)?;
+    dispatch!(preset, on(flash, dir, &name))
+}
+
+/// Formats a fresh image of `size_bytes` (the preset's default if `None`)
+/// for part `preset`, imports `dir` into it and writes it to `image`. The
+/// image file is written only if the import succeeds.
+pub fn import_to_image(
+    dir: &Path,
+    image: &Path,
+    preset: Preset,
+    size_bytes: Option<usize>,
+    opts: &ImportOptions,
+) -> Result<ImportReport, FilesError> {
+    fn on<F: SimBacked>(
+        flash: SimFlash,
+        dir: &Path,
+        opts: &ImportOptions,
+    ) -> Result<(ImportReport, SimFlash), FilesError> {
+        let (config, _) = fit_config::<F>(flash.model()).map_err(|e| FilesError(e.0))?;
+        let wrapped = F::wrap(flash).map_err(|e| FilesError(e.0))?;
+        let mut store = Store::<F, MAX_SESSIONS>::format(wrapped, config)
+            .map_err(|e| FilesError(format!("format failed: {e}")))?;
+        let report = import_dir(dir, &mut store, opts)?;
+        store
+            .check()
+            .map_err(|e| engine("check after the import", e))?;
+        Ok((report, store.into_flash().into_sim()))
+    }
+    let model = preset
+        .model(size_bytes.unwrap_or_else(|| preset.default_capacity()))
+        .map_err(|e| FilesError(e.0))?;
+    let flash = SimFlash::new(model);
+    let (report, flash) = dispatch!(preset, on(flash, dir, opts))?;
+    fs::write(image, flash.image())
+        .map_err(|e| FilesError(format!("cannot write {}: {e}", image.display())))?;
+    Ok(report)
+}
+
+/// A RAM simulator holding `bytes`, an image of part `preset`.
+fn sim_of(name: &str, preset: Preset, bytes: &[u8]) -> Result<SimFlash, FilesError> {
+    let model = preset.model(bytes.len()).map_err(|e| {
+        FilesError(format!(
+            "{name}: {} B is not a {} image: {}",
+            bytes.len(),
+            preset.name(),
+            e.0
+        ))
+    })?;
+    SimFlash::from_image(&model, bytes).map_err(|e| FilesError(format!("{name}: {e:?}")))
+}
