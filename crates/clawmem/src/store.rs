@@ -1009,6 +1009,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// Applies one committed batch found at mount to the RAM state.
     fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Error<F::Error>> {
+        // The scan reads chunk headers, not payloads. Deletions, blocks,
+        // tombstones and access records are small: check their CRC, so
+        // that a bit flipped at rest cannot turn a batch into a deletion or
+        // an item into a tombstone. (Bases and objects are checked against
+        // the session they name and by their readers.)
+        let destructive = matches!(
+            h.kind,
+            kind::SESSION_DELETE | kind::SESSION_BLOCK | kind::MEM_FORGET | kind::MEM_ACCESS
+        );
+        if destructive && self.log.verify(addr)?.is_none() {
+            return Err(Error::Corrupted {
+                address: addr,
+                what: "a record failed its checksum",
+            });
+        }
         let geo = self.log.geo;
         let sector_seq = self
             .log
