@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what clawmem's tests need on a fresh machine (rustup targets and
 # components; Debian packages once the peers need them) and runs them all:
-# format, lints, the whole test suite, and the no_std builds of the core.
+# format, lints, the whole test suite, the no_std builds of the core, and
+# the firmware example with its size report (scripts/firmware-size.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,5 +32,8 @@ step "no_std builds of crates/clawmem"
 for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     cargo build -p clawmem --release --target "$target"
 done
+
+step "firmware example (examples/firmware, outside the workspace): build and size report"
+bash scripts/firmware-size.sh
 
 step "all checks passed"

@@ -1,0 +1,348 @@
+//! Every clawmem operation the firmware uses, each behind one
+//! `#[inline(never)]` function that only forwards its arguments.
+//!
+//! This is for the size report, not for clawmem's sake: with LTO and
+//! `opt-level = "z"`, a clawmem function called from one place is inlined
+//! into its caller, and its code would then be counted as the example's
+//! (`clawmem_firmware::agent_turn`) instead of the engine's. Behind these
+//! forwards the engine's code stays under clawmem's own symbols, or under
+//! `clawmem_firmware::api::*`, which scripts/firmware-size.sh counts as
+//! engine code: these functions hold nothing but the call. Callbacks and
+//! writers cross as `dyn` so that the example's closures are not inlined the
+//! other way.
+//!
+//! A real firmware calls `Store` directly; the code is the same.
+
+use core::fmt::{self, Write};
+
+use clawmem::backend::{self, ScanError};
+use clawmem::chat::{self, ChatKey, ChatKeyError, ChatSessions, SessionCommand, SessionError};
+use clawmem::chat::{SessionId, SessionReply, UsageError};
+use clawmem::chdx::{self, Entry};
+use clawmem::memory::{Item, ItemId, ItemInput};
+use clawmem::naming::{self, SessionFileKind, SessionFileName};
+use clawmem::profile::ProfileDoc;
+use clawmem::rebuild::{self, RebuildError, RebuildReport, Verdict};
+use clawmem::text::{self, Normalized};
+use clawmem::{
+    Appended, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
+    SessionInfo, Space, Stored, WrittenBytes,
+};
+
+use crate::flash::{FlashError, InternalFlash};
+use crate::Engine;
+
+type R<T> = core::result::Result<T, Error<FlashError>>;
+
+// ---- the store: mount, sessions, profiles ---------------------------------
+
+#[inline(never)]
+pub fn mount(flash: InternalFlash, config: Config, mode: MountMode) -> R<Engine> {
+    Engine::mount(flash, config, mode)
+}
+
+#[inline(never)]
+pub fn format(flash: InternalFlash, config: Config) -> R<Engine> {
+    Engine::format(flash, config)
+}
+
+#[inline(never)]
+pub fn mount_report(store: &Engine) -> MountReport {
+    store.mount_report()
+}
+
+#[inline(never)]
+pub fn config(store: &Engine) -> &Config {
+    store.config()
+}
+
+#[inline(never)]
+pub fn space(store: &Engine) -> Space {
+    store.space()
+}
+
+#[inline(never)]
+pub fn written_bytes(store: &Engine) -> WrittenBytes {
+    store.written_bytes()
+}
+
+#[inline(never)]
+pub fn check(store: &mut Engine) -> R<u32> {
+    store.check()
+}
+
+#[inline(never)]
+pub fn gate(store: &mut Engine, session: Option<&str>) -> Gate {
+    store.gate(session)
+}
+
+#[inline(never)]
+pub fn append(
+    store: &mut Engine,
+    session: &str,
+    records: &[Record<'_>],
+    turn_completed: bool,
+) -> R<Appended> {
+    store.append(session, records, turn_completed)
+}
+
+#[inline(never)]
+pub fn compact_with_summary(
+    store: &mut Engine,
+    session: &str,
+    keep_turns: u64,
+    summary: Record<'_>,
+) -> R<bool> {
+    store.compact_with_summary(session, keep_turns, summary)
+}
+
+#[inline(never)]
+pub fn history<'b>(
+    store: &mut Engine,
+    session: &str,
+    current: BackendFormat,
+    buf: &'b mut [u8],
+) -> R<History<'b>> {
+    store.history(session, current, buf)
+}
+
+#[inline(never)]
+pub fn session_info(store: &mut Engine, session: &str) -> R<Option<SessionInfo>> {
+    store.session_info(session)
+}
+
+#[inline(never)]
+pub fn session_count(store: &Engine) -> usize {
+    store.session_count()
+}
+
+#[inline(never)]
+pub fn for_each_session(store: &mut Engine, f: &mut dyn FnMut(&str, SessionInfo)) -> R<()> {
+    store.for_each_session(f)
+}
+
+#[inline(never)]
+pub fn delete_session(store: &mut Engine, session: &str) -> R<()> {
+    store.delete_session(session)
+}
+
+#[inline(never)]
+pub fn clear_sessions(store: &mut Engine) -> R<usize> {
+    store.clear_sessions()
+}
+
+#[inline(never)]
+pub fn profile_read(store: &mut Engine, doc: ProfileDoc, out: &mut [u8]) -> R<usize> {
+    store.profile_read(doc, out)
+}
+
+#[inline(never)]
+pub fn profile_len(store: &mut Engine, doc: ProfileDoc) -> R<usize> {
+    store.profile_len(doc)
+}
+
+#[inline(never)]
+pub fn profile_write(store: &mut Engine, doc: ProfileDoc, body: &str) -> R<()> {
+    store.profile_write(doc, body)
+}
+
+#[inline(never)]
+pub fn write_prompt_section(
+    doc: ProfileDoc,
+    mut w: &mut dyn Write,
+    dir: &str,
+    contents: &str,
+) -> Result<bool, fmt::Error> {
+    doc.write_prompt_section(&mut w, dir, contents)
+}
+
+// ---- `/session` commands --------------------------------------------------
+
+#[inline(never)]
+pub fn chat_key(channel: &str, chat_id: &str) -> Result<ChatKey, ChatKeyError> {
+    ChatKey::new(channel, chat_id)
+}
+
+#[inline(never)]
+pub fn session_command_args(text: &str) -> Option<&str> {
+    chat::session_command_args(text)
+}
+
+#[inline(never)]
+pub fn parse_session_command(args: &str) -> Result<SessionCommand, UsageError> {
+    chat::parse_session_command(args)
+}
+
+#[inline(never)]
+pub fn chat_sessions(store: &mut Engine, chat: &ChatKey) -> R<ChatSessions> {
+    store.chat_sessions(chat)
+}
+
+#[inline(never)]
+pub fn session_command(
+    store: &mut Engine,
+    chat: &ChatKey,
+    command: &SessionCommand,
+) -> R<Result<Option<SessionReply>, SessionError>> {
+    store.session_command(chat, command)
+}
+
+#[inline(never)]
+pub fn current_session_id(map: &ChatSessions) -> SessionId {
+    map.current_session_id()
+}
+
+#[inline(never)]
+pub fn render_list(map: &ChatSessions, mut w: &mut dyn Write) -> fmt::Result {
+    map.render_list(&mut w)
+}
+
+// ---- long-term memory -----------------------------------------------------
+
+#[inline(never)]
+pub fn memory_stage_begin(store: &mut Engine) {
+    store.memory_stage_begin()
+}
+
+#[inline(never)]
+pub fn write_memory_stage_note(store: &Engine, mut w: &mut dyn Write) -> Result<bool, fmt::Error> {
+    store.write_memory_stage_note(&mut w)
+}
+
+#[inline(never)]
+pub fn memory_store(
+    store: &mut Engine,
+    input: &ItemInput<'_>,
+    now: u32,
+    replace: bool,
+) -> R<Stored> {
+    store.memory_store(input, now, replace)
+}
+
+#[inline(never)]
+pub fn memory_recall(
+    store: &mut Engine,
+    labels: &[&str],
+    limit: usize,
+    now: u32,
+    f: &mut dyn FnMut(&Item),
+) -> R<usize> {
+    store.memory_recall(labels, limit, now, f)
+}
+
+#[inline(never)]
+pub fn memory_update(
+    store: &mut Engine,
+    id: ItemId,
+    patch: &ItemInput<'_>,
+    now: u32,
+) -> R<Option<Stored>> {
+    store.memory_update(id, patch, now)
+}
+
+#[inline(never)]
+pub fn memory_newest(store: &mut Engine, id: ItemId) -> R<ItemId> {
+    store.memory_newest(id)
+}
+
+#[inline(never)]
+pub fn memory_get(store: &mut Engine, id: ItemId) -> R<Item> {
+    store.memory_get(id)
+}
+
+#[inline(never)]
+pub fn memory_forget(store: &mut Engine, id: ItemId) -> R<Item> {
+    store.memory_forget(id)
+}
+
+#[inline(never)]
+pub fn memory_forget_scrub(store: &mut Engine, id: ItemId) -> R<()> {
+    store.memory_forget_scrub(id)
+}
+
+#[inline(never)]
+pub fn memory_list(store: &mut Engine, f: &mut dyn FnMut(&Item)) -> R<usize> {
+    store.memory_list(f)
+}
+
+#[inline(never)]
+pub fn memory_catalog(store: &mut Engine, f: &mut dyn FnMut(&str, u16)) -> R<usize> {
+    store.memory_catalog(f)
+}
+
+#[inline(never)]
+pub fn memory_len(store: &mut Engine) -> R<usize> {
+    store.memory_len()
+}
+
+#[inline(never)]
+pub fn memory_compact(store: &mut Engine) -> R<()> {
+    store.memory_compact()
+}
+
+#[inline(never)]
+pub fn memory_clear(store: &mut Engine) -> R<()> {
+    store.memory_clear()
+}
+
+#[inline(never)]
+pub fn write_memory_prompt(store: &mut Engine, mut w: &mut dyn Write) -> R<()> {
+    store.write_memory_prompt(&mut w)
+}
+
+#[inline(never)]
+pub fn write_memory_md(store: &mut Engine, mut w: &mut dyn Write) -> R<()> {
+    store.write_memory_md(&mut w)
+}
+
+#[inline(never)]
+pub fn item_id(text: &str) -> Option<ItemId> {
+    ItemId::parse(text)
+}
+
+// ---- records: text, JSON, names, ESP-Claw import ----------------------------
+
+#[inline(never)]
+pub fn normalize_to_str<'a>(
+    input: &[u8],
+    max_chars: usize,
+    out: &'a mut [u8],
+) -> (&'a str, Normalized) {
+    text::normalize_to_str(input, max_chars, out)
+}
+
+#[inline(never)]
+pub fn extract_final_text(body: &[u8], out: &mut [u8]) -> Result<usize, ScanError> {
+    backend::extract_final_text(body, out)
+}
+
+#[inline(never)]
+pub fn write_text_message(text: &str, out: &mut [u8]) -> Result<usize, ScanError> {
+    backend::write_text_message(text, out)
+}
+
+#[inline(never)]
+pub fn session_file_name(session: &str, kind: SessionFileKind) -> SessionFileName {
+    naming::session_file_name(session, kind)
+}
+
+#[inline(never)]
+pub fn repair(index: &[u8], log: &[u8]) -> Verdict {
+    rebuild::repair(index, log)
+}
+
+#[inline(never)]
+pub fn rebuild_index_with_old(
+    log: &[u8],
+    old_index: &[u8],
+    out: &mut [u8],
+) -> Result<RebuildReport, RebuildError> {
+    rebuild::rebuild_index_with_old(log, old_index, out)
+}
+
+#[inline(never)]
+pub fn index_entries(index: &[u8], data_size_bytes: u64, f: &mut dyn FnMut(Entry)) {
+    for entry in chdx::entries(index, data_size_bytes) {
+        f(entry)
+    }
+}

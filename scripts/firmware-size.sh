@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# clawmem's size on a Cortex-M4F. Builds examples/firmware (a no_std binary
+# that calls every public clawmem operation, so the linker keeps all of the
+# engine) for thumbv7em-none-eabihf with opt-level "z", LTO and one codegen
+# unit, then reports:
+#   - the ELF's sections (.text, .rodata, .data, .bss, ...);
+#   - the engine's share of .text, from the symbol table: clawmem's own
+#     functions (and generic code instantiated for clawmem's types), the
+#     example's forwards to them (clawmem_firmware::api, see its doc), and
+#     the crates only clawmem uses (crc, heapless);
+#   - the engine state, size_of::<Store<_, 32>>() on the target, read back
+#     from the ELF (CLAWMEM_ENGINE_STATE_BYTES);
+#   - the largest stack frames;
+#   - both against the budget: engine code <= 32 KiB, engine state <= 4 KiB.
+#
+#   bash scripts/firmware-size.sh              # report (exit 0 over budget)
+#   bash scripts/firmware-size.sh --enforce    # exit 1 if over budget
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TARGET=thumbv7em-none-eabihf
+CODE_BUDGET=$((32 * 1024))
+STATE_BUDGET=$((4 * 1024))
+
+enforce=0
+case "${1:-}" in
+    "") ;;
+    --enforce) enforce=1 ;;
+    *)
+        echo "usage: $0 [--enforce]" >&2
+        exit 2
+        ;;
+esac
+
+rustup target add "$TARGET" >/dev/null
+# llvm-size/nm/objdump matching rustc's LLVM; a system LLVM will do as well.
+rustup component add llvm-tools >/dev/null 2>&1 || true
+llvm_bin="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
+tool() {
+    if [ -x "$llvm_bin/$1" ]; then
+        echo "$llvm_bin/$1"
+    elif command -v "$1" >/dev/null; then
+        command -v "$1"
+    else
+        echo "firmware-size: $1 not found (rustup component add llvm-tools)" >&2
+        exit 1
+    fi
+}
+SIZE=$(tool llvm-size)
+NM=$(tool llvm-nm)
+OBJDUMP=$(tool llvm-objdump)
+OBJCOPY=$(tool llvm-objcopy)
+
+# The example's own flags (.cargo/config.toml, build.rs) and target dir, so
+# the figures do not depend on the caller's environment.
+(
+    cd examples/firmware
+    env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_TARGET_DIR \
+        cargo build --release --target "$TARGET"
+)
+elf="examples/firmware/target/$TARGET/release/clawmem-firmware"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$SIZE" -A -d "$elf" >"$tmp/sections"
+"$NM" --print-size --radix=d -C "$elf" >"$tmp/symbols"
+"$NM" "$elf" >"$tmp/raw-symbols"
+"$OBJDUMP" -d --no-show-raw-insn -C "$elf" >"$tmp/disassembly"
+
+section() { awk -v s="$1" '$1 == s { v = $2 } END { print v + 0 }' "$tmp/sections"; }
+kib() { awk -v b="$1" 'BEGIN { printf "%.1f KiB", b / 1024 }'; }
+
+# A u32 static of the example, read from .rodata (little-endian).
+rodata_addr=$(awk '$1 == ".rodata" { print $3 }' "$tmp/sections")
+"$OBJCOPY" -O binary --only-section=.rodata "$elf" "$tmp/rodata.bin"
+read_u32() {
+    local addr
+    addr=$(awk -v s="$1" '$3 == s { print $1 }' "$tmp/raw-symbols")
+    [ -n "$addr" ] || { echo "firmware-size: symbol $1 missing" >&2; exit 1; }
+    od -An -tu1 -j $((0x$addr - rodata_addr)) -N4 "$tmp/rodata.bin" |
+        awk '{ print $1 + 256 * ($2 + 256 * ($3 + 256 * $4)) }'
+}
+
+vector=$(section .vector_table)
+text=$(section .text)
+rodata=$(section .rodata)
+data=$(section .data)
+bss=$(section .bss)
+uninit=$(section .uninit)
+state=$(read_u32 CLAWMEM_ENGINE_STATE_BYTES)
+sessions=$(read_u32 CLAWMEM_SESSIONS)
+
+echo
+echo "== $elf ($TARGET, opt-level z, LTO)"
+printf '  %-14s %8d B  %s\n' \
+    .vector_table "$vector" "$(kib "$vector")" \
+    .text "$text" "$(kib "$text")" \
+    .rodata "$rodata" "$(kib "$rodata")" \
+    .data "$data" "$(kib "$data")" \
+    .bss "$bss" "$(kib "$bss")" \
+    .uninit "$uninit" "$(kib "$uninit")"
+flash=$((vector + text + rodata + data))
+printf '  flash (vector_table+text+rodata+data) %d B (%s); static RAM (data+bss) %d B (%s)\n' \
+    "$flash" "$(kib "$flash")" "$((data + bss))" "$(kib $((data + bss)))"
+printf '  (.bss: the Store, %d B, and the example'"'"'s buffers, %d B; the stack is the rest of RAM)\n' \
+    "$state" "$((bss - state))"
+
+# Who owns .text: every function symbol, by its demangled (v0) name.
+awk -v text="$text" -v out="$tmp" '
+function bucket(name) {
+    if (name ~ /^clawmem_firmware::api::/ || name ~ /clawmem::/) return "engine"
+    if (name ~ /(^|[<(&* ])(crc|crc_catalog|heapless)::/) return "deps"
+    if (name ~ /clawmem_firmware::flash::/ || name ~ /embedded_storage::/) return "driver"
+    if (name ~ /clawmem_firmware/) return "example"
+    if (name ~ /cortex_m/ || name ~ /^(Reset|main|HardFault|HardFault_|DefaultHandler|DefaultHandler_|DefaultPreInit|__pre_init)$/) return "runtime"
+    return "core"
+}
+# A forward in clawmem_firmware::api holds the inlined body of the clawmem
+# function it calls: count it in that function'"'"'s module (Store methods are
+# clawmem::store).
+function module(name,   f) {
+    if (name ~ /^clawmem_firmware::api::/) {
+        f = name
+        sub(/^clawmem_firmware::api::/, "", f)
+        sub(/[^a-z_].*$/, "", f)
+        return (f in api) ? api[f] : "clawmem::store"
+    }
+    if (match(name, /clawmem::[a-z_]+/)) return substr(name, RSTART, RLENGTH)
+    return "?"
+}
+BEGIN {
+    split("chat_key session_command_args parse_session_command current_session_id render_list", a, " ")
+    for (i in a) api[a[i]] = "clawmem::chat"
+    api["normalize_to_str"] = "clawmem::text"
+    api["extract_final_text"] = "clawmem::backend"
+    api["write_text_message"] = "clawmem::backend"
+    api["session_file_name"] = "clawmem::naming"
+    api["repair"] = "clawmem::rebuild"
+    api["rebuild_index_with_old"] = "clawmem::rebuild"
+    api["index_entries"] = "clawmem::chdx"
+    api["item_id"] = "clawmem::memory"
+    api["write_prompt_section"] = "clawmem::profile"
+}
+$3 ~ /^[tT]$/ {
+    size = $2 + 0
+    name = $0
+    sub(/^[0-9]+ [0-9]+ [tT] /, "", name)
+    b = bucket(name)
+    sum[b] += size
+    total += size
+    if (b == "engine") {
+        mod[module(name)] += size
+        printf "%d %s\n", size, name > (out "/engine-symbols")
+    }
+}
+END {
+    label["engine"] = "clawmem (its functions, generics over its types, api forwards)"
+    label["deps"] = "crc, heapless (used by clawmem only)"
+    label["core"] = "core, compiler_builtins (shared: fmt, memcpy, sort, u64 div)"
+    label["example"] = "the example (agent loop, console, JSON)"
+    label["driver"] = "the example flash driver, embedded-storage"
+    label["runtime"] = "cortex-m-rt, cortex-m"
+    print ""
+    print "== .text by owner (sum of function symbol sizes)"
+    n = split("engine deps core example driver runtime", order, " ")
+    for (i = 1; i <= n; i++) {
+        b = order[i]
+        printf "  %8d B  %5.1f%%  %s\n", sum[b], 100 * sum[b] / text, label[b]
+    }
+    printf "  %8d B  %5.1f%%  all function symbols (.text is %d B; the rest is padding)\n", total, 100 * total / text, text
+    for (m in mod) printf "%d %s\n", mod[m], m > (out "/engine-modules")
+    printf "%d %d %d\n", sum["engine"] + sum["deps"], sum["engine"] + sum["deps"] + sum["core"], sum["engine"] > (out "/engine-total")
+}' "$tmp/symbols"
+
+echo
+echo "== clawmem's .text by module (code inlined into a function counts in that function's module)"
+sort -rn "$tmp/engine-modules" | awk '{ s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
+
+echo
+echo "== largest clawmem functions"
+sort -rn "$tmp/engine-symbols" | awk 'NR <= 15 { s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
+
+echo
+echo "== largest stack frames (sub sp in the prologues; call depth adds them up)"
+awk '
+/^[0-9a-f]+ <.*>:$/ { fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); next }
+/\tsub(\.w)?\tsp, (sp, )?#[0-9]/ {
+    # The immediate is hex in newer LLVM, decimal in older.
+    s = $0; sub(/.*#/, "", s); base = 10; digits = "0123456789"
+    if (s ~ /^0x/) { s = substr(s, 3); base = 16; digits = "0123456789abcdef" }
+    v = 0
+    for (i = 1; i <= length(s); i++) {
+        c = index(digits, substr(s, i, 1)); if (c == 0) break
+        v = v * base + c - 1
+    }
+    if (v > frame[fn]) frame[fn] = v
+}
+END { for (f in frame) printf "%d %s\n", frame[f], f }' "$tmp/disassembly" |
+    sort -rn | awk 'NR <= 8 { s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
+
+read -r engine_code engine_upper engine_only <"$tmp/engine-total"
+echo
+echo "== budget"
+verdict() { if [ "$1" -le "$2" ]; then echo "ok"; else echo "OVER by $(($1 - $2)) B"; fi; }
+printf '  engine code  %8d B (%s): clawmem %d B + crc/heapless %d B; budget %d B: %s\n' \
+    "$engine_code" "$(kib "$engine_code")" "$engine_only" "$((engine_code - engine_only))" \
+    "$CODE_BUDGET" "$(verdict "$engine_code" "$CODE_BUDGET")"
+printf '               %8d B (%s) with all of core/compiler_builtins (an upper bound)\n' \
+    "$engine_upper" "$(kib "$engine_upper")"
+printf '  engine state %8d B: size_of::<Store<InternalFlash, %d>>() on %s; budget %d B: %s\n' \
+    "$state" "$sessions" "$TARGET" "$STATE_BUDGET" "$(verdict "$state" "$STATE_BUDGET")"
+
+if [ "$enforce" = 1 ] && { [ "$engine_code" -gt "$CODE_BUDGET" ] || [ "$state" -gt "$STATE_BUDGET" ]; }; then
+    echo "firmware-size: over budget" >&2
+    exit 1
+fi
