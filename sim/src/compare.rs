@@ -1,6 +1,11 @@
 //! `compare`: the same trace, on the same simulated flash model, through
 //! clawmem and each peer ([`crate::peers`]); a table, a JSON object and an
 //! SVG of the erase count of every sector per engine.
+//!
+//! The peers: ESP-Claw's own file pattern on FAT over ESP-IDF-style wear
+//! levelling and on littlefs (feature `littlefs`), and ESP-Claw's data on
+//! `sequential-storage` (a queue per session, its map for memory items and
+//! profiles; [`peers::seqstore`]).
 
 use std::fmt;
 use std::path::Path;
@@ -23,11 +28,19 @@ pub enum Engine {
     /// ESP-Claw's files on littlefs 2 (only with the `littlefs` feature;
     /// otherwise reported as skipped).
     EspClawLittlefs,
+    /// ESP-Claw's sessions, memory and profiles on `sequential-storage`'s
+    /// queues and map (skipped on flash that forbids rewriting a word).
+    SequentialStorage,
 }
 
 impl Engine {
     /// Every engine, clawmem first.
-    pub const ALL: [Engine; 3] = [Engine::Clawmem, Engine::EspClawFat, Engine::EspClawLittlefs];
+    pub const ALL: [Engine; 4] = [
+        Engine::Clawmem,
+        Engine::EspClawFat,
+        Engine::EspClawLittlefs,
+        Engine::SequentialStorage,
+    ];
 
     /// The engine's name in reports.
     pub fn name(self) -> &'static str {
@@ -35,6 +48,7 @@ impl Engine {
             Engine::Clawmem => "clawmem",
             Engine::EspClawFat => "esp-claw-fat",
             Engine::EspClawLittlefs => "esp-claw-littlefs",
+            Engine::SequentialStorage => peers::seqstore::ENGINE,
         }
     }
 }
@@ -125,6 +139,21 @@ pub fn compare(
                          apt-get install libclang-dev, then cargo build --features littlefs)"
                     .into(),
             }),
+            Engine::SequentialStorage => {
+                match peers::seqstore::replay_preset(
+                    p,
+                    SimFlash::new(model.clone()),
+                    trace,
+                    run,
+                    &mut tick,
+                ) {
+                    Ok(report) => out.engines.push(report),
+                    Err(reason) => out.skipped.push(Skipped {
+                        engine: name.into(),
+                        reason,
+                    }),
+                }
+            }
         }
     }
     out.erases_vs_clawmem = out
@@ -190,7 +219,9 @@ impl fmt::Display for Comparison {
             if r.engine == Engine::Clawmem.name() {
                 continue;
             }
-            if let Some(x) = self.erase_ratio(r) {
+            if r.erases == 0 {
+                writeln!(f, "{} erased nothing", r.engine)?;
+            } else if let Some(x) = self.erase_ratio(r) {
                 let (k, word) = if x >= 1.0 {
                     (x, "fewer")
                 } else {

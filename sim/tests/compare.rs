@@ -29,6 +29,7 @@ fn expected_engines() -> Vec<&'static str> {
     if cfg!(feature = "littlefs") {
         v.push("esp-claw-littlefs");
     }
+    v.push("sequential-storage");
     v
 }
 

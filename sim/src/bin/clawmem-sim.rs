@@ -67,8 +67,9 @@ enum Command {
         json: bool,
     },
     /// Run a trace through clawmem and its peers (ESP-Claw's files on FAT
-    /// over ESP-IDF-style wear levelling, and on littlefs when built with
-    /// the `littlefs` feature) on the same simulated flash and compare
+    /// over ESP-IDF-style wear levelling, on littlefs when built with the
+    /// `littlefs` feature, and the same data on sequential-storage's queues
+    /// and map) on the same simulated flash and compare
     /// erases, write amplification and wear.
     Compare {
         /// The trace file (JSON Lines).

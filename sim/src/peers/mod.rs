@@ -25,6 +25,7 @@
 pub mod fat;
 #[cfg(feature = "littlefs")]
 pub mod littlefs;
+pub mod seqstore;
 pub mod wl;
 
 use std::collections::BTreeMap;
