@@ -70,6 +70,12 @@ fn reference() -> Reference {
             .unwrap();
         memory.push(c.trim().to_string());
     }
+    // What the store holds (duplicates merged): the reference.
+    let mut held = Vec::new();
+    store
+        .memory_list(|i| held.push(i.content().to_string()))
+        .unwrap();
+    let memory = held;
     let profiles: Vec<(ProfileDoc, String)> = ProfileDoc::ALL
         .iter()
         .map(|&doc| {
@@ -124,14 +130,18 @@ fn read_back(r: &Reference, image: SimFlash, ctx: &str) -> (usize, usize) {
             }
         }
     }
-    if let Ok(n) = store.memory_list(|i| {
+    match store.memory_list(|i| {
         assert!(
             r.memory.iter().any(|m| m == i.content()),
             "{ctx}: a memory item never stored: {:?}",
             i.content()
         );
     }) {
-        good += n;
+        Ok(n) => {
+            good += n;
+            lost += r.memory.len().saturating_sub(n);
+        }
+        Err(_) => lost += r.memory.len(),
     }
     let mut doc = vec![0u8; 4096];
     for (which, want) in &r.profiles {
@@ -157,6 +167,9 @@ fn read_back(r: &Reference, image: SimFlash, ctx: &str) -> (usize, usize) {
 #[test]
 fn every_single_bit_flip_of_the_used_region() {
     let r = reference();
+    if let Ok(path) = std::env::var("BITROT_DUMP") {
+        std::fs::write(path, r.image.image()).unwrap();
+    }
     let used: usize = {
         // Flip bits only where something was written (erased bytes flipped
         // read as garbage after the log's end, which mount also handles, but
@@ -308,6 +321,63 @@ fn a_flipped_kind_byte_does_not_delete_a_session() {
         .history("chat:rot:kind", BackendFormat::Unknown, &mut buf)
         .expect("the session survives");
     let bodies: Vec<&[u8]> = h.iter().map(|r| r.body).collect();
-    assert_eq!(bodies, [&b"{\"first\":\"kept\"}"[..], b"{\"third\":\"kept\"}"]);
+    assert_eq!(
+        bodies,
+        [&b"{\"first\":\"kept\"}"[..], b"{\"third\":\"kept\"}"]
+    );
     assert_eq!(store.mount_report().ignored_batches, 1);
+}
+
+/// A memory item hit by bit rot is left out and counted; the others are
+/// listed, recalled and stored around it, and compaction drops it. Without
+/// this, one damaged item made every memory call fail.
+#[test]
+fn a_damaged_memory_item_is_confined() {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
+    let mut store = S::format(flash, config()).unwrap();
+    for n in 0..10u32 {
+        let c = format!("fact {n}: the user keeps {n} plants on the windowsill");
+        store
+            .memory_store(&ItemInput::new(&c).tags("plants"), n, false)
+            .unwrap();
+    }
+    let image = store.into_flash().into_inner();
+    let needle = b"fact 4: the user keeps";
+    let at = image
+        .image()
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    let mut rotten = image.clone();
+    rotten.flip_bit(at + 3, 0).unwrap();
+    let mut store = S::mount(
+        Esp32Flash::new(rotten).unwrap(),
+        config(),
+        MountMode::ExistingOnly,
+    )
+    .unwrap();
+    let mut listed = Vec::new();
+    let n = store
+        .memory_list(|i| listed.push(i.content().to_string()))
+        .unwrap();
+    assert_eq!(n, 9);
+    assert!(!listed.iter().any(|c| c.starts_with("fact 4")));
+    assert!(store.memory_damaged_reads() > 0);
+    let recalled = store.memory_recall(&["plants"], 20, 50, |_| {}).unwrap();
+    assert_eq!(recalled, 9);
+    store
+        .memory_store(
+            &ItemInput::new("the user waters them on sundays").tags("plants"),
+            60,
+            false,
+        )
+        .unwrap();
+    store.memory_compact().unwrap();
+    let before = store.memory_damaged_reads();
+    assert_eq!(store.memory_list(|_| {}).unwrap(), 10);
+    assert_eq!(
+        store.memory_damaged_reads(),
+        before,
+        "compaction dropped the damaged item"
+    );
 }

@@ -334,6 +334,9 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     objects: Vec<ObjectSlot, MAX_OBJECTS>,
     /// The long-term memory chain.
     mem: MemState,
+    /// Memory records that failed their checksum and were skipped since
+    /// the mount (damage at rest).
+    mem_damaged: u32,
     /// Labels that memory writes touched since the caller's last
     /// [`memory_stage_begin`](Self::memory_stage_begin).
     stage: crate::memory::StageNote<STAGE_LABELS>,
@@ -465,6 +468,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             in_gc: false,
             objects: Vec::new(),
             mem: MemState::EMPTY,
+            mem_damaged: 0,
             stage: crate::memory::StageNote::new(),
         };
         store.write_checkpoint()?;
@@ -667,6 +671,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             in_gc: false,
             objects: Vec::new(),
             mem: MemState::EMPTY,
+            mem_damaged: 0,
             stage: crate::memory::StageNote::new(),
         };
         // 3. The newest checkpoint, else a scan of the whole ring.

@@ -42,6 +42,11 @@ pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
 pub(crate) const MEM_CHAIN_MAX: usize = 32;
 /// Most active items between two compactions.
 const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + MEM_CHAIN_MAX;
+
+/// The record kinds of the memory chain after its index.
+fn is_chain_kind(k: u8) -> bool {
+    matches!(k, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS)
+}
 /// A put's payload before the item: prev u32, origin u32 (the id it
 /// replaces), root u32 (the first id of its lineage).
 const PUT_FIXED: u32 = 12;
@@ -381,29 +386,64 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     fn mem_chain(&mut self) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Error<F::Error>> {
         let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
         let mut at = self.mem.head;
-        while at != self.mem.root && at != NO_ADDR {
-            let h = self.log.io().chunk_header(at)?.ok_or(Error::Corrupted {
-                address: at,
-                what: "the memory chain leads nowhere",
-            })?;
-            if !matches!(h.kind, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS) {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "the memory chain leads to another kind of record",
-                });
+        // Bounded: each step either records a link or crosses a damaged
+        // one, and the chain holds at most `MEM_CHAIN_MAX` records.
+        for _ in 0..2 * (MEM_CHAIN_MAX + 1) {
+            if at == self.mem.root || at == NO_ADDR {
+                break;
             }
-            out.push((at, h.kind)).map_err(|_| Error::Corrupted {
-                address: at,
-                what: "the memory chain is longer than it may be",
-            })?;
-            let mut prev = [0u8; 4];
-            self.log
-                .io()
-                .read_stream(at + CHUNK_HEADER_LEN, &mut prev)?;
-            at = u32::from_le_bytes(prev);
+            let h = self.log.io().chunk_header(at);
+            let sound = match self.mem_tolerate(h)? {
+                Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => Some(h),
+                _ => None,
+            };
+            let prev = self.mem_prev_of(at)?;
+            match sound {
+                Some(h) => {
+                    if out.push((at, h.kind)).is_err() {
+                        self.mem_damaged = self.mem_damaged.saturating_add(1);
+                        break;
+                    }
+                }
+                None => {
+                    // Damage at rest in a record's header: the record is
+                    // lost, but its link may still be good. Follow it only
+                    // to a sound record (or the index); otherwise the
+                    // records older than this one are lost.
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
+                    let Some(prev) = prev else { break };
+                    if prev != self.mem.root && !self.mem_sound(prev)? {
+                        break;
+                    }
+                }
+            }
+            match prev {
+                Some(p) => at = p,
+                None => break,
+            }
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// The link (the previous record's address) at the start of the
+    /// memory record at `at`, `None` if it cannot be read.
+    fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Error<F::Error>> {
+        let mut prev = [0u8; 4];
+        let r = self.log.io().read_stream(at + CHUNK_HEADER_LEN, &mut prev);
+        Ok(self.mem_tolerate(r)?.map(|()| u32::from_le_bytes(prev)))
+    }
+
+    /// Whether a sound memory chain record (header and CRC) starts at `at`.
+    fn mem_sound(&mut self, at: u32) -> Result<bool, Error<F::Error>> {
+        let h = self.log.io().chunk_header(at);
+        match self.mem_tolerate(h)? {
+            Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => {
+                let v = self.log.verify(at);
+                Ok(matches!(self.mem_tolerate(v)?, Some(Some(_))))
+            }
+            _ => Ok(false),
+        }
     }
 
     /// The active items: the index's entries with the chain applied.
@@ -412,10 +452,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         out: &mut Vec<Active, ACTIVE_CAP>,
     ) -> Result<(), Error<F::Error>> {
         out.clear();
-        if self.mem.root != NO_ADDR {
-            let root = self.mem.root;
-            let mut fixed = [0u8; INDEX_FIXED as usize];
-            let len = self.mem_record(root, kind::MEM_INDEX, &mut fixed)?;
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        let root = self.mem.root;
+        let index = if root == NO_ADDR {
+            None
+        } else {
+            let r = self.mem_record(root, kind::MEM_INDEX, &mut fixed);
+            self.mem_tolerate(r)?
+        };
+        if let Some(len) = index {
             let count = u32_at(&fixed, 8) as usize;
             let catalog = match u32_at(&fixed, 16) {
                 NO_ADDR => 0,
@@ -449,7 +494,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         for (addr, k) in self.mem_chain()? {
             match k {
                 kind::MEM_PUT => {
-                    let (item, _) = self.mem_item(addr)?;
+                    let r = self.mem_item(addr);
+                    let Some((item, _)) = self.mem_tolerate(r)? else {
+                        continue;
+                    };
                     let a = Active {
                         id: item.id().get(),
                         addr,
@@ -466,7 +514,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
                 kind::MEM_FORGET => {
                     let mut b = [0u8; 8];
-                    self.mem_record(addr, kind::MEM_FORGET, &mut b)?;
+                    let r = self.mem_record(addr, kind::MEM_FORGET, &mut b);
+                    if self.mem_tolerate(r)?.is_none() {
+                        continue;
+                    }
                     let id = u32_at(&b, 4);
                     if let Some(i) = out.iter().position(|x| x.id == id) {
                         out.remove(i);
@@ -474,9 +525,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
                 _ => {
                     let mut b = [0u8; 8 + 4 * MAX_ACTIVE_ITEMS];
-                    let len = self
-                        .mem_record(addr, kind::MEM_ACCESS, &mut b)?
-                        .min(b.len());
+                    let r = self.mem_record(addr, kind::MEM_ACCESS, &mut b);
+                    let Some(len) = self.mem_tolerate(r)? else {
+                        continue;
+                    };
+                    let len = len.min(b.len());
                     let now = u32_at(&b, 4);
                     for id in b[8..len].chunks_exact(4) {
                         let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
@@ -497,6 +550,35 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         item.set_access_count(a.access);
         item.set_updated_at(a.updated_at);
         Ok(item)
+    }
+
+    /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
+    /// where `r` failed a checksum; flash errors pass through.
+    fn mem_tolerate<T>(
+        &mut self,
+        r: Result<T, Error<F::Error>>,
+    ) -> Result<Option<T>, Error<F::Error>> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(Error::Corrupted { .. }) => {
+                self.mem_damaged = self.mem_damaged.saturating_add(1);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`mem_load`](Self::mem_load), `None` for a damaged item.
+    fn mem_load_ok(&mut self, a: &Active) -> Result<Option<Item>, Error<F::Error>> {
+        let r = self.mem_load(a);
+        self.mem_tolerate(r)
+    }
+
+    /// Memory records that failed their checksum (damage at rest) and were
+    /// left out of a read since the mount. Each read that meets one counts
+    /// it again; 0 means no memory read has met damage.
+    pub fn memory_damaged_reads(&self) -> u32 {
+        self.mem_damaged
     }
 
     // ---- writing -----------------------------------------------------------
@@ -604,8 +686,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let mut j = i + 1;
             while j < active.len() {
                 if keys[i] != 0 && keys[i] == keys[j] && merges < MAX_MERGES {
-                    let a = self.mem_load(&active[i])?;
-                    let b = self.mem_load(&active[j])?;
+                    let (Some(a), Some(b)) =
+                        (self.mem_load_ok(&active[i])?, self.mem_load_ok(&active[j])?)
+                    else {
+                        j += 1;
+                        continue;
+                    };
                     if let Some(m) = merge_same_key(&a, &b) {
                         merges += 1;
                         let other = if m.id() == a.id() { b.id() } else { a.id() };
@@ -695,11 +781,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     fn mem_keys(&mut self, active: &[Active]) -> Result<Vec<u32, ACTIVE_CAP>, Error<F::Error>> {
         let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
         for a in active {
-            let key = self.mem_load(a)?.key();
-            let _ = keys.push(if key.is_empty() {
-                0
-            } else {
-                fnv1a32(key.as_bytes())
+            // A damaged item has no key: it merges with nothing.
+            let key = self.mem_load_ok(a)?.map(|i| i.key());
+            let _ = keys.push(match key {
+                Some(k) if !k.is_empty() => fnv1a32(k.as_bytes()),
+                _ => 0,
             });
         }
         Ok(keys)
@@ -729,11 +815,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // tombstone, leaves both active: the new item's lineage names the
         // item it replaced, which is forgotten here (as `memory_update`
         // documents).
+        // Items that fail their checksum are dropped: they cannot be read
+        // back, and the new index must not keep them.
         let mut replaced: Vec<u32, ACTIVE_CAP> = Vec::new();
-        for a in active.iter() {
-            let (_, (origin, _)) = self.mem_item(a.addr)?;
-            if origin != 0 && origin != a.id && active.iter().any(|x| x.id == origin) {
-                let _ = replaced.push(origin);
+        for k in 0..active.len() {
+            let a = active[k];
+            let r = self.mem_item(a.addr);
+            match self.mem_tolerate(r)? {
+                Some((_, (origin, _))) => {
+                    if origin != 0 && origin != a.id && active.iter().any(|x| x.id == origin) {
+                        let _ = replaced.push(origin);
+                    }
+                }
+                None => {
+                    let _ = replaced.push(a.id);
+                }
             }
         }
         active.retain(|a| !replaced.contains(&a.id));
@@ -747,8 +843,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             while j < active.len() {
                 if keys[i] != 0 && keys[i] == keys[j] && merges < MAX_MERGES {
                     merges += 1;
-                    let a = self.mem_load(&active[i])?;
-                    let b = self.mem_load(&active[j])?;
+                    let (Some(a), Some(b)) =
+                        (self.mem_load_ok(&active[i])?, self.mem_load_ok(&active[j])?)
+                    else {
+                        j += 1;
+                        continue;
+                    };
                     if let Some(m) = merge_same_key(&a, &b) {
                         let addr = self.mem_put(&m, (0, 0), false, p)?;
                         active[i] = Active {
@@ -921,7 +1021,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
         for a in active.iter() {
-            let existing = self.mem_load(a)?;
+            let Some(existing) = self.mem_load_ok(a)? else {
+                continue;
+            };
             if item.duplicate_of(&existing).is_some() {
                 return Ok(Stored {
                     item: existing,
@@ -941,7 +1043,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if replace {
             self.mem_active(&mut active)?;
             for a in active.clone().iter().filter(|a| a.id != item.id().get()) {
-                let existing = self.mem_load(a)?;
+                let Some(existing) = self.mem_load_ok(a)? else {
+                    continue;
+                };
                 if conflicts_for_replace(&existing, &item) {
                     self.mem_forget_record(a.id, Priority::User)?;
                     self.stage_touch(&existing);
@@ -969,16 +1073,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     /// Calls `f` with every active item in priority order (access count,
-    /// then update time, descending; then id). Returns how many.
+    /// then update time, descending; then id). Returns how many. An item
+    /// that fails its checksum (damage at rest) is left out and counted in
+    /// [`memory_damaged_reads`](Self::memory_damaged_reads); so is every
+    /// other memory read.
     pub fn memory_list(&mut self, mut f: impl FnMut(&Item)) -> Result<usize, Error<F::Error>> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
         active.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        let mut listed = 0;
         for a in active.iter() {
-            let item = self.mem_load(a)?;
+            let Some(item) = self.mem_load_ok(a)? else {
+                continue;
+            };
             f(&item);
+            listed += 1;
         }
-        Ok(active.len())
+        Ok(listed)
     }
 
     /// Calls `f` with every summary label and its reference count, in the
@@ -997,7 +1108,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         active.sort_unstable_by_key(|a| a.id);
         let mut hashes: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
         for a in active.iter() {
-            let item = self.mem_load(a)?;
+            let Some(item) = self.mem_load_ok(a)? else {
+                continue;
+            };
             for l in item.labels() {
                 let _ = hashes.push(fnv1a32(l.as_bytes()));
             }
@@ -1006,7 +1119,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         sorted.sort_unstable();
         let mut emitted: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
         for a in active.iter() {
-            let item = self.mem_load(a)?;
+            let Some(item) = self.mem_load_ok(a)? else {
+                continue;
+            };
             for l in item.labels() {
                 let h = fnv1a32(l.as_bytes());
                 if emitted.contains(&h) {
@@ -1082,7 +1197,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
             let _ = in_index.push((id, addr));
             if !active.iter().any(|x| x.id == id && x.addr == addr) {
-                let (item, _) = self.mem_item(addr)?;
+                let r = self.mem_item(addr);
+                let Some((item, _)) = self.mem_tolerate(r)? else {
+                    return Ok(None);
+                };
                 if !add(&mut deltas, &item, -1, addr) {
                     return Ok(None);
                 }
@@ -1090,7 +1208,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         for a in active.iter() {
             if !in_index.iter().any(|x| x.0 == a.id && x.1 == a.addr) {
-                let (item, _) = self.mem_item(a.addr)?;
+                let r = self.mem_item(a.addr);
+                let Some((item, _)) = self.mem_tolerate(r)? else {
+                    return Ok(None);
+                };
                 if !add(&mut deltas, &item, 1, a.addr) {
                     return Ok(None);
                 }
@@ -1132,7 +1253,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             pos += 1 + n as u32 + 2;
         }
         for d in deltas.iter().filter(|d| d.change > 0 && !d.used) {
-            let (item, _) = self.mem_item(d.addr)?;
+            let r = self.mem_item(d.addr);
+            let Some((item, _)) = self.mem_tolerate(r)? else {
+                return Ok(None);
+            };
             if let Some(l) = item
                 .labels()
                 .iter()
@@ -1205,7 +1329,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             if a.bloom & want == 0 {
                 continue;
             }
-            let item = self.mem_load(a)?;
+            let Some(item) = self.mem_load_ok(a)? else {
+                continue;
+            };
             let mut hit = false;
             for (k, l) in labels.iter().enumerate() {
                 if item.has_label(l) {
@@ -1239,7 +1365,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.mem_active(&mut active)?;
         for m in matches.iter() {
             if let Some(a) = active.iter().find(|a| a.id == m.id).copied() {
-                let item = self.mem_load(&a)?;
+                let Some(item) = self.mem_load_ok(&a)? else {
+                    continue;
+                };
                 f(&item);
             }
         }
@@ -1281,7 +1409,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         };
         let mut dup = None;
         for a in active.iter().filter(|a| a.id != id.get()) {
-            let existing = self.mem_load(a)?;
+            let Some(existing) = self.mem_load_ok(a)? else {
+                continue;
+            };
             if new.duplicate_of(&existing).is_some() {
                 dup = Some(existing);
                 break;
@@ -1335,7 +1465,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(id);
         }
         for a in active.iter() {
-            let (_, (origin, root)) = self.mem_item(a.addr)?;
+            let r = self.mem_item(a.addr);
+            let Some((_, (origin, root))) = self.mem_tolerate(r)? else {
+                continue;
+            };
             if origin == want || root == want {
                 return Ok(ItemId::new(a.id));
             }
