@@ -193,6 +193,8 @@ pub struct ExportReport {
     pub profiles: usize,
     /// Files written, relative to the directory.
     pub files: Vec<String>,
+    /// What was damaged and left out, each naming the session or document.
+    pub warnings: Vec<String>,
 }
 
 /// What an import stored.
@@ -308,9 +310,18 @@ where
                 Err(clawmem::Error::NotFound) => {
                     break (Vec::new(), chdx::encode_header().to_vec())
                 }
+                Err(e @ clawmem::Error::Corrupted { .. }) => {
+                    report
+                        .warnings
+                        .push(format!("session {id}: {e:?}; left out"));
+                    break (Vec::new(), Vec::new());
+                }
                 Err(e) => return Err(engine(&format!("reading session {id}"), e)),
             }
         };
+        if idx.is_empty() {
+            continue;
+        }
         let file = |kind| format!("{SESSIONS_DIR}/{}", naming::session_file_name(id, kind));
         write_file(dir, &file(SessionFileKind::Log), &log, &mut report)?;
         write_file(dir, &file(SessionFileKind::Index), &idx, &mut report)?;
@@ -405,6 +416,12 @@ where
             Ok(n) => body[..n].to_vec(),
             // Never written on a full partition: the default is what it holds.
             Err(clawmem::Error::Full { .. }) => doc.default_contents().as_bytes().to_vec(),
+            Err(e @ clawmem::Error::Corrupted { .. }) => {
+                report
+                    .warnings
+                    .push(format!("profile {}: {e:?}; left out", doc.file_name()));
+                continue;
+            }
             Err(e) => return Err(engine(&format!("profile {}", doc.file_name()), e)),
         };
         if doc == ProfileDoc::Agents && body == doc.default_contents().as_bytes() {

@@ -102,7 +102,11 @@ fn read_back(r: &Reference, image: SimFlash, ctx: &str) -> (usize, usize) {
     let flash = Esp32Flash::new(image).unwrap();
     let mut store = match S::mount(flash, config(), MountMode::ExistingOnly) {
         Ok(s) => s,
-        Err(_) => return (0, 1),
+        // Nothing readable: everything is lost.
+        Err(_) => {
+            let all = r.sessions.values().map(Vec::len).sum::<usize>();
+            return (0, all + r.memory.len() + r.profiles.len());
+        }
     };
     let (mut good, mut lost) = (0, 0);
     let mut buf = vec![0u8; 64 * 1024];

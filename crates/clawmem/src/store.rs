@@ -824,7 +824,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(false);
         }
         if count > MAX_SESSIONS {
-            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+            // The CRC is checked as the reader goes: a count damaged at rest
+            // must not read as a store too big for this `Store`.
+            return match self.log.verify(addr)? {
+                Some(_) => Err(Error::TooManySessions { max: MAX_SESSIONS }),
+                None => Ok(false),
+            };
         }
         let mut deleted_count = 0;
         if delta {
