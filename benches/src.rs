@@ -95,6 +95,17 @@ pub fn queue(
 /// from a freshly formatted partition every [`APPEND_CHUNK`] appends (the
 /// formats are not timed).
 pub fn time_clawmem_appends(n: usize) -> Duration {
+    time_clawmem_appends_over(n, 1)
+}
+
+/// [`time_clawmem_appends`] spread round-robin over `sessions` sessions
+/// (with 20, each holds 25 records per chunk, as an agent's sessions do;
+/// with 1, the session grows to 500 records and its index is rewritten
+/// every 32 batches).
+pub fn time_clawmem_appends_over(n: usize, sessions: usize) -> Duration {
+    let ids: Vec<String> = (0..sessions.max(1))
+        .map(|i| format!("chat:bench:{i}"))
+        .collect();
     let base = clawmem_formatted(Config::default()).into_flash();
     let bodies: Vec<Vec<u8>> = (0..APPEND_CHUNK).map(body_200).collect();
     let mut total = Duration::ZERO;
@@ -108,9 +119,9 @@ pub fn time_clawmem_appends(n: usize) -> Duration {
         )
         .expect("a formatted partition mounts");
         let start = Instant::now();
-        for b in &bodies[..k] {
+        for (j, b) in bodies[..k].iter().enumerate() {
             store
-                .append("chat:bench:0", &[user(b)], false)
+                .append(&ids[j % ids.len()], &[user(b)], false)
                 .expect("100 KiB fit one session");
         }
         total += start.elapsed();
@@ -165,12 +176,18 @@ impl AppendThroughput {
 /// [`time_seqstore_pushes`]), interleaved in two halves so that a change of
 /// machine load hits both, and returns both throughputs.
 pub fn append_throughput_ratio(n: usize) -> AppendThroughput {
+    append_throughput_ratio_over(n, 1)
+}
+
+/// [`append_throughput_ratio`] with clawmem's appends spread over
+/// `sessions` sessions ([`time_clawmem_appends_over`]).
+pub fn append_throughput_ratio_over(n: usize, sessions: usize) -> AppendThroughput {
     let n = n.max(2);
     let half = n / 2;
     let mut claw = Duration::ZERO;
     let mut ss = Duration::ZERO;
     for k in [half, n - half] {
-        claw += time_clawmem_appends(k);
+        claw += time_clawmem_appends_over(k, sessions);
         ss += time_seqstore_pushes(k);
     }
     let per_s = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);

@@ -4,8 +4,11 @@
 //! simulator, not modelled device time (`compare` reports that).
 //!
 //! Before the groups it prints the host append throughput ratio
-//! ([`clawmem_benches::append_throughput_ratio`]) once:
-//! `append throughput ratio clawmem/sequential-storage: X.XX`.
+//! ([`clawmem_benches::append_throughput_ratio`]) twice:
+//! `append throughput ratio clawmem/sequential-storage: X.XX`, once with
+//! all of clawmem's appends in one session (which grows to 500 records, so
+//! its index is rewritten every 32 batches) and once spread over 20
+//! sessions of 25 records, as an agent's sessions are.
 //!
 //! Each group puts clawmem next to the crate's nearest call:
 //!
@@ -45,8 +48,8 @@ use std::time::{Duration, Instant};
 use clawmem::memory::ItemInput;
 use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType};
 use clawmem_benches::{
-    append_throughput_ratio, body_200, clawmem_formatted, esp32, queue, user, ClawStore, SsFlash,
-    CAPACITY_BYTES,
+    append_throughput_ratio, append_throughput_ratio_over, body_200, clawmem_formatted, esp32,
+    queue, user, ClawStore, SsFlash, CAPACITY_BYTES,
 };
 use clawmem_sim::peers::seqstore::{AsyncNor, SeqStorageDriver};
 use clawmem_sim::replay::Driver;
@@ -107,7 +110,15 @@ const SESSION: &str = "chat:bench:0";
 fn throughput_ratio(_: &mut Criterion) {
     let t = append_throughput_ratio(4000);
     println!(
-        "append throughput ratio clawmem/sequential-storage: {:.2} ({:.0} vs {:.0} appends/s, {} x 200 B each)",
+        "append throughput ratio clawmem/sequential-storage: {:.2} ({:.0} vs {:.0} appends/s, {} x 200 B each, one clawmem session)",
+        t.ratio(),
+        t.clawmem_per_s,
+        t.seqstore_per_s,
+        t.appends
+    );
+    let t = append_throughput_ratio_over(4000, 20);
+    println!(
+        "append throughput ratio clawmem/sequential-storage: {:.2} ({:.0} vs {:.0} appends/s, {} x 200 B each, 20 clawmem sessions)",
         t.ratio(),
         t.clawmem_per_s,
         t.seqstore_per_s,
