@@ -158,6 +158,9 @@ pub struct MountReport {
     pub sealed_head: bool,
     /// Batches found damaged or uncommitted and ignored.
     pub ignored_batches: u32,
+    /// Sectors inside the ring whose header is damaged but whose contents
+    /// check out: kept as they are.
+    pub damaged_headers: u32,
 }
 
 /// A session history read into a caller buffer: each record is a 6-byte
@@ -745,6 +748,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 .ok_or(Error::LogicBug("ring"))?;
             match store.log.io().sector_header(idx)? {
                 SectorHeader::Valid { seq: found, .. } if found == seq => {}
+                // A header damaged at rest over sound contents: the sector
+                // is kept, its sequence known from its place in the ring,
+                // and collected in its turn. (A wipe's erase cut early can
+                // look the same; what it held had been moved, nothing
+                // points into it, and a scrub run again finds the copies
+                // in it: scrub looks at every sector.)
+                _ if store.log.first_chunk_sound(idx)? => {
+                    store.mount_report.damaged_headers += 1;
+                }
                 _ => {
                     let start = geo.sector_start(idx);
                     store
@@ -2561,6 +2573,22 @@ impl<F: NorFlash> Log<F> {
             geo: &self.geo,
         };
         verify_batch(&mut io, addr, &mut self.buf)
+    }
+
+    /// Whether sector `idx` starts with a chunk whose header decodes and
+    /// whose CRC checks out.
+    fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Error<F::Error>> {
+        let at = self.geo.first_chunk(idx);
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        match io.chunk_header(at)? {
+            Some(h) if at + self.geo.chunk_size(h.len) <= self.geo.sector_end(at) => {
+                io.chunk_crc_ok(at, &h, &mut self.buf)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Sector sequence of the sector holding `addr` (the head's if unknown).

@@ -1584,13 +1584,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         mut f: impl FnMut(u32, u32),
     ) -> Result<(), Error<F::Error>> {
         let geo = self.log.geo;
+        // Every sector, whatever its header says: a sector whose erase was
+        // cut (its header gone, its chunks still there) holds copies too.
         for sector in 0..geo.count {
-            if !matches!(
-                self.log.io().sector_header(sector)?,
-                crate::layout::SectorHeader::Valid { .. }
-            ) {
-                continue;
-            }
             let mut pos = geo.first_chunk(sector);
             for _ in 0..geo.sector {
                 let c = match self.log.slot_at(sector, pos)? {
