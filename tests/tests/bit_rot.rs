@@ -385,3 +385,46 @@ fn a_damaged_memory_item_is_confined() {
         "compaction dropped the damaged item"
     );
 }
+
+/// A memory record whose chunk header rots is lost, and only it: the mount
+/// follows the chain through it to the records written after it (each
+/// links to the one before, and the rotten one still links to the head).
+#[test]
+fn a_rotten_memory_record_header_loses_only_that_record() {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
+    let mut store = S::format(flash, config()).unwrap();
+    for n in 0..6u32 {
+        let c = format!("note {n}: the user collects stamps from {n} countries");
+        store
+            .memory_store(&ItemInput::new(&c).tags("stamps"), n, false)
+            .unwrap();
+    }
+    let image = store.into_flash().into_inner();
+    let bytes = image.image();
+    let needle = b"note 2: the user";
+    let body_at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    // The put's chunk header: the last word-aligned MEM_PUT kind byte
+    // before its content.
+    let kind_at = (body_at.saturating_sub(96)..body_at)
+        .rev()
+        .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
+        .unwrap();
+    let mut rotten = image.clone();
+    rotten.flip_bit(kind_at, 6).unwrap(); // 0x30 -> 0x70, no kind at all
+    let mut store = S::mount(
+        Esp32Flash::new(rotten).unwrap(),
+        config(),
+        MountMode::ExistingOnly,
+    )
+    .unwrap();
+    let mut listed = Vec::new();
+    store
+        .memory_list(|i| listed.push(i.content()[..6].to_string()))
+        .unwrap();
+    listed.sort();
+    assert_eq!(listed, ["note 0", "note 1", "note 3", "note 4", "note 5"]);
+    assert!(store.memory_damaged_reads() > 0);
+}

@@ -1169,10 +1169,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     return Ok(());
                 }
                 if u32_at(&b, 0) != self.mem.head {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a memory record does not follow the memory chain",
-                    });
+                    if !self.mem_lost_link(u32_at(&b, 0), addr)? {
+                        return Err(Error::Corrupted {
+                            address: addr,
+                            what: "a memory record does not follow the memory chain",
+                        });
+                    }
+                    // The chain goes on through a record damaged at rest:
+                    // that record is lost (readers skip it), the chain kept.
+                    self.mem.chain = self.mem.chain.saturating_add(1);
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
                 }
                 if h.kind == kind::MEM_PUT {
                     // The item's id follows prev, origin, root and the
@@ -1239,6 +1245,46 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// At mount: whether the memory record at `addr`, whose link is `prev`
+    /// and not the chain's head, follows a chain record damaged at rest: a
+    /// record at `prev`, between the head and `addr` in log order, that
+    /// does not check out but whose own link is the head. (A memory index
+    /// links to nothing, so a damaged index never passes; the chain then
+    /// stops there as before.)
+    fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
+        let head = self.mem.head;
+        if head == NO_ADDR || prev == NO_ADDR {
+            return Ok(false);
+        }
+        let geo = self.log.geo;
+        let order = |log: &crate::log::Log<F>, a: u32| {
+            if a >= geo.capacity() {
+                return None;
+            }
+            log.seq_of_sector(geo.sector_of(a))
+                .map(|seq| (seq, a % geo.sector))
+        };
+        let (Some(h), Some(p), Some(y)) = (
+            order(&self.log, head),
+            order(&self.log, prev),
+            order(&self.log, addr),
+        ) else {
+            return Ok(false);
+        };
+        if !(h < p && p < y) {
+            return Ok(false);
+        }
+        if self.log.verify(prev)?.is_some() {
+            // A sound record: `addr` is not the one out of place.
+            return Ok(false);
+        }
+        let mut link = [0u8; 4];
+        self.log
+            .io()
+            .read_stream(prev + CHUNK_HEADER_LEN, &mut link)?;
+        Ok(u32::from_le_bytes(link) == head)
     }
 
     fn remove_uid(&mut self, uid: u32) {
