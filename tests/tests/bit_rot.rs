@@ -428,3 +428,51 @@ fn a_rotten_memory_record_header_loses_only_that_record() {
     assert_eq!(listed, ["note 0", "note 1", "note 3", "note 4", "note 5"]);
     assert!(store.memory_damaged_reads() > 0);
 }
+
+/// A record length that rots into a huge one (a varint's continuation bit
+/// flipped): the history drops that batch and returns the others, instead
+/// of asking for a buffer of megabytes.
+#[test]
+fn a_rotten_record_length_drops_only_its_batch() {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
+    let mut store = S::format(flash, config()).unwrap();
+    let body = |n: u32| format!("{{\"n\":{n},\"text\":\"{}\"}}", "q".repeat(120)).into_bytes();
+    for n in 0..5u32 {
+        let b = body(n);
+        assert!(b.len() >= 128, "a two-byte length");
+        store
+            .append(
+                "chat:rot:len",
+                &[Record {
+                    kind: RecordType::User,
+                    format: BackendFormat::Unknown,
+                    body: &b,
+                }],
+                false,
+            )
+            .unwrap();
+    }
+    let image = store.into_flash().into_inner();
+    let third = body(2);
+    let at = image
+        .image()
+        .windows(third.len())
+        .position(|w| w == third.as_slice())
+        .unwrap();
+    // The length's last byte, just before the body: set its continuation
+    // bit.
+    let mut rotten = image.clone();
+    rotten.flip_bit(at - 1, 7).unwrap();
+    let mut store = S::mount(
+        Esp32Flash::new(rotten).unwrap(),
+        config(),
+        MountMode::ExistingOnly,
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let h = store
+        .history("chat:rot:len", BackendFormat::Unknown, &mut buf)
+        .expect("the other batches read");
+    let got: Vec<Vec<u8>> = h.iter().map(|r| r.body.to_vec()).collect();
+    assert_eq!(got, [body(0), body(1), body(3), body(4)]);
+}

@@ -1056,6 +1056,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
                 let uid = meta.fixed.uid;
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
+                if added > geo.capacity() {
+                    // A record length damaged at rest (the scan does not
+                    // read bodies, so their CRCs are not checked here).
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a batch's record lengths exceed the partition",
+                    });
+                }
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
                 if let Some(id) = meta.id() {
                     // The session's name comes from here: trust it only if
@@ -2231,10 +2239,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 continue;
             }
             let body = at + HIST_HEADER;
-            let end = body + r.len as usize;
-            let dst = buf
-                .get_mut(body..end)
-                .ok_or(Error::BufferTooSmall { needed })?;
+            let end = body.saturating_add(r.len as usize);
+            if end > buf.len() {
+                if buf.len() < needed {
+                    return Err(Error::BufferTooSmall { needed });
+                }
+                // `needed` holds the whole session: a record that does not
+                // fit has a length damaged at rest. Its batch is dropped
+                // (the reader will not finish it), the rest still read.
+                seg_broken = true;
+                damaged += 1;
+                continue;
+            }
+            let dst = &mut buf[body..end];
             match reader.as_mut() {
                 Some(v) => {
                     // Skip (and check) the meta before the first body.
