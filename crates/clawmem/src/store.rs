@@ -1263,7 +1263,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// stops there as before.)
     fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
         let head = self.mem.head;
-        if head == NO_ADDR || prev == NO_ADDR {
+        if prev == NO_ADDR {
+            return Ok(false);
+        }
+        // With no memory at all before it (no index, no record), the lost
+        // record was the first one (its link is "none"); were it an index,
+        // it could only have summarized nothing.
+        let empty = head == NO_ADDR && self.mem.root == NO_ADDR;
+        if head == NO_ADDR && !empty {
             return Ok(false);
         }
         let geo = self.log.geo;
@@ -1274,14 +1281,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             log.seq_of_sector(geo.sector_of(a))
                 .map(|seq| (seq, a % geo.sector))
         };
-        let (Some(h), Some(p), Some(y)) = (
-            order(&self.log, head),
-            order(&self.log, prev),
-            order(&self.log, addr),
-        ) else {
+        let (Some(p), Some(y)) = (order(&self.log, prev), order(&self.log, addr)) else {
             return Ok(false);
         };
-        if !(h < p && p < y) {
+        let after_head = empty || order(&self.log, head).is_some_and(|h| h < p);
+        if !(after_head && p < y) {
             return Ok(false);
         }
         if self.log.verify(prev)?.is_some() {
