@@ -368,6 +368,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// Reads the item put at `addr`, and its lineage: the id it replaced and
     /// the first id of its lineage (0: none).
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     pub(crate) fn mem_item(&mut self, addr: u32) -> Result<(Item, Lineage), Error<F::Error>> {
         let mut buf = [0u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES];
         let len = self.mem_record(addr, kind::MEM_PUT, &mut buf)?;
@@ -383,6 +385,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     /// The memory chain after the root, oldest first.
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     fn mem_chain(&mut self) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Error<F::Error>> {
         let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
         let mut at = self.mem.head;
@@ -447,6 +451,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     /// The active items: the index's entries with the chain applied.
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     pub(crate) fn mem_active(
         &mut self,
         out: &mut Vec<Active, ACTIVE_CAP>,
@@ -670,6 +676,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// consolidation, a new index, is written only when the chain reaches
     /// [`MEM_CHAIN_MAX`] records, so the index (16 bytes an item) is not
     /// rewritten every five changes.
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     fn mem_maybe_compact(&mut self) -> Result<(), Error<F::Error>> {
         let c = self.config.memory;
         if self.mem.changes < c.compact_after_changes && self.mem.bytes < c.compact_after_bytes {
@@ -778,6 +786,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// The hash of each active item's dedup key (0 for an empty key, which
     /// matches nothing), in the order of `active`.
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     fn mem_keys(&mut self, active: &[Active]) -> Result<Vec<u32, ACTIVE_CAP>, Error<F::Error>> {
         let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
         for a in active {
@@ -804,6 +814,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(merges.min(MAX_MERGES as u32))
     }
 
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     fn mem_compact_now(
         &mut self,
         relocate: Option<u32>,
@@ -1138,6 +1150,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// The catalog from the newest index, corrected for what the chain
     /// changed since: reads the index's catalog and entries and only the
     /// items added or removed since. `None` if the index has no catalog.
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     fn mem_catalog_from_index(
         &mut self,
         active: &[Active],
@@ -1269,6 +1283,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(Some(emitted))
     }
 
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
     fn unknown_label(&mut self, label: &str) -> Result<UnknownLabelError, Error<F::Error>> {
         let mut e = UnknownLabelError {
             label: heapless::String::new(),
