@@ -1090,6 +1090,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// [`memory_damaged_reads`](Self::memory_damaged_reads); so is every
     /// other memory read.
     pub fn memory_list(&mut self, mut f: impl FnMut(&Item)) -> Result<usize, Error<F::Error>> {
+        self.memory_list_dyn(&mut f)
+    }
+
+    /// [`memory_list`](Self::memory_list), compiled once whatever the
+    /// caller's closure.
+    fn memory_list_dyn(&mut self, f: &mut dyn FnMut(&Item)) -> Result<usize, Error<F::Error>> {
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
         active.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
@@ -1110,6 +1116,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         &mut self,
         mut f: impl FnMut(&str, u16),
     ) -> Result<usize, Error<F::Error>> {
+        self.memory_catalog_dyn(&mut f)
+    }
+
+    /// [`memory_catalog`](Self::memory_catalog), compiled once whatever the
+    /// caller's closure.
+    fn memory_catalog_dyn(
+        &mut self,
+        f: &mut dyn FnMut(&str, u16),
+    ) -> Result<usize, Error<F::Error>> {
+        let mut f = f;
         let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
         self.mem_active(&mut active)?;
         if let Some(n) = self.mem_catalog_from_index(&active, &mut f)? {
@@ -1328,6 +1344,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         limit: usize,
         now: u32,
         mut f: impl FnMut(&Item),
+    ) -> Result<usize, Error<F::Error>> {
+        self.memory_recall_dyn(labels, limit, now, &mut f)
+    }
+
+    /// [`memory_recall`](Self::memory_recall), compiled once whatever the
+    /// caller's closure.
+    fn memory_recall_dyn(
+        &mut self,
+        labels: &[&str],
+        limit: usize,
+        now: u32,
+        f: &mut dyn FnMut(&Item),
     ) -> Result<usize, Error<F::Error>> {
         if labels.is_empty() || labels.len() > 3 {
             return Err(Error::InvalidInput("recall takes 1 to 3 labels"));
