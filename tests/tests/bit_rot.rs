@@ -476,3 +476,53 @@ fn a_rotten_record_length_drops_only_its_batch() {
     let got: Vec<Vec<u8>> = h.iter().map(|r| r.body.to_vec()).collect();
     assert_eq!(got, [body(0), body(1), body(3), body(4)]);
 }
+
+/// A memory record whose link rots: the mount knows the record before it
+/// (the chain's head when it was written), repairs the link in RAM and
+/// compacts memory so the repair is on flash; only that record is lost, now
+/// and after the next mount.
+#[test]
+fn a_rotten_memory_link_loses_only_that_record() {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
+    let mut store = S::format(flash, config()).unwrap();
+    for n in 0..6u32 {
+        let c = format!("note {n}: the user speaks {n} languages at home");
+        store
+            .memory_store(&ItemInput::new(&c).tags("languages"), n, false)
+            .unwrap();
+    }
+    let image = store.into_flash().into_inner();
+    let bytes = image.image();
+    let needle = b"note 2: the user";
+    let body_at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    let header_at = (body_at.saturating_sub(96)..body_at)
+        .rev()
+        .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
+        .unwrap();
+    // The link is the first word of the payload, after the 12-byte header.
+    let mut rotten = image.clone();
+    rotten.flip_bit(header_at + 12 + 1, 3).unwrap();
+    let names = |store: &mut S| {
+        let mut v = Vec::new();
+        store
+            .memory_list(|i| v.push(i.content()[..6].to_string()))
+            .unwrap();
+        v.sort();
+        v
+    };
+    let mut store = S::mount(
+        Esp32Flash::new(rotten).unwrap(),
+        config(),
+        MountMode::ExistingOnly,
+    )
+    .unwrap();
+    let want = ["note 0", "note 1", "note 3", "note 4", "note 5"];
+    assert_eq!(names(&mut store), want);
+    store.check().unwrap();
+    let flash = store.into_flash();
+    let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
+    assert_eq!(names(&mut store), want, "after a second mount");
+}

@@ -340,6 +340,9 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     /// Memory records that failed their checksum and were skipped since
     /// the mount (damage at rest).
     mem_damaged: u32,
+    /// Memory chain links repaired at mount: (record, the record before
+    /// it), for records whose own link rotted. Cleared by the next index.
+    mem_links: Vec<(u32, u32), MEM_LINKS>,
     /// Labels that memory writes touched since the caller's last
     /// [`memory_stage_begin`](Self::memory_stage_begin).
     stage: crate::memory::StageNote<STAGE_LABELS>,
@@ -347,6 +350,9 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
 
 /// Most labels a stage note remembers.
 pub const STAGE_LABELS: usize = 8;
+
+/// Memory chain links a mount can repair (see `Store::mem_lost_link`).
+const MEM_LINKS: usize = 4;
 
 /// Delta checkpoints between two full ones.
 const DELTAS_PER_FULL: u32 = 8;
@@ -472,6 +478,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: Vec::new(),
             mem: MemState::EMPTY,
             mem_damaged: 0,
+            mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
         };
         store.write_checkpoint()?;
@@ -675,6 +682,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: Vec::new(),
             mem: MemState::EMPTY,
             mem_damaged: 0,
+            mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
         };
         // 3. The newest checkpoint, else a scan of the whole ring.
@@ -774,6 +782,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             // Record the recovered state, so that the next mount reads the
             // same and never revisits the damage.
             store.write_checkpoint_with(Priority::Gc)?;
+        }
+        if !store.mem_links.is_empty() {
+            // Links repaired in RAM are not on flash: once a checkpoint
+            // covers the records after them, a later mount would not
+            // repair them again. A memory compaction writes an index that
+            // needs none of them. Without room for it, the repair holds
+            // only until then.
+            let _ = store.mem_compact_with(None, Priority::Maintenance);
         }
         Ok(store)
     }
@@ -1204,6 +1220,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             kind::MEM_INDEX => {
                 let mut b = [0u8; 20];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                self.mem_links.clear();
                 self.mem = MemState {
                     root: addr,
                     head: addr,
@@ -1296,7 +1313,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.log
             .io()
             .read_stream(prev + CHUNK_HEADER_LEN, &mut link)?;
-        Ok(u32::from_le_bytes(link) == head)
+        if u32::from_le_bytes(link) == head {
+            return Ok(true);
+        }
+        // The record's header names a chain record but its payload (its
+        // link, say) fails the CRC: it was the head when `addr` was
+        // written, so the record before it is the head now. Remember that
+        // link (the one on flash is not to be trusted) until the next index.
+        let chain_header = self.log.io().chunk_header(prev)?.is_some_and(|h| {
+            h.is_first() && matches!(h.kind, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS)
+        });
+        if chain_header && self.mem_links.push((prev, head)).is_ok() {
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     fn remove_uid(&mut self, uid: u32) {

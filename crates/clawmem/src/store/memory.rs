@@ -401,7 +401,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => Some(h),
                 _ => None,
             };
-            let prev = self.mem_prev_of(at)?;
+            let prev = match self.mem_links.iter().find(|l| l.0 == at) {
+                // A link the mount repaired: the one on flash rotted.
+                Some(&(_, before)) => Some(before),
+                None => self.mem_prev_of(at)?,
+            };
             match sound {
                 Some(h) => {
                     if out.push((at, h.kind)).is_err() {
@@ -954,6 +958,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         };
         let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        self.mem_links.clear();
         self.mem = MemState {
             root: addr,
             head: addr,
@@ -1536,6 +1541,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         };
         let addr = self.write(kind::MEM_INDEX, &mut payload, Priority::Maintenance)?;
         let seq = self.log.head_seq_of(addr);
+        self.mem_links.clear();
         self.mem = MemState {
             root: addr,
             head: addr,
