@@ -400,18 +400,7 @@ fn a_rotten_memory_record_header_loses_only_that_record() {
             .unwrap();
     }
     let image = store.into_flash().into_inner();
-    let bytes = image.image();
-    let needle = b"note 2: the user";
-    let body_at = bytes
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .unwrap();
-    // The put's chunk header: the last word-aligned MEM_PUT kind byte
-    // before its content.
-    let kind_at = (body_at.saturating_sub(96)..body_at)
-        .rev()
-        .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
-        .unwrap();
+    let kind_at = put_header_before(&image, b"note 2: the user");
     let mut rotten = image.clone();
     rotten.flip_bit(kind_at, 6).unwrap(); // 0x30 -> 0x70, no kind at all
     let mut store = S::mount(
@@ -492,16 +481,7 @@ fn a_rotten_memory_link_loses_only_that_record() {
             .unwrap();
     }
     let image = store.into_flash().into_inner();
-    let bytes = image.image();
-    let needle = b"note 2: the user";
-    let body_at = bytes
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .unwrap();
-    let header_at = (body_at.saturating_sub(96)..body_at)
-        .rev()
-        .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
-        .unwrap();
+    let header_at = put_header_before(&image, b"note 2: the user");
     // The link is the first word of the payload, after the 12-byte header.
     let mut rotten = image.clone();
     rotten.flip_bit(header_at + 12 + 1, 3).unwrap();
@@ -525,4 +505,19 @@ fn a_rotten_memory_link_loses_only_that_record() {
     let flash = store.into_flash();
     let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
     assert_eq!(names(&mut store), want, "after a second mount");
+}
+
+/// Where the chunk header of the memory put holding `content` starts: the
+/// last word-aligned MEM_PUT kind byte (with its first-and-last flags)
+/// before the content.
+fn put_header_before(image: &SimFlash, content: &[u8]) -> usize {
+    let bytes = image.image();
+    let at = bytes
+        .windows(content.len())
+        .position(|w| w == content)
+        .expect("the content is on flash");
+    (at.saturating_sub(96)..at)
+        .rev()
+        .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
+        .expect("a memory put header before it")
 }

@@ -232,6 +232,22 @@ fn terms(list: &[String]) -> Vec<String> {
     out
 }
 
+/// ESP-Claw's update: every non-empty field of `change` replaces the
+/// item's (tags and keywords normalized as a store would).
+fn patched(old: &Item, change: &MemoryChange<'_>) -> Item {
+    let mut new = old.clone();
+    if let Some(c) = change.content.map(str::trim).filter(|c| !c.is_empty()) {
+        new.content = c.to_string();
+    }
+    if let Some(t) = change.tags.filter(|t| !t.is_empty()) {
+        new.tags = terms(t);
+    }
+    if let Some(k) = change.keywords.filter(|k| !k.is_empty()) {
+        new.keywords = terms(k);
+    }
+    new
+}
+
 /// ESP-Claw's memory and session logic on a [`FileStore`].
 pub struct EspClawDriver<S: FileStore> {
     fs: S,
@@ -616,16 +632,7 @@ impl<S: FileStore> Driver for EspClawDriver<S> {
         let Some(old) = self.items.get(&item.0).cloned() else {
             return Err(OpError::Evicted);
         };
-        let mut new = old.clone();
-        if let Some(c) = change.content.map(str::trim).filter(|c| !c.is_empty()) {
-            new.content = c.to_string();
-        }
-        if let Some(t) = change.tags.filter(|t| !t.is_empty()) {
-            new.tags = terms(t);
-        }
-        if let Some(k) = change.keywords.filter(|k| !k.is_empty()) {
-            new.keywords = terms(k);
-        }
+        let mut new = patched(&old, change);
         if new == old {
             return Ok(item);
         }

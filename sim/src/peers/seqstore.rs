@@ -104,7 +104,7 @@ use sequential_storage::cache::Cache;
 use sequential_storage::map::{MapConfig, MapStorage};
 use sequential_storage::queue::{QueueConfig, QueueStorage};
 
-use super::{format_code, format_of, key, kind_code, kind_of, normalize, terms, Item};
+use super::{format_code, format_of, key, kind_code, kind_of, normalize, patched, terms, Item};
 use crate::flash::{SimError, SimFlash};
 use crate::model::Preset;
 use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash};
@@ -1155,16 +1155,7 @@ impl<F: SimBacked + BlockingMultiwrite> Driver for SeqStorageDriver<F> {
         };
         let old = decode_item(id, &v)
             .ok_or_else(|| OpError::Failed(format!("memory item {id} does not decode")))?;
-        let mut new = old.clone();
-        if let Some(c) = change.content.map(str::trim).filter(|c| !c.is_empty()) {
-            new.content = c.to_string();
-        }
-        if let Some(t) = change.tags.filter(|t| !t.is_empty()) {
-            new.tags = terms(t);
-        }
-        if let Some(k) = change.keywords.filter(|k| !k.is_empty()) {
-            new.keywords = terms(k);
-        }
+        let mut new = patched(&old, change);
         if new == old {
             return Ok(item);
         }
