@@ -38,6 +38,18 @@ fn replayed_image(dir: &Path, name: &str) -> PathBuf {
     path
 }
 
+/// The smoke trace replayed onto a 64 KiB image file in `dir`.
+fn smoke_image(dir: &Path) -> PathBuf {
+    let path = dir.join("smoke.img");
+    let opts = ReplayOptions {
+        size_bytes: Some(64 * 1024),
+        image: Some(path.clone()),
+        ..ReplayOptions::default()
+    };
+    replay_clawmem(&trace("smoke.jsonl"), &opts, &mut |_, _| {}).unwrap();
+    path
+}
+
 fn fresh(config: Config) -> S {
     let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(1024 * 1024).unwrap())).unwrap();
     S::format(flash, config).unwrap()
@@ -454,13 +466,7 @@ fn session_ids_come_back_from_file_names() {
 #[test]
 fn cli_export_import() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("smoke.img");
-    let opts = ReplayOptions {
-        size_bytes: Some(64 * 1024),
-        image: Some(path.clone()),
-        ..ReplayOptions::default()
-    };
-    replay_clawmem(&trace("smoke.jsonl"), &opts, &mut |_, _| {}).unwrap();
+    let path = smoke_image(tmp.path());
     let bin = env!("CARGO_BIN_EXE_clawmem-sim");
     let dir = tmp.path().join("files");
     let out = Command::new(bin)
@@ -509,13 +515,7 @@ fn cli_export_import() {
 fn export_of_damaged_images_never_panics() {
     use rand::{Rng, SeedableRng};
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("smoke.img");
-    let opts = ReplayOptions {
-        size_bytes: Some(64 * 1024),
-        image: Some(path.clone()),
-        ..ReplayOptions::default()
-    };
-    replay_clawmem(&trace("smoke.jsonl"), &opts, &mut |_, _| {}).unwrap();
+    let path = smoke_image(tmp.path());
     let clean = fs::read(&path).unwrap();
     let used = clean.iter().rposition(|b| *b != 0xFF).unwrap() + 1;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
