@@ -391,15 +391,7 @@ fn a_damaged_memory_item_is_confined() {
 /// links to the one before, and the rotten one still links to the head).
 #[test]
 fn a_rotten_memory_record_header_loses_only_that_record() {
-    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
-    let mut store = S::format(flash, config()).unwrap();
-    for n in 0..6u32 {
-        let c = format!("note {n}: the user collects stamps from {n} countries");
-        store
-            .memory_store(&ItemInput::new(&c).tags("stamps"), n, false)
-            .unwrap();
-    }
-    let image = store.into_flash().into_inner();
+    let image = six_notes("the user collects stamps from {n} countries", "stamps");
     let kind_at = put_header_before(&image, b"note 2: the user");
     let mut rotten = image.clone();
     rotten.flip_bit(kind_at, 6).unwrap(); // 0x30 -> 0x70, no kind at all
@@ -472,15 +464,7 @@ fn a_rotten_record_length_drops_only_its_batch() {
 /// and after the next mount.
 #[test]
 fn a_rotten_memory_link_loses_only_that_record() {
-    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
-    let mut store = S::format(flash, config()).unwrap();
-    for n in 0..6u32 {
-        let c = format!("note {n}: the user speaks {n} languages at home");
-        store
-            .memory_store(&ItemInput::new(&c).tags("languages"), n, false)
-            .unwrap();
-    }
-    let image = store.into_flash().into_inner();
+    let image = six_notes("the user speaks {n} languages at home", "languages");
     let header_at = put_header_before(&image, b"note 2: the user");
     // The link is the first word of the payload, after the 12-byte header.
     let mut rotten = image.clone();
@@ -520,4 +504,18 @@ fn put_header_before(image: &SimFlash, content: &[u8]) -> usize {
         .rev()
         .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
         .expect("a memory put header before it")
+}
+
+/// An image holding six memory items, `note N: <text>` (`{n}` in `text`
+/// becomes N), tagged `tag`.
+fn six_notes(text: &str, tag: &str) -> SimFlash {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(16 * 4096).unwrap())).unwrap();
+    let mut store = S::format(flash, config()).unwrap();
+    for n in 0..6u32 {
+        let c = format!("note {n}: {}", text.replace("{n}", &n.to_string()));
+        store
+            .memory_store(&ItemInput::new(&c).tags(tag), n, false)
+            .unwrap();
+    }
+    store.into_flash().into_inner()
 }
