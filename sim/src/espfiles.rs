@@ -283,7 +283,7 @@ where
     ids.sort();
     let mut buf = vec![0u8; 64 * 1024];
     for id in &ids {
-        let (log, idx) = loop {
+        let files = loop {
             let len = buf.len();
             match store.history(id, BackendFormat::Unknown, &mut buf) {
                 Ok(h) => {
@@ -302,26 +302,26 @@ where
                         log.push(b'\n');
                     }
                     report.records += h.len();
-                    break (log, idx);
+                    break Some((log, idx));
                 }
                 Err(clawmem::Error::BufferTooSmall { needed }) if needed > len => {
                     buf.resize(needed, 0);
                 }
                 Err(clawmem::Error::NotFound) => {
-                    break (Vec::new(), chdx::encode_header().to_vec())
+                    break Some((Vec::new(), chdx::encode_header().to_vec()))
                 }
                 Err(e @ clawmem::Error::Corrupted { .. }) => {
                     report
                         .warnings
                         .push(format!("session {id}: {e:?}; left out"));
-                    break (Vec::new(), Vec::new());
+                    break None;
                 }
                 Err(e) => return Err(engine(&format!("reading session {id}"), e)),
             }
         };
-        if idx.is_empty() {
+        let Some((log, idx)) = files else {
             continue;
-        }
+        };
         let file = |kind| format!("{SESSIONS_DIR}/{}", naming::session_file_name(id, kind));
         write_file(dir, &file(SessionFileKind::Log), &log, &mut report)?;
         write_file(dir, &file(SessionFileKind::Index), &idx, &mut report)?;
