@@ -103,4 +103,7 @@ fn flash_cost_of_a_fixed_workload_is_pinned() {
 }
 
 const PINNED_RUN: (u64, u64, u64, u64) = (58888, 624, 14, 237299);
-const PINNED_MOUNT: (u64, u64, u64) = (7061, 618, 0);
+// The mount reads the header of the sector after the head too (24 B), to
+// find a head whose own header rotted, and checks the CRC of each document
+// written since the checkpoint before it replaces the older version.
+const PINNED_MOUNT: (u64, u64, u64) = (7132, 621, 0);

@@ -14,7 +14,7 @@ use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
-    BATCH_META_MAX, CHAIN_MAX,
+    BATCH_META_MAX, CHAIN_MAX, MAX_SESSION_ID_BYTES,
 };
 
 /// One record as found on flash.
@@ -127,6 +127,87 @@ pub(crate) fn read_id<F: NorFlash>(
     let n = s.id_len as usize;
     io.read_stream(at, &mut out[..n])?;
     Ok(n)
+}
+
+/// Longest meta a session's first batch starts with: the fixed part, the id
+/// length, the id and the CRC-32 of uid and id.
+const NAME_META_MAX: usize = BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + 4;
+
+/// The name a session's first batch at `addr` carries, checked by the CRC-32
+/// of the uid and the id written after it: `(uid, id length)` with the id in
+/// `out`, or `None` when the name cannot be recovered.
+///
+/// This is the repair path for a first batch damaged at rest, which holds the
+/// only copy of the session's name. The name is taken as stored when its own
+/// CRC checks out (the damage is elsewhere in the batch, its chunk header
+/// included). Otherwise, when one flipped bit in the name explains the first
+/// chunk's CRC, that bit is corrected, and the name is kept only if its own
+/// CRC then checks out too: two independent checks. `uid` is the session's
+/// uid when a sound later batch gave it; else the batch's own is used (and
+/// may be the corrected bit).
+pub(crate) fn start_name<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    uid: Option<u32>,
+    out: &mut [u8; MAX_SESSION_ID_BYTES],
+    scratch: &mut [u8],
+) -> Result<Option<(u32, usize)>, Error<F::Error>> {
+    let name = |m: &[u8; NAME_META_MAX], out: &mut [u8; MAX_SESSION_ID_BYTES]| {
+        let uid = uid.unwrap_or_else(|| u32_at(m, 0));
+        let at = BATCH_FIXED as usize;
+        let k = usize::from(m[at]);
+        if k == 0 || k > MAX_SESSION_ID_BYTES {
+            return None;
+        }
+        let id = &m[at + 1..at + 1 + k];
+        let mut d = crate::layout::CRC.digest();
+        d.update(&uid.to_le_bytes());
+        d.update(id);
+        if d.finalize() != u32_at(m, at + 1 + k) || core::str::from_utf8(id).is_err() {
+            return None;
+        }
+        out[..k].copy_from_slice(id);
+        Some((uid, k))
+    };
+    let geo = *io.geo;
+    if addr >= geo.capacity() || addr + CHUNK_HEADER_LEN >= geo.sector_end(addr) {
+        return Ok(None);
+    }
+    let mut m = [0xFFu8; NAME_META_MAX];
+    match io.read_stream(addr + CHUNK_HEADER_LEN, &mut m) {
+        Ok(()) => {}
+        Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+        Err(_) => return Ok(None),
+    }
+    if let Some(found) = name(&m, out) {
+        return Ok(Some(found));
+    }
+    // One flipped bit in the name: the first chunk's CRC locates it.
+    let h = match io.chunk_header(addr)? {
+        Some(h) if h.kind == kind::SESSION_BATCH && h.is_first() => h,
+        _ => return Ok(None),
+    };
+    if addr + geo.chunk_size(h.len) > geo.sector_end(addr) {
+        return Ok(None);
+    }
+    let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
+    let mut at = addr + CHUNK_HEADER_LEN;
+    let end = at + h.len;
+    while at < end {
+        let n = ((end - at) as usize).min(scratch.len());
+        io.read(at, &mut scratch[..n])?;
+        d.update(&scratch[..n]);
+        at += n as u32;
+    }
+    // The CRC covers 8 header bytes, then the payload.
+    let meta = NAME_META_MAX.min(h.len as usize);
+    let Some((byte, bit)) =
+        crate::layout::crc_single_bit_error(d.finalize() ^ h.crc, 8 + h.len as usize, 8, 8 + meta)
+    else {
+        return Ok(None);
+    };
+    m[byte - 8] ^= 1 << bit;
+    Ok(name(&m, out))
 }
 
 /// A batch's parsed meta.
@@ -321,13 +402,43 @@ impl Chain {
             let sector = (ring.head + geo.count - (used - 1 - k)) % geo.count;
             let end = geo.sector_start(sector) + geo.sector;
             let mut pos = geo.first_chunk(sector);
+            // After damage, chunks are trusted again from the next one whose
+            // CRC checks out, searched word by word.
+            let mut resync = false;
+            let mut scratch = [0u8; 64];
             while pos + CHUNK_HEADER_LEN <= end {
-                let Some(h) = io.chunk_header(pos)? else {
+                let mut raw = [0u8; CHUNK_HEADER_LEN as usize];
+                io.read(pos, &mut raw)?;
+                if raw.iter().all(|b| *b == 0xFF) && !resync {
                     break;
+                }
+                let h = match ChunkHeader::decode(&raw) {
+                    Some(h)
+                        if pos + geo.chunk_size(h.len) <= end
+                            && (!resync || io.chunk_crc_ok(pos, &h, &mut scratch)?) =>
+                    {
+                        h
+                    }
+                    _ => {
+                        resync = true;
+                        pos += geo.write;
+                        continue;
+                    }
                 };
+                resync = false;
                 let size = geo.chunk_size(h.len);
-                if pos + size > end {
-                    break;
+                // Sequence numbers grow by one from chunk to chunk in a
+                // sector: anything else after this chunk may mean its length
+                // is damaged; if its CRC fails, search on after its start.
+                if let Some(next) = io.chunk_header(pos + size).ok().flatten() {
+                    if pos + size + CHUNK_HEADER_LEN <= end
+                        && next.seq != h.seq.wrapping_add(1)
+                        && !io.chunk_crc_ok(pos, &h, &mut scratch)?
+                    {
+                        resync = true;
+                        pos += geo.write;
+                        continue;
+                    }
                 }
                 if h.kind == kind::SESSION_BATCH
                     && h.is_first()

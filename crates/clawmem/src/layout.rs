@@ -38,6 +38,55 @@ pub(crate) const NO_ADDR: u32 = u32::MAX;
 /// CRC-32 (ISO-HDLC, the zlib one) used for every checksum on flash.
 pub(crate) const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
 
+/// The bit whose flip explains a CRC mismatch: `syndrome` is the CRC-32
+/// computed over a message of `len` bytes XOR the CRC stored with it. Only
+/// bits of bytes `from..to` are candidates. Returns `(byte, bit)`, the flip
+/// being `message[byte] ^= 1 << bit`, or `None` if no single flip there
+/// explains it.
+///
+/// CRC-32 is linear: for messages of one length, the CRCs of `m` and of
+/// `m ^ e` differ by the CRC of `e` computed with a zero start and no final
+/// XOR. For a single bit that is the bit pushed through the zero bytes after
+/// it, so every candidate costs one byte step, walking from the message's
+/// end. CRC-32's Hamming distance is at least 3 for any message a sector can
+/// hold, so two different single flips never share a syndrome. Callers
+/// confirm a correction with a second, independent check.
+pub(crate) fn crc_single_bit_error(
+    syndrome: u32,
+    len: usize,
+    from: usize,
+    to: usize,
+) -> Option<(usize, u8)> {
+    // The reflected ISO-HDLC polynomial.
+    const POLY: u32 = 0xEDB8_8320;
+    let step = |mut r: u32| {
+        for _ in 0..8 {
+            r = (r >> 1) ^ if r & 1 != 0 { POLY } else { 0 };
+        }
+        r
+    };
+    if syndrome == 0 || from >= to.min(len) {
+        return None;
+    }
+    for bit in 0..8u8 {
+        // The effect of `1 << bit` in the last byte, then one byte earlier
+        // at every step.
+        let mut r = step(1u32 << bit);
+        let mut byte = len - 1;
+        loop {
+            if byte < to && r == syndrome {
+                return Some((byte, bit));
+            }
+            if byte == from {
+                break;
+            }
+            byte -= 1;
+            r = step(r);
+        }
+    }
+    None
+}
+
 const _: () = assert!(SECTOR_HEADER_LEN.is_multiple_of(4) && CHUNK_HEADER_LEN.is_multiple_of(4));
 
 /// Sizes of the partition, taken from the flash type and its capacity.
@@ -367,6 +416,46 @@ mod tests {
                 version: FORMAT_VERSION + 1
             }
         );
+    }
+
+    #[test]
+    fn single_bit_errors_are_located_exactly() {
+        let msg: [u8; 300] = core::array::from_fn(|i| (i * 37 + 11) as u8);
+        let good = CRC.checksum(&msg);
+        for byte in 0..msg.len() {
+            for bit in 0..8u8 {
+                let mut m = msg;
+                m[byte] ^= 1 << bit;
+                let syndrome = CRC.checksum(&m) ^ good;
+                // Searched over the whole message and over a window around
+                // the flip: found exactly; outside the window: not found.
+                assert_eq!(
+                    crc_single_bit_error(syndrome, m.len(), 0, m.len()),
+                    Some((byte, bit))
+                );
+                let (lo, hi) = (byte.saturating_sub(3), (byte + 4).min(m.len()));
+                assert_eq!(
+                    crc_single_bit_error(syndrome, m.len(), lo, hi),
+                    Some((byte, bit))
+                );
+                if byte >= 8 {
+                    assert_eq!(crc_single_bit_error(syndrome, m.len(), 0, byte), None);
+                }
+            }
+        }
+        // No damage, and damage no single flip explains.
+        assert_eq!(crc_single_bit_error(0, msg.len(), 0, msg.len()), None);
+        let mut two = msg;
+        two[10] ^= 1;
+        two[200] ^= 0x80;
+        let syndrome = CRC.checksum(&two) ^ good;
+        assert_eq!(
+            crc_single_bit_error(syndrome, two.len(), 0, two.len()),
+            None
+        );
+        // Empty ranges.
+        assert_eq!(crc_single_bit_error(syndrome, 10, 5, 5), None);
+        assert_eq!(crc_single_bit_error(syndrome, 10, 12, 20), None);
     }
 
     #[test]

@@ -579,6 +579,17 @@ impl<F: NorFlash> Log<F> {
     /// word. Bounded by the sector; used only when damage is found.
     pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Error<F::Error>> {
         let end = self.geo.sector_start(sector) + self.geo.sector;
+        self.resync_before(sector, from, end)
+    }
+
+    /// [`resync`](Self::resync) for a chunk that starts before `until`.
+    pub fn resync_before(
+        &mut self,
+        sector: u32,
+        from: u32,
+        until: u32,
+    ) -> Result<Option<u32>, Error<F::Error>> {
+        let end = (self.geo.sector_start(sector) + self.geo.sector).min(until + CHUNK_HEADER_LEN);
         let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
         while p + CHUNK_HEADER_LEN <= end {
             if let Slot::Chunk(c) = self.slot_at(sector, p)? {

@@ -25,7 +25,8 @@ pub use memory::{MemoryConfig, Stored, UnknownLabelError};
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{
-    read_base, read_id, verify_batch, BatchMeta, RecordInfo, Records, RingView, VerifiedReader,
+    read_base, read_id, start_name, verify_batch, BatchMeta, RecordInfo, Records, RingView,
+    VerifiedReader,
 };
 use crate::error::Error;
 use crate::layout::{
@@ -161,6 +162,10 @@ pub struct MountReport {
     /// Sectors inside the ring whose header is damaged but whose contents
     /// check out: kept as they are.
     pub damaged_headers: u32,
+    /// Sessions whose first batch (the only copy of their name) is damaged
+    /// at rest, found again from the name's own CRC or by correcting one
+    /// flipped bit; the records of that batch are lost, the rest kept.
+    pub recovered_names: u32,
 }
 
 /// A session history read into a caller buffer: each record is a 6-byte
@@ -340,6 +345,8 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     /// Memory records that failed their checksum and were skipped since
     /// the mount (damage at rest).
     mem_damaged: u32,
+    /// Sessions garbage collection dropped for damage since the mount.
+    sessions_dropped: u32,
     /// Memory chain links repaired at mount: (record, the record before
     /// it), for records whose own link rotted. Cleared by the next index.
     mem_links: Vec<(u32, u32), MEM_LINKS>,
@@ -478,6 +485,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: Vec::new(),
             mem: MemState::EMPTY,
             mem_damaged: 0,
+            sessions_dropped: 0,
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
         };
@@ -590,12 +598,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
             }
         }
-        let Some((head, head_seq, head_erase_count, header_checkpoint)) = newest else {
+        let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
             if mode == MountMode::FormatIfBlank && all_erased {
                 return Self::format(log.flash, config);
             }
             return Err(Error::NotFormatted);
         };
+        // The head's own header may have rotted: then the newest valid
+        // header is the sector before it. Such a sector holds sound chunks
+        // newer than any of that one's; a sector whose opening was cut
+        // holds none (its erase, if cut, leaves only older ones). It is
+        // taken as the head, sealed, and kept in the ring like any sector
+        // with a damaged header.
+        let next = geo.next(head);
+        if next != head && log.io().sector_header(next)? == SectorHeader::Invalid {
+            let before = log.io().chunk_header(geo.first_chunk(head))?;
+            let after = log.io().chunk_header(geo.first_chunk(next))?;
+            if let (Some(b), Some(a)) = (before, after) {
+                if a.seq > b.seq && log.first_chunk_sound(next)? {
+                    head = next;
+                    head_seq += 1;
+                    report.damaged_headers += 1;
+                    report.sealed_head = true;
+                }
+            }
+        }
         log.head = head;
         log.head_seq = head_seq;
         log.head_erase_count = head_erase_count;
@@ -609,6 +636,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let sector_end = geo.sector_start(head) + geo.sector;
         let mut last: Option<crate::log::ChunkAt> = None;
         let mut checkpoints = [None::<u32>; 2];
+        // The last chunk's CRC, once checked: (address, sound).
+        let mut last_ok: Option<(u32, bool)> = None;
         loop {
             match log.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
@@ -620,6 +649,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     pos += geo.chunk_size(c.header.len);
                 }
                 Slot::End => {
+                    // The last chunk before the end fails its CRC: a torn
+                    // write, or a length damaged at rest that passed over
+                    // sound chunks. Look for them before the end; found,
+                    // the damaged chunk is left behind and the walk goes on.
+                    if let Some(c) = last {
+                        let ok = log.crc_ok(&c)?;
+                        last_ok = Some((c.address, ok));
+                        if !ok {
+                            if let Some(p) = log.resync_before(head, c.address + geo.write, pos)? {
+                                if p < pos {
+                                    pos = p;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
                     // A torn first piece may have left bits after an erased
                     // header: the rest of that piece must be erased too.
                     let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(sector_end);
@@ -651,7 +696,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         let mut valid_end = pos;
         if let Some(c) = last {
-            if !log.crc_ok(&c)? {
+            let ok = match last_ok {
+                Some((at, ok)) if at == c.address => ok,
+                _ => log.crc_ok(&c)?,
+            };
+            if !ok {
                 report.sealed_head = true;
                 valid_end = c.address;
                 if checkpoints[1] == Some(c.address) {
@@ -682,6 +731,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: Vec::new(),
             mem: MemState::EMPTY,
             mem_damaged: 0,
+            sessions_dropped: 0,
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
         };
@@ -988,13 +1038,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 };
                 last_start = Some(pos);
                 let next = pos + geo.chunk_size(c.header.len);
-                let is_last_in_sector = if sector == self.log.head && next >= head_end {
-                    false
+                // Batch sequence numbers grow by one from chunk to chunk
+                // within a sector: a chunk followed by anything else may
+                // have a length damaged at rest, which would pass over the
+                // chunks after it.
+                let (is_last_in_sector, suspect) = if sector == self.log.head && next >= head_end {
+                    // No chunk reaches past the head's end but by a
+                    // damaged length.
+                    (false, next > head_end)
                 } else {
                     let s = self.log.slot_at(sector, next)?;
                     let last = !matches!(s, Slot::Chunk(_));
+                    let gap = match &s {
+                        Slot::Chunk(n) => n.header.seq != c.header.seq.wrapping_add(1),
+                        _ => false,
+                    };
                     lookahead = Some(s);
-                    sector != self.log.head && last
+                    (
+                        sector != self.log.head && last,
+                        sector != self.log.head && gap,
+                    )
                 };
                 pos = next;
                 // Every chunk seen, the checkpoint's own included, raises the
@@ -1009,10 +1072,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 scanned_bytes = scanned_bytes.saturating_add(c.header.len);
                 self.mount_report.chunks_scanned += 1;
                 // Only the last chunk of a sector can be torn (the sector is
-                // sealed after any failed write); check it if it ends a batch.
-                if is_last_in_sector && c.header.is_last() && !self.log.crc_ok(&c)? {
+                // sealed after any failed write); check it if it ends a batch,
+                // and check a suspect one. One that fails is left out, and
+                // the walk goes on at the next sound chunk after its start.
+                if (is_last_in_sector && c.header.is_last() || suspect) && !self.log.crc_ok(&c)? {
                     self.mount_report.ignored_batches += 1;
                     pending = None;
+                    lookahead = None;
+                    match self.log.resync(sector, c.address + geo.write)? {
+                        Some(p) if sector != self.log.head || p < head_end => pos = p,
+                        _ => break,
+                    }
                     continue;
                 }
                 if c.header.is_first() {
@@ -1080,39 +1150,57 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         what: "a batch's record lengths exceed the partition",
                     });
                 }
-                self.next_uid = self.next_uid.max(uid.wrapping_add(1));
-                if let Some(id) = meta.id() {
+                if meta.id().is_some() {
                     // The session's name comes from here: trust it only if
-                    // the batch checks out (a flipped id byte must not make
-                    // it answer to another name).
-                    if !meta.id_ok() {
-                        return Err(Error::Corrupted {
-                            address: addr,
-                            what: "a session's name failed its checksum",
-                        });
-                    }
+                    // its CRC checks out (a flipped id byte must not make it
+                    // answer to another name). A batch damaged at rest keeps
+                    // its session when the name can be recovered; its own
+                    // records are lost (its CRC fails when read).
+                    let mut id = [0u8; MAX_SESSION_ID_BYTES];
+                    let (uid, n, records, size) = match meta.id() {
+                        Some(x) if meta.id_ok() => {
+                            id[..x.len()].copy_from_slice(x);
+                            (uid, x.len(), u16::from(meta.fixed.count), added)
+                        }
+                        _ => match self.log.start_name(addr, None, &mut id)? {
+                            Some((uid, n)) => {
+                                self.mount_report.recovered_names += 1;
+                                (uid, n, 0, 0)
+                            }
+                            None => {
+                                return Err(Error::Corrupted {
+                                    address: addr,
+                                    what: "a session's name failed its checksum",
+                                })
+                            }
+                        },
+                    };
+                    self.next_uid = self.next_uid.max(uid.wrapping_add(1));
                     // Uids are never reused: this only guards a damaged image.
                     if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
                         self.sessions.swap_remove(i);
                     }
                     let s = Session {
                         uid,
-                        id_hash: fnv1a32(id),
-                        id_len: id.len() as u8,
+                        id_hash: fnv1a32(&id[..n]),
+                        id_len: n as u8,
                         flags: 0,
-                        records: u16::from(meta.fixed.count),
+                        records,
                         chain: 0,
                         head: addr,
                         root: addr,
                         root_is_base: false,
                         oldest: sector_seq,
-                        size: added,
+                        size,
                         dirty: true,
                     };
                     self.sessions
                         .push(s)
                         .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
-                } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                    return Ok(());
+                }
+                self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
                     // A batch whose back pointer does not lead to the head is
                     // damaged (or follows a damaged one): it still becomes the
                     // head, and a read finds the chain again by scanning the
@@ -1123,6 +1211,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     s.size = s.size.saturating_add(added);
                     s.chain = s.chain.saturating_add(1);
                     s.dirty = true;
+                } else if meta.fixed.prev != NO_ADDR && self.log.verify(addr)?.is_some() {
+                    // A sound batch of a session no batch named: the scan
+                    // passed the session's first batch by, for damage in it
+                    // or in a chunk length before it. Follow the back
+                    // pointers to it and recover the name there, or the
+                    // whole session is lost.
+                    let s = self.adopt(addr, &meta, sector_seq)?;
+                    self.sessions
+                        .push(s)
+                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
                 }
             }
             kind::SESSION_BASE => {
@@ -1239,14 +1337,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     key: u32_at(&b, 4),
                     addr,
                     seq: sector_seq,
-                    len: if h.is_last() {
-                        h.len.saturating_sub(OBJ_FIXED)
-                    } else {
-                        self.object_len(addr)?.ok_or(Error::Corrupted {
-                            address: addr,
-                            what: "a stored document failed its checksum",
-                        })?
-                    },
+                    // Checked before it replaces the version before it: a
+                    // flipped key must not make it stand for another
+                    // document, and a damaged one must not hide a sound one.
+                    len: self.object_len(addr)?.ok_or(Error::Corrupted {
+                        address: addr,
+                        what: "a stored document failed its checksum",
+                    })?,
                 };
                 if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) {
                     return Err(Error::Corrupted {
@@ -1278,6 +1375,83 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// does not check out but whose own link is the head. (A memory index
     /// links to nothing, so a damaged index never passes; the chain then
     /// stops there as before.)
+    /// The session of a sound batch at `addr` (meta `meta`) whose uid the
+    /// mount has not met: its earlier batches, back to the first, are found
+    /// through the back pointers (each one sound and of the same uid), and
+    /// the name is recovered from the first ([`start_name`]).
+    fn adopt(
+        &mut self,
+        addr: u32,
+        meta: &BatchMeta,
+        sector_seq: u32,
+    ) -> Result<Session, Error<F::Error>> {
+        let geo = self.log.geo;
+        let uid = meta.fixed.uid;
+        let lost = Error::Corrupted {
+            address: addr,
+            what: "a batch of a session whose name is lost",
+        };
+        let mut s = Session {
+            uid,
+            id_hash: 0,
+            id_len: 0,
+            flags: 0,
+            records: u16::from(meta.fixed.count),
+            chain: 1,
+            head: addr,
+            root: meta.fixed.prev,
+            root_is_base: false,
+            oldest: sector_seq,
+            size: meta.bodies_len() + u32::from(meta.fixed.count),
+            dirty: true,
+        };
+        let mut id = [0u8; MAX_SESSION_ID_BYTES];
+        for _ in 0..CHAIN_MAX {
+            let root = s.root;
+            if root >= geo.capacity() {
+                return Err(lost);
+            }
+            if let Some(seq) = self.log.seq_of_sector(geo.sector_of(root)) {
+                s.oldest = s.oldest.min(seq);
+            }
+            let sound = self.log.verify(root)?.is_some();
+            let m = if sound {
+                Some(BatchMeta::read(&mut self.log.io(), root)?)
+            } else {
+                None
+            };
+            if let Some((_, n)) = self.log.start_name(root, Some(uid), &mut id)? {
+                s.id_hash = fnv1a32(&id[..n]);
+                s.id_len = n as u8;
+                match m {
+                    // A sound first batch the scan skipped: its records count.
+                    Some(m) if m.fixed.uid == uid => {
+                        s.records = s.records.saturating_add(u16::from(m.fixed.count));
+                        s.size = s
+                            .size
+                            .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
+                    }
+                    _ => self.mount_report.recovered_names += 1,
+                }
+                return Ok(s);
+            }
+            // Not a first batch: a sound batch of the session lets the
+            // walk go on past it.
+            match m {
+                Some(m) if m.fixed.uid == uid && m.id().is_none() && m.fixed.prev != NO_ADDR => {
+                    s.records = s.records.saturating_add(u16::from(m.fixed.count));
+                    s.size = s
+                        .size
+                        .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
+                    s.chain += 1;
+                    s.root = m.fixed.prev;
+                }
+                _ => return Err(lost),
+            }
+        }
+        Err(lost)
+    }
+
     fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
         let head = self.mem.head;
         if prev == NO_ADDR {
@@ -1305,6 +1479,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if !(after_head && p < y) {
             return Ok(false);
         }
+        // Only a sound record may carry the chain past a damaged one (a
+        // session batch whose kind byte flipped must not pass for one).
+        if self.log.verify(addr)?.is_none() {
+            return Ok(false);
+        }
         if self.log.verify(prev)?.is_some() {
             // A sound record: `addr` is not the one out of place.
             return Ok(false);
@@ -1327,6 +1506,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Where the session with `uid` is in the table.
+    fn index_of(&self, uid: u32) -> Option<usize> {
+        self.sessions.iter().position(|s| s.uid == uid)
     }
 
     fn remove_uid(&mut self, uid: u32) {
@@ -1433,8 +1617,44 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             if &buf[..n] == id.as_bytes() {
                 return Ok(Some(i));
             }
+            // The hash matched but the bytes did not: a first batch damaged
+            // at rest may still give its name back.
+            if !s.root_is_base {
+                if let Some((_, n)) = self.log.start_name(s.root, Some(s.uid), &mut buf)? {
+                    if &buf[..n] == id.as_bytes() {
+                        return Ok(Some(i));
+                    }
+                }
+            }
         }
         Ok(None)
+    }
+
+    /// The id of `s` into `out`, checked against the table's hash; a first
+    /// batch damaged at rest is corrected when it can be. `None`: the name
+    /// is lost to damage.
+    fn session_id(
+        &mut self,
+        s: &Session,
+        out: &mut [u8; MAX_SESSION_ID_BYTES],
+    ) -> Result<Option<usize>, Error<F::Error>> {
+        let sound = |id: &[u8]| {
+            id.len() == usize::from(s.id_len)
+                && fnv1a32(id) == s.id_hash
+                && core::str::from_utf8(id).is_ok()
+        };
+        match read_id(&mut self.log.io(), s, out) {
+            Ok(n) if sound(&out[..n]) => return Ok(Some(n)),
+            Ok(_) | Err(Error::Corrupted { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if s.root_is_base {
+            return Ok(None);
+        }
+        Ok(match self.log.start_name(s.root, Some(s.uid), out)? {
+            Some((_, n)) if sound(&out[..n]) => Some(n),
+            _ => None,
+        })
     }
 
     /// Facts about a session, or `None` if it does not exist.
@@ -1455,19 +1675,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.sessions.len()
     }
 
-    /// Calls `f` with the id of every session.
+    /// Calls `f` with the id of every session. Returns how many sessions
+    /// were left out because their name is damaged at rest beyond repair
+    /// (they cannot be looked up either).
     pub fn for_each_session(
         &mut self,
         mut f: impl FnMut(&str, SessionInfo),
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<usize, Error<F::Error>> {
+        let mut lost = 0;
         for i in 0..self.sessions.len() {
             let s = self.sessions[i];
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
-            let n = read_id(&mut self.log.io(), &s, &mut buf)?;
-            let id = core::str::from_utf8(&buf[..n]).map_err(|_| Error::Corrupted {
-                address: s.root,
-                what: "a session id is not UTF-8",
-            })?;
+            let Some(n) = self.session_id(&s, &mut buf)? else {
+                lost += 1;
+                continue;
+            };
+            let Ok(id) = core::str::from_utf8(&buf[..n]) else {
+                lost += 1;
+                continue;
+            };
             f(
                 id,
                 SessionInfo {
@@ -1477,7 +1703,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 },
             );
         }
-        Ok(())
+        Ok(lost)
     }
 
     /// ESP-Claw's request gate: a request without a session passes; a
@@ -1626,9 +1852,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let minimal = |s: &Session| {
             u64::from(s.size).min(space) + 14 * u64::from(s.records) + 2 * space / 16 + 128
         };
-        for i in 0..self.sessions.len() {
+        let mut i = 0;
+        while i < self.sessions.len() {
             let s = self.sessions[i];
             if s.oldest > tail_seq {
+                i += 1;
                 continue;
             }
             let others: u64 = self.sessions[i + 1..]
@@ -1640,20 +1868,36 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             // Copy as much of the session as the room allows: everything,
             // else its bodies in the next `k` sectors too, so that it need
             // not be re-indexed at each of them.
-            let mut moved = self.rewrite_base_gc(i, Embed::All, budget)?;
+            let mut moved = self.rewrite_base_gc(i, Embed::All, budget);
             let mut k = self.log.free_sectors();
-            while !moved {
-                moved = self.rewrite_base_gc(i, Embed::UpTo(tail_seq + k), budget)?;
+            while matches!(moved, Ok(false)) {
+                moved = self.rewrite_base_gc(i, Embed::UpTo(tail_seq + k), budget);
                 if k == 0 {
                     break;
                 }
                 k /= 2;
             }
-            if !moved {
-                return Ok(false);
+            match moved {
+                Ok(true) => i += 1,
+                Ok(false) => return Ok(false),
+                // Damage at rest left nothing to relocate under a name (the
+                // name is lost, or no record checks out): the session can
+                // no longer be found or read, and it goes with the tail
+                // rather than stop every later write.
+                Err(Error::Corrupted { .. }) => {
+                    self.remove_uid(s.uid);
+                    self.sessions_dropped = self.sessions_dropped.saturating_add(1);
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(true)
+    }
+
+    /// Sessions dropped by garbage collection since the mount because damage
+    /// at rest left them without a name or without a sound record.
+    pub fn damaged_sessions_dropped(&self) -> u32 {
+        self.sessions_dropped
     }
 
     /// Writes a batch with room made first; returns its address.
@@ -1869,7 +2113,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         };
         let meta_max = crate::session::BATCH_FIXED as usize + id_len + records.len() * 6;
         let bodies: usize = records.iter().map(|r| r.body.len()).sum();
+        let found_uid = found.map(|i| self.sessions[i].uid);
         self.prepare_write((meta_max + bodies) as u32, Priority::User)?;
+        // Garbage collection may have dropped a session damaged at rest,
+        // which moves others in the table.
+        let found = match found_uid {
+            Some(uid) => Some(self.index_of(uid).ok_or(Error::NotFound)?),
+            None => None,
+        };
         let (uid, prev) = match found {
             Some(i) => (self.sessions[i].uid, self.sessions[i].head),
             None => (self.next_uid, NO_ADDR),
@@ -1944,6 +2195,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
             let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
             self.write(kind::SESSION_BLOCK, &mut payload, Priority::Maintenance)?;
+            let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
             self.sessions[i].flags |= FLAG_BLOCKED;
             self.sessions[i].dirty = true;
             return Ok(Appended {
@@ -2068,6 +2320,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             + bodies
             + summary.map_or(0, |r| r.body.len() as u32);
         self.ensure_room(estimate, p)?;
+        // Garbage collection may have dropped a session damaged at rest,
+        // which moves others in the table.
+        let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
         self.in_gc = true;
         let result = self.rewrite_base_now(i, keep, summary, embed, budget);
         self.in_gc = false;
@@ -2132,11 +2387,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
         }
         if count == 0 {
+            if summary.is_none() && matches!(keep, Keep::All) {
+                return Err(Error::Corrupted {
+                    address: s.root,
+                    what: "no record of the session checks out",
+                });
+            }
             return Err(Error::LogicBug("a base with no records"));
         }
         recs.rewind();
         let mut id = [0u8; MAX_SESSION_ID_BYTES];
-        read_id(&mut self.log.io(), &s, &mut id)?;
+        if self.session_id(&s, &mut id)?.is_none() {
+            return Err(Error::Corrupted {
+                address: s.root,
+                what: "a session's name is damaged beyond repair",
+            });
+        }
         let id_len = s.id_len as u32;
         let entries_at = BASE_FIXED + id_len + CHDX_HEADER_SIZE as u32;
         let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
@@ -2359,8 +2625,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let uid = self.sessions[i].uid;
         let mut payload = Slices([&uid.to_le_bytes()[..]]);
         self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
-        self.sessions.swap_remove(i);
-        self.note_deleted(uid);
+        self.remove_uid(uid);
         Ok(())
     }
 
@@ -2372,8 +2637,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         while let Some(s) = self.sessions.last().copied() {
             let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
             self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
-            self.sessions.pop();
-            self.note_deleted(s.uid);
+            self.remove_uid(s.uid);
             n += 1;
         }
         Ok(n)
@@ -2670,6 +2934,21 @@ impl<F: NorFlash> Log<F> {
             geo: &self.geo,
         };
         verify_batch(&mut io, addr, &mut self.buf)
+    }
+
+    /// The name the session's first batch at `addr` carries, corrected
+    /// when it can be (see [`start_name`]).
+    fn start_name(
+        &mut self,
+        addr: u32,
+        uid: Option<u32>,
+        out: &mut [u8; MAX_SESSION_ID_BYTES],
+    ) -> Result<Option<(u32, usize)>, Error<F::Error>> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        start_name(&mut io, addr, uid, out, &mut self.buf)
     }
 
     /// Whether sector `idx` starts with a chunk whose header decodes and
