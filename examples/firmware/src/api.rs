@@ -117,7 +117,7 @@ pub fn session_count(store: &Engine) -> usize {
 }
 
 #[inline(never)]
-pub fn for_each_session(store: &mut Engine, f: &mut dyn FnMut(&str, SessionInfo)) -> R<()> {
+pub fn for_each_session(store: &mut Engine, f: &mut dyn FnMut(&str, SessionInfo)) -> R<usize> {
     store.for_each_session(f)
 }
 
