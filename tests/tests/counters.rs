@@ -102,8 +102,12 @@ fn flash_cost_of_a_fixed_workload_is_pinned() {
     );
 }
 
-const PINNED_RUN: (u64, u64, u64, u64) = (58888, 624, 14, 237299);
+// Reads: each read of a base also reads the 10 bytes after its entries (a
+// record count damaged at rest puts CRCs there) and the headers of a base's
+// continuation chunks (its length, to check the count against).
+const PINNED_RUN: (u64, u64, u64, u64) = (58888, 624, 14, 237413);
 // The mount reads the header of the sector after the head too (24 B), to
 // find a head whose own header rotted, and checks the CRC of each document
-// written since the checkpoint before it replaces the older version.
-const PINNED_MOUNT: (u64, u64, u64) = (7132, 621, 0);
+// written since the checkpoint before it replaces the older version, and
+// reads 10 bytes more of each base (see `PINNED_RUN`).
+const PINNED_MOUNT: (u64, u64, u64) = (7192, 627, 0);

@@ -3,7 +3,7 @@
 //!
 //! [`Records`] walks a session from its root (a base or its first batch)
 //! through the batches chained after it. The chain is stored newest to
-//! oldest; it is collected once into a bounded array ([`CHAIN_MAX`] + 1
+//! oldest; it is collected once into a bounded array ([`CHAIN_CAP`]
 //! addresses), so no recursion and no allocation are needed.
 
 use embedded_storage::nor_flash::NorFlash;
@@ -90,26 +90,130 @@ pub(crate) fn read_base<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
 ) -> Result<BaseLayout, Error<F::Error>> {
-    read_first_chunk(io, addr, Some(kind::SESSION_BASE))?;
+    let h = read_first_chunk(io, addr, Some(kind::SESSION_BASE))?;
     let payload = addr + CHUNK_HEADER_LEN;
     let mut b = [0u8; BASE_FIXED as usize + CHDX_HEADER_SIZE];
     let mut fixed = [0u8; BASE_FIXED as usize];
     io.read_stream(payload, &mut fixed)?;
-    let f = BaseFixed::decode(&fixed).ok_or(Error::Corrupted {
-        address: addr,
-        what: "session base header is invalid",
-    })?;
-    let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
+    // The payload must hold what the fixed part announces: the id, the CHDX
+    // header, an entry and a CRC per record; and every record is at least
+    // one byte and its newline.
+    let total = batch_len(io, addr, &h)?;
+    let fits = |f: &BaseFixed| {
+        let index = BASE_FIXED as u64
+            + u64::from(f.id_len)
+            + CHDX_HEADER_SIZE as u64
+            + u64::from(f.count) * (CHDX_ENTRY_SIZE as u64 + 4);
+        index <= u64::from(total) && u64::from(f.size) >= 2 * u64::from(f.count)
+    };
+    let f = match BaseFixed::decode(&fixed).filter(|f| fits(f)) {
+        Some(f) => f,
+        // Damaged at rest: one flipped bit of the fixed part that explains
+        // the first chunk's CRC is corrected if the result holds together.
+        None => correct_fixed(io, addr, &h, &mut fixed)?
+            .and_then(|()| BaseFixed::decode(&fixed))
+            .filter(|f| fits(f))
+            .ok_or(Error::Corrupted {
+                address: addr,
+                what: "session base header is invalid",
+            })?,
+    };
+    let layout = |io: &mut Io<'_, F>, f: BaseFixed| {
+        let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
+        let entries = io.stream_advance(hdr_at, CHDX_HEADER_SIZE as u32);
+        let crcs = io.stream_advance(entries, f.count * CHDX_ENTRY_SIZE as u32);
+        (hdr_at, entries, crcs)
+    };
+    // A record count too low by damage puts the CRCs where entries are:
+    // the bytes after the last entry are CRCs, and look like an entry only
+    // by chance (1 in thousands). If they do, a flipped bit is looked for.
+    let capacity = io.geo.capacity();
+    let entry_like = |io: &mut Io<'_, F>, crcs: u32| -> Result<bool, Error<F::Error>> {
+        let mut e = [0u8; CHDX_ENTRY_SIZE];
+        io.read_stream(crcs, &mut e)?;
+        let e = RawEntry::decode(&e);
+        Ok(e.check_fields(0).is_ok() && e.length >= 2 && e.offset < capacity)
+    };
+    let (mut hdr_at, mut entries, mut crcs) = layout(io, f);
+    let mut f = f;
+    if entry_like(io, crcs)? {
+        let mut again = fixed;
+        if let Some(g) = correct_fixed(io, addr, &h, &mut again)?
+            .and_then(|()| BaseFixed::decode(&again))
+            .filter(|g| fits(g) && g.count != f.count)
+        {
+            let (h2, e2, c2) = layout(io, g);
+            if !entry_like(io, c2)? {
+                (f, hdr_at, entries, crcs) = (g, h2, e2, c2);
+            }
+        }
+    }
     io.read_stream(hdr_at, &mut b[..CHDX_HEADER_SIZE])?;
     let header_ok = crate::chdx::check_header(&b[..CHDX_HEADER_SIZE]).is_ok();
-    let entries = io.stream_advance(hdr_at, CHDX_HEADER_SIZE as u32);
-    let crcs = io.stream_advance(entries, f.count * CHDX_ENTRY_SIZE as u32);
     Ok(BaseLayout {
         fixed: f,
         entries,
         crcs,
         header_ok,
     })
+}
+
+/// Payload bytes of the batch whose first chunk, at `addr`, has header `h`:
+/// the first chunk's and every continuation's (`u32::MAX` when a
+/// continuation is missing: nothing can then be checked against it).
+fn batch_len<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    h: &ChunkHeader,
+) -> Result<u32, Error<F::Error>> {
+    let geo = *io.geo;
+    let mut total = h.len;
+    let mut c = *h;
+    let mut at = addr;
+    for _ in 0..geo.count {
+        if c.is_last() {
+            return Ok(total);
+        }
+        at = geo.first_chunk(geo.next(geo.sector_of(at)));
+        match io.chunk_header(at)? {
+            Some(n) if !n.is_first() && n.seq == h.seq && n.kind == h.kind => {
+                total = total.saturating_add(n.len);
+                c = n;
+            }
+            _ => break,
+        }
+    }
+    Ok(u32::MAX)
+}
+
+/// Corrects, in `fixed` (the first bytes of the payload of the batch at
+/// `addr`), the one flipped bit that explains the first chunk's CRC, if
+/// there is one and it lies in `fixed`.
+fn correct_fixed<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    h: &ChunkHeader,
+    fixed: &mut [u8],
+) -> Result<Option<()>, Error<F::Error>> {
+    let geo = *io.geo;
+    if addr + geo.chunk_size(h.len) > geo.sector_end(addr) || (h.len as usize) < fixed.len() {
+        return Ok(None);
+    }
+    let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
+    let mut scratch = [0u8; 64];
+    let mut at = addr + CHUNK_HEADER_LEN;
+    let end = at + h.len;
+    while at < end {
+        let n = ((end - at) as usize).min(scratch.len());
+        io.read(at, &mut scratch[..n])?;
+        d.update(&scratch[..n]);
+        at += n as u32;
+    }
+    let syndrome = d.finalize() ^ h.crc;
+    Ok(
+        crate::layout::crc_single_bit_error(syndrome, 8 + h.len as usize, 8, 8 + fixed.len())
+            .map(|(byte, bit)| fixed[byte - 8] ^= 1 << bit),
+    )
 }
 
 /// Reads `len` bytes of a session id stored at stream address `at`.
@@ -333,17 +437,23 @@ impl BatchMeta {
     }
 }
 
+/// Most batches a chain holds: the root and [`CHAIN_MAX`] batches after it,
+/// and as many again when a rescan of the log finds the chain of a base
+/// damaged at rest (the batches before it and after it).
+pub(crate) const CHAIN_CAP: usize = 2 * CHAIN_MAX + 1;
+const _: () = assert!(CHAIN_CAP <= 128, "one bit per segment in `Records::skip`");
+
 /// The batches of a session from its root to its head, oldest first.
 #[derive(Clone)]
 pub(crate) struct Chain {
-    pub addrs: [u32; CHAIN_MAX + 1],
+    pub addrs: [u32; CHAIN_CAP],
     pub len: usize,
 }
 
 impl Chain {
     /// Collects the chain of `s` by walking back from its head.
     pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Error<F::Error>> {
-        let mut addrs = [0u32; CHAIN_MAX + 1];
+        let mut addrs = [0u32; CHAIN_CAP];
         let mut n = 0;
         let mut at = s.head;
         loop {
@@ -388,7 +498,7 @@ impl Chain {
         s: &Session,
         ring: RingView,
     ) -> Result<Chain, Error<F::Error>> {
-        let mut addrs = [0u32; CHAIN_MAX + 1];
+        let mut addrs = [0u32; CHAIN_CAP];
         addrs[0] = s.root;
         let mut n = 1;
         let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
@@ -430,15 +540,16 @@ impl Chain {
                 // Sequence numbers grow by one from chunk to chunk in a
                 // sector: anything else after this chunk may mean its length
                 // is damaged; if its CRC fails, search on after its start.
-                if let Some(next) = io.chunk_header(pos + size).ok().flatten() {
-                    if pos + size + CHUNK_HEADER_LEN <= end
-                        && next.seq != h.seq.wrapping_add(1)
-                        && !io.chunk_crc_ok(pos, &h, &mut scratch)?
-                    {
-                        resync = true;
-                        pos += geo.write;
-                        continue;
-                    }
+                let follows = if pos + size + CHUNK_HEADER_LEN <= end {
+                    io.chunk_header(pos + size)?
+                        .is_some_and(|next| next.seq == h.seq.wrapping_add(1))
+                } else {
+                    true
+                };
+                if !follows && !io.chunk_crc_ok(pos, &h, &mut scratch)? {
+                    resync = true;
+                    pos += geo.write;
+                    continue;
                 }
                 if h.kind == kind::SESSION_BATCH
                     && h.is_first()
@@ -447,7 +558,7 @@ impl Chain {
                 {
                     let mut f = [0u8; BATCH_FIXED as usize];
                     io.read_stream(pos + CHUNK_HEADER_LEN, &mut f)?;
-                    if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n <= CHAIN_MAX {
+                    if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n < CHAIN_CAP {
                         addrs[n] = pos;
                         n += 1;
                     }
@@ -473,7 +584,7 @@ pub(crate) struct Records {
     /// Something was damaged: the index needs rebuilding from the log.
     degraded: bool,
     /// Chain segments to skip (found damaged), one bit each.
-    skip: u64,
+    skip: u128,
 }
 
 /// Where the ring is, for a rescan of the log.
@@ -540,7 +651,7 @@ impl Records {
 
     /// Skips chain segment `k` from now on (its batch failed its check).
     pub fn skip_segment(&mut self, k: usize) {
-        if k < 64 {
+        if k < CHAIN_CAP {
             self.skip |= 1 << k;
             self.degraded = true;
         }
@@ -568,7 +679,7 @@ impl Records {
             if self.segment >= self.chain.len {
                 return Ok(None);
             }
-            if self.segment < 64 && self.skip & (1 << self.segment) != 0 {
+            if self.segment < CHAIN_CAP && self.skip & (1 << self.segment) != 0 {
                 self.segment += 1;
                 self.index = 0;
                 self.meta = None;

@@ -275,9 +275,13 @@ struct Ring {
 }
 
 impl Ring {
+    /// The sector sequence of `addr`; 0 (older than any) for an address
+    /// outside the ring, which only damage at rest can give.
     fn seq_of(&self, addr: u32) -> u32 {
-        let idx = addr / self.sector;
-        self.head_seq - (self.head + self.count - idx) % self.count
+        let idx = (addr / self.sector) % self.count;
+        self.head_seq
+            .checked_sub((self.head + self.count - idx) % self.count)
+            .unwrap_or(0)
     }
 
     fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
@@ -615,7 +619,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             let before = log.io().chunk_header(geo.first_chunk(head))?;
             let after = log.io().chunk_header(geo.first_chunk(next))?;
             if let (Some(b), Some(a)) = (before, after) {
-                if a.seq > b.seq && log.first_chunk_sound(next)? {
+                // (Equal: the head's first batch goes on in the next sector.)
+                if a.seq >= b.seq && log.first_chunk_sound(next)? {
                     head = next;
                     head_seq += 1;
                     report.damaged_headers += 1;
@@ -641,6 +646,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         loop {
             match log.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
+                    // Sequence numbers grow by one from chunk to chunk: a gap
+                    // may mean the chunk before has a length damaged at rest
+                    // and this is not a chunk at all. If the one before fails
+                    // its CRC, the walk resumes at the next sound chunk.
+                    if let Some(l) = last {
+                        if c.header.seq != l.header.seq.wrapping_add(1)
+                            && last_ok.is_none_or(|(at, _)| at != l.address)
+                        {
+                            let ok = log.crc_ok(&l)?;
+                            last_ok = Some((l.address, ok));
+                            if !ok {
+                                match log.resync(head, l.address + geo.write)? {
+                                    Some(p) if p != pos => {
+                                        pos = p;
+                                        continue;
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
                     log.next_seq = log.next_seq.max(c.header.seq.wrapping_add(1));
                     if c.header.kind == kind::CHECKPOINT && c.header.is_first() {
                         checkpoints = [checkpoints[1], Some(c.address)];
@@ -1054,10 +1080,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         _ => false,
                     };
                     lookahead = Some(s);
-                    (
-                        sector != self.log.head && last,
-                        sector != self.log.head && gap,
-                    )
+                    (sector != self.log.head && last, gap)
                 };
                 pos = next;
                 // Every chunk seen, the checkpoint's own included, raises the
@@ -2486,10 +2509,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.check_id(session)?;
         let i = self.find(session)?.ok_or(Error::NotFound)?;
         let s = self.sessions[i];
-        let needed =
+        let mut needed =
             (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
+        // The size a base states may be damaged at rest and claim more than
+        // its records hold: before asking for more room, count what they
+        // hold (the next read then repairs the base).
+        let mut resized = false;
         if buf.len() < needed {
-            return Err(Error::BufferTooSmall { needed });
+            let held = self.history_len(&s)?;
+            if held < needed {
+                needed = held;
+                resized = true;
+            }
+            if buf.len() < needed {
+                return Err(Error::BufferTooSmall { needed });
+            }
         }
         let ring = self.ring_view();
         let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
@@ -2545,9 +2579,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     return Err(Error::BufferTooSmall { needed });
                 }
                 // `needed` holds the whole session: a record that does not
-                // fit has a length damaged at rest. Its batch is dropped
-                // (the reader will not finish it), the rest still read.
-                seg_broken = true;
+                // fit has a length damaged at rest. In a batch, whose bodies
+                // follow one another, the batch is dropped (the reader will
+                // not finish it); a base's entries stand alone, so only that
+                // record is lost. The rest is still read.
+                seg_broken |= !(r.segment == 0 && s.root_is_base);
                 damaged += 1;
                 continue;
             }
@@ -2599,7 +2635,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             count += 1;
             seg_records += 1;
         }
-        if recs.degraded() || damaged > 0 {
+        if recs.degraded() || damaged > 0 || resized {
             // The index or the chain was damaged: rebuild the index from what
             // the log still holds, so that the next read is whole again and
             // nothing points at the damage. A failure here (no room) leaves
@@ -2614,6 +2650,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             records: count,
             damaged,
         })
+    }
+
+    /// Bytes a history read of `s` returns at most: every record's header
+    /// and body, as the index and batch metas give them (a length beyond
+    /// the partition is damage, and not counted).
+    fn history_len(&mut self, s: &Session) -> Result<usize, Error<F::Error>> {
+        let ring = self.ring_view();
+        let capacity = self.log.geo.capacity();
+        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
+        let mut total = 0usize;
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if !r.damaged && r.len <= capacity {
+                total += HIST_HEADER + r.len as usize;
+            }
+        }
+        Ok(total)
     }
 
     /// Deletes a session and all its records.
