@@ -80,6 +80,10 @@ fn reference() -> Reference {
             .memory_store(&ItemInput::new(&c).tags("facts"), n as u32, false)
             .unwrap();
         memory.push(c.trim().to_string());
+        if n == 19 {
+            // An index of the first twenty, the chain after it.
+            store.memory_compact().unwrap();
+        }
     }
     // What the store holds (duplicates merged): the reference.
     let mut held = Vec::new();

@@ -161,7 +161,7 @@ pub(crate) fn read_base<F: NorFlash>(
 /// Payload bytes of the batch whose first chunk, at `addr`, has header `h`:
 /// the first chunk's and every continuation's (`u32::MAX` when a
 /// continuation is missing: nothing can then be checked against it).
-fn batch_len<F: NorFlash>(
+pub(crate) fn batch_len<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     h: &ChunkHeader,

@@ -166,6 +166,10 @@ pub struct MountReport {
     /// at rest, found again from the name's own CRC or by correcting one
     /// flipped bit; the records of that batch are lost, the rest kept.
     pub recovered_names: u32,
+    /// A memory index damaged at rest was found again through the chain
+    /// after it: its entries are kept where the puts they name confirm
+    /// them, and a memory compaction writes a sound index.
+    pub salvaged_memory_index: bool,
 }
 
 /// A session history read into a caller buffer: each record is a 6-byte
@@ -280,8 +284,7 @@ impl Ring {
     fn seq_of(&self, addr: u32) -> u32 {
         let idx = (addr / self.sector) % self.count;
         self.head_seq
-            .checked_sub((self.head + self.count - idx) % self.count)
-            .unwrap_or(0)
+            .saturating_sub((self.head + self.count - idx) % self.count)
     }
 
     fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
@@ -349,6 +352,9 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     /// Memory records that failed their checksum and were skipped since
     /// the mount (damage at rest).
     mem_damaged: u32,
+    /// Mount only: the newest chunk the scan left out for damage since the
+    /// last memory record applied (`NO_ADDR`: none).
+    scan_damaged: u32,
     /// Sessions garbage collection dropped for damage since the mount.
     sessions_dropped: u32,
     /// Memory chain links repaired at mount: (record, the record before
@@ -489,6 +495,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: Vec::new(),
             mem: MemState::EMPTY,
             mem_damaged: 0,
+            scan_damaged: NO_ADDR,
             sessions_dropped: 0,
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
@@ -757,6 +764,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             objects: Vec::new(),
             mem: MemState::EMPTY,
             mem_damaged: 0,
+            scan_damaged: NO_ADDR,
             sessions_dropped: 0,
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
@@ -859,12 +867,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             // same and never revisits the damage.
             store.write_checkpoint_with(Priority::Gc)?;
         }
-        if !store.mem_links.is_empty() {
+        if !store.mem_links.is_empty() || store.mount_report.salvaged_memory_index {
             // Links repaired in RAM are not on flash: once a checkpoint
             // covers the records after them, a later mount would not
             // repair them again. A memory compaction writes an index that
-            // needs none of them. Without room for it, the repair holds
-            // only until then.
+            // needs none of them, nor the damaged index. Without room for
+            // it, the repair holds only until then.
             let _ = store.mem_compact_with(None, Priority::Maintenance);
         }
         Ok(store)
@@ -1052,6 +1060,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         // Damage at rest: find the next sound chunk after the
                         // last one applied, so that the damage stays confined.
                         let from = last_start.map_or(pos, |a| a) + geo.write;
+                        self.note_scan_damage(pending.map_or(pos, |(a, _)| a));
                         match self.log.resync(sector, from)? {
                             Some(p) if p != pos => {
                                 self.mount_report.ignored_batches += 1;
@@ -1100,6 +1109,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 // the walk goes on at the next sound chunk after its start.
                 if (is_last_in_sector && c.header.is_last() || suspect) && !self.log.crc_ok(&c)? {
                     self.mount_report.ignored_batches += 1;
+                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
                     pending = None;
                     lookahead = None;
                     match self.log.resync(sector, c.address + geo.write)? {
@@ -1108,20 +1118,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     }
                     continue;
                 }
-                if c.header.is_first() {
-                    if pending.is_some() {
+                // The same sequence number and kind as the batch being
+                // followed: its continuation (even if a rotted flag calls
+                // it a first chunk; a new batch has a new number).
+                let continues =
+                    pending.is_some_and(|(_, h)| h.seq == c.header.seq && h.kind == c.header.kind);
+                if c.header.is_first() && !continues {
+                    if let Some((a, _)) = pending {
                         self.mount_report.ignored_batches += 1;
+                        self.note_scan_damage(a);
                     }
                     pending = Some((c.address, c.header));
-                } else if pending
-                    .is_none_or(|(_, h)| h.seq != c.header.seq || h.kind != c.header.kind)
-                {
+                } else if !continues {
+                    // A continuation of nothing: a first chunk whose flags
+                    // rotted, or the rest of a batch left out.
+                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
                     pending = None;
                     continue;
                 }
                 if c.header.is_last() {
                     if let Some((addr, h)) = pending.take() {
                         if self.apply(addr, &h).is_err() {
+                            self.note_scan_damage(addr);
                             self.mount_report.ignored_batches += 1;
                         }
                     }
@@ -1308,28 +1326,58 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 self.log
                     .io()
                     .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
-                if h.kind == kind::MEM_PUT && u32_at(&b, 0) == memory::UNCHAINED {
-                    // A merge or relocation copy: the index after it, if it
-                    // landed, points at it.
-                    return Ok(());
-                }
-                if u32_at(&b, 0) != self.mem.head {
-                    if !self.mem_lost_link(u32_at(&b, 0), addr)? {
-                        return Err(Error::Corrupted {
-                            address: addr,
-                            what: "a memory record does not follow the memory chain",
-                        });
-                    }
-                    // The chain goes on through a record damaged at rest:
-                    // that record is lost (readers skip it), the chain kept.
-                    self.mem.chain = self.mem.chain.saturating_add(1);
-                    self.mem_damaged = self.mem_damaged.saturating_add(1);
-                }
                 if h.kind == kind::MEM_PUT {
                     // The item's id follows prev, origin, root and the
                     // encoding's version and flags bytes.
                     self.mem.next_id = self.mem.next_id.max(u32_at(&b, 14).wrapping_add(1));
                 }
+                if h.kind == kind::MEM_PUT && u32_at(&b, 0) == memory::UNCHAINED {
+                    // A merge or relocation copy: the index after it, if it
+                    // landed, points at it.
+                    return Ok(());
+                }
+                let prev = u32_at(&b, 0);
+                if prev != self.mem.head && self.mem_lost_link(prev, addr)? {
+                    // The chain goes on through a record damaged at rest:
+                    // that record is lost (readers skip it), the chain kept.
+                    self.mem.chain = self.mem.chain.saturating_add(1);
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
+                } else if prev != self.mem.head
+                    && prev == self.scan_damaged
+                    && self.mem_lost_index(prev, addr)?
+                {
+                    // A sound record whose link names the chunk the scan
+                    // left out for damage since the last memory record:
+                    // that chunk was an index (any other memory record
+                    // there is handled by `mem_lost_link`). Its entries
+                    // are confirmed one by one by the puts they name when
+                    // read (`mem_salvage_index`), so a wrong guess loses
+                    // items and never returns one. Its stated oldest sector
+                    // is not trusted: the tail is assumed, so that memory
+                    // gets a sound index before the tail is released.
+                    let mut f = [0u8; 16];
+                    self.log
+                        .io()
+                        .read_stream(self.scan_damaged + CHUNK_HEADER_LEN, &mut f)?;
+                    self.mem_links.clear();
+                    self.mem = MemState {
+                        root: self.scan_damaged,
+                        head: self.scan_damaged,
+                        chain: 0,
+                        changes: 0,
+                        bytes: 0,
+                        oldest: self.log.tail_seq,
+                        next_id: self.mem.next_id.max(u32_at(&f, 4)),
+                    };
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
+                    self.mount_report.salvaged_memory_index = true;
+                } else if prev != self.mem.head {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a memory record does not follow the memory chain",
+                    });
+                }
+                self.scan_damaged = NO_ADDR;
                 self.mem.head = addr;
                 self.mem.chain = self.mem.chain.saturating_add(1);
                 if h.kind != kind::MEM_ACCESS {
@@ -1341,6 +1389,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             kind::MEM_INDEX => {
                 let mut b = [0u8; 20];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                self.scan_damaged = NO_ADDR;
                 self.mem_links.clear();
                 self.mem = MemState {
                     root: addr,
@@ -1475,6 +1524,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Err(lost)
     }
 
+    /// Whether the chunk at `prev`, which the scan left out for damage,
+    /// can be the memory index the sound record at `addr` links to: the
+    /// record checks out, and the chunk's own link reads "none", as an
+    /// index's does (a put or a tombstone links to a record).
+    fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
+        if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
+            return Ok(false);
+        }
+        let mut link = [0u8; 4];
+        self.log
+            .io()
+            .read_stream(prev + CHUNK_HEADER_LEN, &mut link)?;
+        Ok(u32::from_le_bytes(link) == NO_ADDR)
+    }
+
     fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
         let head = self.mem.head;
         if prev == NO_ADDR {
@@ -1529,6 +1593,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Remembers where the scan first left a chunk out for damage since the
+    /// last memory record (one damaged batch can be met more than once: its
+    /// first chunk, then its continuation).
+    fn note_scan_damage(&mut self, at: u32) {
+        if self.scan_damaged == NO_ADDR {
+            self.scan_damaged = at;
+        }
     }
 
     /// Where the session with `uid` is in the table.

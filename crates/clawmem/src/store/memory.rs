@@ -434,6 +434,77 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         Ok(out)
     }
 
+    /// The active items of a memory index that fails its checksum (damage
+    /// at rest): each entry names an item and the put that holds it, so an
+    /// entry is kept when that put checks out and holds that id. The item's
+    /// time and access count are the put's: the recalls the index had
+    /// counted since are lost, and nothing is taken from the damaged bytes
+    /// but the id and the address, which the put confirms. Entries are read
+    /// up to the count the index states or its length allows, whichever is
+    /// more (a damaged count), and at most `ACTIVE_CAP`.
+    #[inline(never)]
+    fn mem_salvage_index(
+        &mut self,
+        root: u32,
+        out: &mut Vec<Active, ACTIVE_CAP>,
+    ) -> Result<(), Error<F::Error>> {
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        let r = self
+            .log
+            .io()
+            .read_stream(root + CHUNK_HEADER_LEN, &mut fixed);
+        if self.mem_tolerate(r)?.is_none() {
+            return Ok(());
+        }
+        let by_len = match self.log.io().chunk_header(root) {
+            Ok(Some(h)) => {
+                let r = crate::cursor::batch_len(&mut self.log.io(), root, &h);
+                match self.mem_tolerate(r)? {
+                    Some(len) if len != u32::MAX => {
+                        (len.saturating_sub(INDEX_FIXED) / INDEX_ENTRY) as usize
+                    }
+                    _ => 0,
+                }
+            }
+            _ => 0,
+        };
+        let count = (u32_at(&fixed, 8) as usize).max(by_len).min(ACTIVE_CAP);
+        let capacity = self.log.geo.capacity();
+        for k in 0..count {
+            let mut e = [0u8; INDEX_ENTRY as usize];
+            let at = self.log.io().stream_advance(
+                root + CHUNK_HEADER_LEN,
+                INDEX_FIXED + INDEX_ENTRY * k as u32,
+            );
+            let r = self.log.io().read_stream(at, &mut e);
+            if self.mem_tolerate(r)?.is_none() {
+                break;
+            }
+            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            if addr >= capacity || out.iter().any(|x| x.id == id) {
+                continue;
+            }
+            // A garbage entry past the real ones names no sound put: that
+            // is not damage met, so it is not counted.
+            let item = match self.mem_item(addr) {
+                Ok((item, _)) => item,
+                Err(Error::Corrupted { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            if item.id().get() != id {
+                continue;
+            }
+            let _ = out.push(Active {
+                id,
+                addr,
+                updated_at: item.updated_at(),
+                access: item.access_count(),
+                bloom: item_bloom(&item),
+            });
+        }
+        Ok(())
+    }
+
     /// The link (the previous record's address) at the start of the
     /// memory record at `at`, `None` if it cannot be read.
     fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Error<F::Error>> {
@@ -500,6 +571,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     bloom: u16_at(&e, 14),
                 });
             }
+        } else if root != NO_ADDR {
+            self.mem_salvage_index(root, out)?;
         }
         for (addr, k) in self.mem_chain()? {
             match k {
