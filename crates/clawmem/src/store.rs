@@ -166,9 +166,9 @@ pub struct MountReport {
     /// at rest, found again from the name's own CRC or by correcting one
     /// flipped bit; the records of that batch are lost, the rest kept.
     pub recovered_names: u32,
-    /// A memory index damaged at rest was found again through the chain
-    /// after it: its entries are kept where the puts they name confirm
-    /// them, and a memory compaction writes a sound index.
+    /// Memory rests on an index damaged at rest, found again through the
+    /// chain after it: its entries are kept where the puts they name confirm
+    /// them, and the mount compacts memory to write a sound index.
     pub salvaged_memory_index: bool,
 }
 
@@ -1390,6 +1390,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 let mut b = [0u8; 20];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
                 self.scan_damaged = NO_ADDR;
+                self.mount_report.salvaged_memory_index = false;
                 self.mem_links.clear();
                 self.mem = MemState {
                     root: addr,
