@@ -551,6 +551,22 @@ fn six_notes(text: &str, tag: &str) -> SimFlash {
     store.into_flash().into_inner()
 }
 
+/// Mounts a copy of `image` with bit `bit` of byte `at` flipped.
+fn mount_flipped(
+    image: &SimFlash,
+    at: usize,
+    bit: u8,
+    config: Config,
+) -> Result<S, clawmem::Error<clawmem_sim::SimError>> {
+    let mut rotten = image.clone();
+    rotten.flip_bit(at, bit).unwrap();
+    S::mount(
+        Esp32Flash::new(rotten).unwrap(),
+        config,
+        MountMode::ExistingOnly,
+    )
+}
+
 fn user(body: &[u8]) -> Record<'_> {
     Record {
         kind: RecordType::User,
@@ -728,14 +744,7 @@ fn a_rotten_head_sector_header_loses_nothing() {
     for at in head * 4096..head * 4096 + 24 {
         for bit in 0..8u8 {
             let ctx = format!("flip 0x{at:x} bit {bit}");
-            let mut rotten = image.clone();
-            rotten.flip_bit(at, bit).unwrap();
-            let mut store = S::mount(
-                Esp32Flash::new(rotten).unwrap(),
-                busy_config(),
-                MountMode::ExistingOnly,
-            )
-            .expect(&ctx);
+            let mut store = mount_flipped(&image, at, bit, busy_config()).expect(&ctx);
             assert_eq!(store.mount_report().damaged_headers, 1, "{ctx}");
             assert_eq!(
                 bodies(&mut store, "chat:named").expect(&ctx),
@@ -809,14 +818,7 @@ fn a_rotten_memory_index_loses_at_most_the_entry_hit() {
     for at in index..index + 12 + len {
         for bit in 0..8u8 {
             let ctx = format!("flip 0x{at:x} bit {bit}");
-            let mut rotten = image.clone();
-            rotten.flip_bit(at, bit).unwrap();
-            let mut store = S::mount(
-                Esp32Flash::new(rotten).unwrap(),
-                config(),
-                MountMode::ExistingOnly,
-            )
-            .expect(&ctx);
+            let mut store = mount_flipped(&image, at, bit, config()).expect(&ctx);
             // At most the item whose entry the flip hit (its id or its
             // put's address no longer match) is missing; never a stranger.
             let got = list(&mut store);

@@ -195,12 +195,27 @@ fn correct_fixed<F: NorFlash>(
     h: &ChunkHeader,
     fixed: &mut [u8],
 ) -> Result<Option<()>, Error<F::Error>> {
+    let mut scratch = [0u8; 64];
+    Ok(single_flip(io, addr, h, fixed.len(), &mut scratch)?
+        .map(|(byte, bit)| fixed[byte] ^= 1 << bit))
+}
+
+/// The one flipped bit among the first `within` payload bytes of the first
+/// chunk at `addr` (header `h`) that explains the chunk's CRC, as
+/// `(payload byte, bit)`; `None` if the chunk checks out or no single flip
+/// there explains it. Reads the chunk once through `scratch`.
+fn single_flip<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    h: &ChunkHeader,
+    within: usize,
+    scratch: &mut [u8],
+) -> Result<Option<(usize, u8)>, Error<F::Error>> {
     let geo = *io.geo;
-    if addr + geo.chunk_size(h.len) > geo.sector_end(addr) || (h.len as usize) < fixed.len() {
+    if addr + geo.chunk_size(h.len) > geo.sector_end(addr) {
         return Ok(None);
     }
     let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
-    let mut scratch = [0u8; 64];
     let mut at = addr + CHUNK_HEADER_LEN;
     let end = at + h.len;
     while at < end {
@@ -209,10 +224,11 @@ fn correct_fixed<F: NorFlash>(
         d.update(&scratch[..n]);
         at += n as u32;
     }
-    let syndrome = d.finalize() ^ h.crc;
+    // The CRC covers 8 header bytes, then the payload.
+    let to = 8 + within.min(h.len as usize);
     Ok(
-        crate::layout::crc_single_bit_error(syndrome, 8 + h.len as usize, 8, 8 + fixed.len())
-            .map(|(byte, bit)| fixed[byte - 8] ^= 1 << bit),
+        crate::layout::crc_single_bit_error(d.finalize() ^ h.crc, 8 + h.len as usize, 8, to)
+            .map(|(byte, bit)| (byte - 8, bit)),
     )
 }
 
@@ -291,26 +307,10 @@ pub(crate) fn start_name<F: NorFlash>(
         Some(h) if h.kind == kind::SESSION_BATCH && h.is_first() => h,
         _ => return Ok(None),
     };
-    if addr + geo.chunk_size(h.len) > geo.sector_end(addr) {
-        return Ok(None);
-    }
-    let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
-    let mut at = addr + CHUNK_HEADER_LEN;
-    let end = at + h.len;
-    while at < end {
-        let n = ((end - at) as usize).min(scratch.len());
-        io.read(at, &mut scratch[..n])?;
-        d.update(&scratch[..n]);
-        at += n as u32;
-    }
-    // The CRC covers 8 header bytes, then the payload.
-    let meta = NAME_META_MAX.min(h.len as usize);
-    let Some((byte, bit)) =
-        crate::layout::crc_single_bit_error(d.finalize() ^ h.crc, 8 + h.len as usize, 8, 8 + meta)
-    else {
+    let Some((byte, bit)) = single_flip(io, addr, &h, NAME_META_MAX, scratch)? else {
         return Ok(None);
     };
-    m[byte - 8] ^= 1 << bit;
+    m[byte] ^= 1 << bit;
     Ok(name(&m, out))
 }
 
