@@ -85,6 +85,8 @@ fn reference() -> Reference {
             store.memory_compact().unwrap();
         }
     }
+    // A recall: an access record on the memory chain.
+    store.memory_recall(&["facts"], 3, 1000, |_| {}).unwrap();
     // What the store holds (duplicates merged): the reference.
     let mut held = Vec::new();
     store

@@ -1389,6 +1389,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             kind::MEM_INDEX => {
                 let mut b = [0u8; 20];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                // An index replaces the whole memory state: it must look
+                // like one before it is applied (its link is "none" and its
+                // length is what its count and catalog say), so that a
+                // flipped kind byte cannot make another record one. A
+                // damaged index left out here is found again through the
+                // record that links to it.
+                let total = crate::cursor::batch_len(&mut self.log.io(), addr, h)?;
+                let catalog = match u32_at(&b, 16) {
+                    NO_ADDR => 0,
+                    n => n,
+                };
+                let expected = u64::from(memory::INDEX_FIXED)
+                    + u64::from(memory::INDEX_ENTRY) * u64::from(u32_at(&b, 8))
+                    + u64::from(catalog);
+                if u32_at(&b, 0) != NO_ADDR
+                    || catalog as usize > memory::CATALOG_MAX
+                    || expected != u64::from(total)
+                {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a memory index that does not hold together",
+                    });
+                }
                 self.scan_damaged = NO_ADDR;
                 self.mount_report.salvaged_memory_index = false;
                 self.mem_links.clear();
@@ -1527,8 +1550,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// Whether the chunk at `prev`, which the scan left out for damage,
     /// can be the memory index the sound record at `addr` links to: the
-    /// record checks out, and the chunk's own link reads "none", as an
-    /// index's does (a put or a tombstone links to a record).
+    /// record checks out, and the chunk either names itself an index or
+    /// links to nothing, as an index does (one of the two is intact when one
+    /// of them rotted; a chain record with a flipped kind byte links to the
+    /// head, and `mem_lost_link` takes it first).
     fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
         if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
             return Ok(false);
@@ -1537,7 +1562,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.log
             .io()
             .read_stream(prev + CHUNK_HEADER_LEN, &mut link)?;
-        Ok(u32::from_le_bytes(link) == NO_ADDR)
+        let named = self
+            .log
+            .io()
+            .chunk_header(prev)?
+            .is_some_and(|h| h.kind == kind::MEM_INDEX && h.is_first());
+        Ok(named || u32::from_le_bytes(link) == NO_ADDR)
     }
 
     fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {

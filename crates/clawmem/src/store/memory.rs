@@ -52,12 +52,12 @@ fn is_chain_kind(k: u8) -> bool {
 const PUT_FIXED: u32 = 12;
 /// An index's payload before its entries: prev, next id, count, oldest,
 /// catalog length (`NO_ADDR`: no catalog, it did not fit).
-const INDEX_FIXED: u32 = 20;
+pub(crate) const INDEX_FIXED: u32 = 20;
 /// Most bytes of label catalog an index carries.
-const CATALOG_MAX: usize = 1024;
+pub(crate) const CATALOG_MAX: usize = 1024;
 /// One index entry: id u32, put address u32, updated_at u32, access u16,
 /// label bloom u16.
-const INDEX_ENTRY: u32 = 16;
+pub(crate) const INDEX_ENTRY: u32 = 16;
 /// Most merges one compaction does (the rest wait for the next).
 const MAX_MERGES: usize = 8;
 
