@@ -277,9 +277,14 @@ where
 
     // Sessions.
     let mut ids = Vec::new();
-    store
+    let lost = store
         .for_each_session(|id, _| ids.push(id.to_string()))
         .map_err(|e| engine("listing the sessions", e))?;
+    if lost > 0 {
+        report.warnings.push(format!(
+            "{lost} session(s) whose name is damaged beyond repair were left out"
+        ));
+    }
     ids.sort();
     let mut buf = vec![0u8; 64 * 1024];
     for id in &ids {

@@ -357,9 +357,31 @@ fn dump<F: SimBacked>(flash: SimFlash, report: &mut InspectReport) {
             m.ignored_batches
         ));
     }
+    if m.damaged_headers > 0 {
+        report.damage.push(format!(
+            "{} sector header(s) damaged at rest over sound contents, kept",
+            m.damaged_headers
+        ));
+    }
+    if m.recovered_names > 0 {
+        report.damage.push(format!(
+            "{} session name(s) recovered from a damaged first batch (that batch's records lost)",
+            m.recovered_names
+        ));
+    }
+    if m.salvaged_memory_index {
+        report.damage.push(
+            "the memory index is damaged: its entries were kept where the puts they name confirm them"
+                .into(),
+        );
+    }
     let mut sessions = Vec::new();
-    if let Err(e) = store.for_each_session(|id, info| sessions.push((id.to_string(), info))) {
-        report.damage.push(format!("session table: {e:?}"));
+    match store.for_each_session(|id, info| sessions.push((id.to_string(), info))) {
+        Ok(0) => {}
+        Ok(lost) => report.damage.push(format!(
+            "{lost} session(s) whose name is damaged beyond repair, left out"
+        )),
+        Err(e) => report.damage.push(format!("session table: {e:?}")),
     }
     for (id, info) in sessions {
         let (damaged_records, error) = match history_of(&mut store, &id) {

@@ -72,6 +72,35 @@ fn damaged_header_is_reported_not_fatal() {
     let _ = r.to_string();
 }
 
+/// A bit flipped in a session's name, in its first batch: the session is
+/// still listed under its name, and the damage is reported.
+#[test]
+fn a_rotten_session_name_is_recovered_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = smoke_image(&dir, Preset::Esp32, 64 * 1024);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let id = b"chat:telegram:0:default_01";
+    let at = bytes
+        .windows(id.len())
+        .position(|w| w == id)
+        .expect("the name is on flash");
+    bytes[at + 3] ^= 0x04;
+    let r = inspect_bytes("rotten name", &bytes, Preset::Esp32).unwrap();
+    assert_eq!(r.mount_error, None, "{r}");
+    assert!(
+        r.sessions
+            .iter()
+            .any(|s| s.id == "chat:telegram:0:default_01"),
+        "{r}"
+    );
+    assert!(
+        r.damage
+            .iter()
+            .any(|d| d.contains("session name(s) recovered")),
+        "{r}"
+    );
+}
+
 #[test]
 fn never_panics_on_junk() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
