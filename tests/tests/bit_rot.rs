@@ -345,14 +345,7 @@ fn a_flipped_kind_byte_does_not_delete_a_session() {
         .rev()
         .find(|&p| p % 4 == 0 && bytes[p] == 0x10)
         .unwrap();
-    let mut rotten = image.clone();
-    rotten.flip_bit(kind_at, 1).unwrap();
-    let mut store = S::mount(
-        Esp32Flash::new(rotten).unwrap(),
-        config(),
-        MountMode::ExistingOnly,
-    )
-    .unwrap();
+    let mut store = mount_flipped(&image, kind_at, 1, config()).unwrap();
     let mut buf = vec![0u8; 4096];
     let h = store
         .history("chat:rot:kind", BackendFormat::Unknown, &mut buf)
@@ -385,14 +378,7 @@ fn a_damaged_memory_item_is_confined() {
         .windows(needle.len())
         .position(|w| w == needle)
         .unwrap();
-    let mut rotten = image.clone();
-    rotten.flip_bit(at + 3, 0).unwrap();
-    let mut store = S::mount(
-        Esp32Flash::new(rotten).unwrap(),
-        config(),
-        MountMode::ExistingOnly,
-    )
-    .unwrap();
+    let mut store = mount_flipped(&image, at + 3, 0, config()).unwrap();
     let mut listed = Vec::new();
     let n = store
         .memory_list(|i| listed.push(i.content().to_string()))
@@ -426,14 +412,8 @@ fn a_damaged_memory_item_is_confined() {
 fn a_rotten_memory_record_header_loses_only_that_record() {
     let image = six_notes("the user collects stamps from {n} countries", "stamps");
     let kind_at = put_header_before(&image, b"note 2: the user");
-    let mut rotten = image.clone();
-    rotten.flip_bit(kind_at, 6).unwrap(); // 0x30 -> 0x70, no kind at all
-    let mut store = S::mount(
-        Esp32Flash::new(rotten).unwrap(),
-        config(),
-        MountMode::ExistingOnly,
-    )
-    .unwrap();
+    // 0x30 -> 0x70: no kind at all.
+    let mut store = mount_flipped(&image, kind_at, 6, config()).unwrap();
     let mut listed = Vec::new();
     store
         .memory_list(|i| listed.push(i.content()[..6].to_string()))
@@ -475,14 +455,7 @@ fn a_rotten_record_length_drops_only_its_batch() {
         .unwrap();
     // The length's last byte, just before the body: set its continuation
     // bit.
-    let mut rotten = image.clone();
-    rotten.flip_bit(at - 1, 7).unwrap();
-    let mut store = S::mount(
-        Esp32Flash::new(rotten).unwrap(),
-        config(),
-        MountMode::ExistingOnly,
-    )
-    .unwrap();
+    let mut store = mount_flipped(&image, at - 1, 7, config()).unwrap();
     let mut buf = vec![0u8; 64 * 1024];
     let h = store
         .history("chat:rot:len", BackendFormat::Unknown, &mut buf)
@@ -500,8 +473,6 @@ fn a_rotten_memory_link_loses_only_that_record() {
     let image = six_notes("the user speaks {n} languages at home", "languages");
     let header_at = put_header_before(&image, b"note 2: the user");
     // The link is the first word of the payload, after the 12-byte header.
-    let mut rotten = image.clone();
-    rotten.flip_bit(header_at + 12 + 1, 3).unwrap();
     let names = |store: &mut S| {
         let mut v = Vec::new();
         store
@@ -510,12 +481,7 @@ fn a_rotten_memory_link_loses_only_that_record() {
         v.sort();
         v
     };
-    let mut store = S::mount(
-        Esp32Flash::new(rotten).unwrap(),
-        config(),
-        MountMode::ExistingOnly,
-    )
-    .unwrap();
+    let mut store = mount_flipped(&image, header_at + 12 + 1, 3, config()).unwrap();
     let want = ["note 0", "note 1", "note 3", "note 4", "note 5"];
     assert_eq!(names(&mut store), want);
     store.check().unwrap();
@@ -656,14 +622,7 @@ fn a_session_whose_name_rots_is_still_found_and_repaired() {
     for at in bits {
         for bit in 0..8u8 {
             let ctx = format!("flip 0x{at:x} bit {bit}");
-            let mut rotten = image.clone();
-            rotten.flip_bit(at, bit).unwrap();
-            let mut store = S::mount(
-                Esp32Flash::new(rotten).unwrap(),
-                busy_config(),
-                MountMode::ExistingOnly,
-            )
-            .unwrap();
+            let mut store = mount_flipped(&image, at, bit, busy_config()).expect(&ctx);
             // The checkpoint lists the session: the mount did not read its
             // first batch.
             assert_eq!(store.mount_report().recovered_names, 0, "{ctx}");

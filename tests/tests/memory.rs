@@ -434,15 +434,21 @@ fn memory_works_on_flash_with_a_second_write_only_of_zeros() {
     store.check().unwrap();
 }
 
-#[test]
-fn scrub_relocates_and_erases_on_write_once_flash() {
+/// A store on write-once flash (32-byte words, `sectors` sectors of 4 KiB)
+/// holding `secret`, tagged `home`, and one other item; and the secret's id.
+fn write_once_with_secret(
+    sectors: usize,
+    secret: &str,
+) -> (Store<clawmem_sim::Nor<32, 4096>, 8>, ItemId) {
     use clawmem_sim::{Geometry, Model, Nor, WriteRule};
     let t = Preset::Stm32h7.default_model().timings;
-    let model = Model::custom(Geometry::new(32, 4096, 32).unwrap(), WriteRule::Once, t);
+    let model = Model::custom(
+        Geometry::new(32, 4096, sectors).unwrap(),
+        WriteRule::Once,
+        t,
+    );
     let f = Nor::<32, 4096>::new(SimFlash::new(model)).unwrap();
-    let cfg = config();
-    let mut store = Store::<_, 8>::format(f, cfg).unwrap();
-    let secret = "the safe combination is 12-34-56";
+    let mut store = Store::<_, 8>::format(f, config()).unwrap();
     let id = store
         .memory_store(&ItemInput::new(secret).tags("home"), 1, false)
         .unwrap()
@@ -451,6 +457,14 @@ fn scrub_relocates_and_erases_on_write_once_flash() {
     store
         .memory_store(&ItemInput::new("User likes tea").tags("drinks"), 2, false)
         .unwrap();
+    (store, id)
+}
+
+#[test]
+fn scrub_relocates_and_erases_on_write_once_flash() {
+    let cfg = config();
+    let secret = "the safe combination is 12-34-56";
+    let (mut store, id) = write_once_with_secret(32, secret);
     store
         .profile_write(
             clawmem::profile::ProfileDoc::User,
@@ -705,21 +719,11 @@ fn bad_memory_and_profile_input_gets_a_clear_error_and_changes_nothing() {
 /// from a header damaged at rest) and the second scrub wipes it.
 #[test]
 fn scrub_cut_anywhere_then_scrubbed_again_leaves_no_copy() {
-    use clawmem_sim::{CutPoint, Geometry, Model, Nor, PowerCut, Tear, WriteRule};
+    use clawmem_sim::{CutPoint, Nor, PowerCut, Tear};
     type W = Nor<32, 4096>;
-    let t = Preset::Stm32h7.default_model().timings;
-    let model = Model::custom(Geometry::new(32, 4096, 24).unwrap(), WriteRule::Once, t);
     let cfg = config();
-    let mut store = Store::<W, 8>::format(W::new(SimFlash::new(model)).unwrap(), cfg).unwrap();
     let secret = "the alarm code is 9-8-7-6";
-    let id = store
-        .memory_store(&ItemInput::new(secret).tags("home"), 1, false)
-        .unwrap()
-        .item
-        .id();
-    store
-        .memory_store(&ItemInput::new("User likes tea").tags("drinks"), 2, false)
-        .unwrap();
+    let (mut store, id) = write_once_with_secret(24, secret);
     for n in 0..120 {
         let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "w".repeat(200));
         let rec = clawmem::Record {
