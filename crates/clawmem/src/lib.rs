@@ -36,5 +36,5 @@ pub use layout::FORMAT_VERSION;
 pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
 pub use store::{
     Appended, Config, Gate, History, MemoryConfig, MountMode, MountReport, SessionInfo, Space,
-    Store, Stored, UnknownLabelError, WrittenBytes,
+    Store, Stored, UnknownLabelError, Work, WrittenBytes,
 };

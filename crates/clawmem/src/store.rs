@@ -17,10 +17,12 @@ use core::fmt;
 use embedded_storage::nor_flash::NorFlash;
 
 mod memory;
+mod work;
 
 use heapless::Vec;
 use memory::{MemState, MEM_STATE_ENCODED};
 pub use memory::{MemoryConfig, Stored, UnknownLabelError};
+pub use work::Work;
 
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::chdx::{self, BackendFormat, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
@@ -363,6 +365,8 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64> {
     /// Labels that memory writes touched since the caller's last
     /// [`memory_stage_begin`](Self::memory_stage_begin).
     stage: crate::memory::StageNote<STAGE_LABELS>,
+    /// Working RAM for the operation in progress.
+    work: Work,
 }
 
 /// Most labels a stage note remembers.
@@ -499,6 +503,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             sessions_dropped: 0,
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
+            work: Work::new(),
         };
         store.write_checkpoint()?;
         Ok(store)
@@ -768,6 +773,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             sessions_dropped: 0,
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
+            work: Work::new(),
         };
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];

@@ -25,13 +25,14 @@ use core::fmt;
 use embedded_storage::nor_flash::{MultiwriteNorFlash, NorFlash};
 use heapless::Vec;
 
+use super::work::{GC, OP};
 use super::{Priority, Store};
 use crate::error::Error;
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
-use crate::log::{copy_from_parts, Io, Payload};
+use crate::log::{Io, Payload};
 use crate::memory::{
-    conflicts_for_replace, merge_same_key, select_evictions, Item, ItemId, ItemInput, ItemRank,
-    LabelLimit, ITEM_ENCODED_MAX_BYTES, LONG_TERM_PREAMBLE, MAX_ACTIVE_ITEMS,
+    conflicts_for_replace, merge_same_key, Item, ItemId, ItemInput, ItemRank, LabelLimit,
+    ITEM_ENCODED_MAX_BYTES, LONG_TERM_PREAMBLE, MAX_ACTIVE_ITEMS,
 };
 use crate::naming::fnv1a32;
 
@@ -41,7 +42,47 @@ pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
 /// Most records in the memory chain before it is compacted regardless.
 pub(crate) const MEM_CHAIN_MAX: usize = 32;
 /// Most active items between two compactions.
-const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + MEM_CHAIN_MAX;
+pub(crate) const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + MEM_CHAIN_MAX;
+/// Bytes of a label delta in the scratch area: hash u32, put address u32,
+/// change i16, used u8, zero u8.
+const DELTA_BYTES: usize = 12;
+/// Most label deltas a catalog read tracks: the chain's records changed
+/// at most three labels each, on both sides of a replacement.
+const DELTAS_MAX: usize = 6 * MEM_CHAIN_MAX;
+/// Bytes of the work area's scratch: the largest of a catalog read's label
+/// deltas or label hashes, a compaction's keys (4 B an item) or catalog,
+/// and a recall's access record.
+pub(crate) const SCRATCH_BYTES: usize = DELTA_BYTES * DELTAS_MAX;
+const _: () = assert!(
+    SCRATCH_BYTES >= CATALOG_MAX
+        && SCRATCH_BYTES >= 4 * ACTIVE_CAP * crate::memory::MAX_SUMMARY_LABELS
+        && SCRATCH_BYTES >= 8 + 4 * MAX_ACTIVE_ITEMS
+);
+
+/// One bit per active-set entry, on the stack (20 bytes).
+#[derive(Clone, Copy)]
+struct Marks([u32; ACTIVE_CAP.div_ceil(32)]);
+
+impl Marks {
+    const NONE: Marks = Marks([0; ACTIVE_CAP.div_ceil(32)]);
+    fn set(&mut self, k: usize) {
+        if let Some(w) = self.0.get_mut(k / 32) {
+            *w |= 1 << (k % 32);
+        }
+    }
+    fn get(&self, k: usize) -> bool {
+        self.0.get(k / 32).is_some_and(|w| w & (1 << (k % 32)) != 0)
+    }
+}
+
+/// The `k`th `u32` of a scratch area used as a list of words.
+fn word(b: &[u8], k: usize) -> u32 {
+    u32_at(b, 4 * k)
+}
+
+fn set_word(b: &mut [u8], k: usize, v: u32) {
+    b[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+}
 
 /// The record kinds of the memory chain after its index.
 fn is_chain_kind(k: u8) -> bool {
@@ -49,7 +90,7 @@ fn is_chain_kind(k: u8) -> bool {
 }
 /// A put's payload before the item: prev u32, origin u32 (the id it
 /// replaces), root u32 (the first id of its lineage).
-const PUT_FIXED: u32 = 12;
+pub(crate) const PUT_FIXED: u32 = 12;
 /// An index's payload before its entries: prev, next id, count, oldest,
 /// catalog length (`NO_ADDR`: no catalog, it did not fit).
 pub(crate) const INDEX_FIXED: u32 = 20;
@@ -143,19 +184,42 @@ impl MemState {
     }
 }
 
-/// A label's change in references since the index was written.
+/// A label's change in references since the index was written, as kept in
+/// the scratch area ([`DELTA_BYTES`] each).
+#[derive(Clone, Copy)]
 struct LabelDelta {
     hash: u32,
-    change: i32,
+    change: i16,
     /// A put that carries the label.
     addr: u32,
     /// Whether the index's catalog has the label.
     used: bool,
 }
 
+impl LabelDelta {
+    fn load(b: &[u8], k: usize) -> LabelDelta {
+        let at = k * DELTA_BYTES;
+        LabelDelta {
+            hash: u32_at(b, at),
+            addr: u32_at(b, at + 4),
+            change: u16_at(b, at + 8) as i16,
+            used: b[at + 10] != 0,
+        }
+    }
+
+    fn store(&self, b: &mut [u8], k: usize) {
+        let at = k * DELTA_BYTES;
+        b[at..at + 4].copy_from_slice(&self.hash.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&self.addr.to_le_bytes());
+        b[at + 8..at + 10].copy_from_slice(&self.change.to_le_bytes());
+        b[at + 10] = u8::from(self.used);
+        b[at + 11] = 0;
+    }
+}
+
 /// Adds one reference to `label` in the catalog encoded in `buf[..len]`;
 /// the new length, or `None` if it does not fit.
-fn catalog_add(buf: &mut [u8; CATALOG_MAX], len: usize, label: &str) -> Option<usize> {
+fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usize> {
     let mut p = 0;
     while p < len {
         let n = buf[p] as usize;
@@ -272,26 +336,6 @@ fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
     }
 }
 
-struct Put<'a> {
-    fixed: [u8; PUT_FIXED as usize],
-    item: &'a [u8],
-}
-
-impl<F: NorFlash> Payload<F> for Put<'_> {
-    fn len(&self) -> u32 {
-        PUT_FIXED + self.item.len() as u32
-    }
-    fn fill(
-        &mut self,
-        _io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
-        copy_from_parts([&self.fixed[..], self.item].into_iter(), offset, out);
-        Ok(())
-    }
-}
-
 struct IndexPayload<'a> {
     fixed: [u8; INDEX_FIXED as usize],
     entries: &'a [Active],
@@ -342,14 +386,9 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     // ---- reading -----------------------------------------------------------
 
-    /// Reads a memory record's payload (CRC checked) into `buf`; returns its
-    /// length.
-    fn mem_record(
-        &mut self,
-        addr: u32,
-        want: u8,
-        buf: &mut [u8],
-    ) -> Result<usize, Error<F::Error>> {
+    /// Checks the memory record at `addr` (its kind, and the CRC of the
+    /// whole batch); returns its payload length.
+    fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Error<F::Error>> {
         let h = self.log.io().chunk_header(addr)?;
         let bad = Error::Corrupted {
             address: addr,
@@ -358,7 +397,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if h.is_none_or(|h| h.kind != want || !h.is_first()) {
             return Err(bad);
         }
-        let len = self.log.verify(addr)?.ok_or(bad)? as usize;
+        Ok(self.log.verify(addr)?.ok_or(bad)? as usize)
+    }
+
+    /// Reads a memory record's payload (CRC checked) into `buf`; returns its
+    /// length.
+    fn mem_record(
+        &mut self,
+        addr: u32,
+        want: u8,
+        buf: &mut [u8],
+    ) -> Result<usize, Error<F::Error>> {
+        let len = self.mem_check(addr, want)?;
         let n = len.min(buf.len());
         self.log
             .io()
@@ -367,12 +417,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     /// Reads the item put at `addr`, and its lineage: the id it replaced and
-    /// the first id of its lineage (0: none).
-    // Out of line: its buffers stay off every caller's stack frame.
+    /// the first id of its lineage (0: none). The put is read into the work
+    /// area, not onto the stack.
     #[inline(never)]
     pub(crate) fn mem_item(&mut self, addr: u32) -> Result<(Item, Lineage), Error<F::Error>> {
-        let mut buf = [0u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES];
-        let len = self.mem_record(addr, kind::MEM_PUT, &mut buf)?;
+        let len = self.mem_check(addr, kind::MEM_PUT)?;
+        let buf = &mut self.work.enc;
+        let n = len.min(buf.len());
+        self.log
+            .io()
+            .read_stream(addr + CHUNK_HEADER_LEN, &mut buf[..n])?;
         let bad = Error::Corrupted {
             address: addr,
             what: "a memory item does not decode",
@@ -381,7 +435,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             .get(PUT_FIXED as usize..len)
             .ok_or(bad.clone_corrupted())?;
         let item = Item::decode(body).map_err(|_| bad)?;
-        Ok((item, (u32_at(&buf, 4), u32_at(&buf, 8))))
+        Ok((item, (u32_at(buf, 4), u32_at(buf, 8))))
     }
 
     /// The memory chain after the root, oldest first.
@@ -443,11 +497,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// up to the count the index states or its length allows, whichever is
     /// more (a damaged count), and at most `ACTIVE_CAP`.
     #[inline(never)]
-    fn mem_salvage_index(
-        &mut self,
-        root: u32,
-        out: &mut Vec<Active, ACTIVE_CAP>,
-    ) -> Result<(), Error<F::Error>> {
+    fn mem_salvage_index(&mut self, root: u32, lvl: usize) -> Result<(), Error<F::Error>> {
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let r = self
             .log
@@ -481,7 +531,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 break;
             }
             let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
-            if addr >= capacity || out.iter().any(|x| x.id == id) {
+            if addr >= capacity || self.work.active[lvl].iter().any(|x| x.id == id) {
                 continue;
             }
             // A garbage entry past the real ones names no sound put: that
@@ -494,7 +544,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             if item.id().get() != id {
                 continue;
             }
-            let _ = out.push(Active {
+            let _ = self.work.active[lvl].push(Active {
                 id,
                 addr,
                 updated_at: item.updated_at(),
@@ -525,14 +575,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
     }
 
-    /// The active items: the index's entries with the chain applied.
-    // Out of line: its buffers stay off every caller's stack frame.
+    /// The active items, into the work area's active set `lvl` ([`OP`] or
+    /// [`GC`]): the index's entries with the chain applied.
     #[inline(never)]
-    pub(crate) fn mem_active(
-        &mut self,
-        out: &mut Vec<Active, ACTIVE_CAP>,
-    ) -> Result<(), Error<F::Error>> {
-        out.clear();
+    pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
+        self.work.active[lvl].clear();
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let root = self.mem.root;
         let index = if root == NO_ADDR {
@@ -563,7 +610,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     INDEX_FIXED + INDEX_ENTRY * k as u32,
                 );
                 self.log.io().read_stream(at, &mut e)?;
-                let _ = out.push(Active {
+                let _ = self.work.active[lvl].push(Active {
                     id: u32_at(&e, 0),
                     addr: u32_at(&e, 4),
                     updated_at: u32_at(&e, 8),
@@ -572,7 +619,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 });
             }
         } else if root != NO_ADDR {
-            self.mem_salvage_index(root, out)?;
+            self.mem_salvage_index(root, lvl)?;
         }
         for (addr, k) in self.mem_chain()? {
             match k {
@@ -588,6 +635,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         access: item.access_count(),
                         bloom: item_bloom(&item),
                     };
+                    let out = &mut self.work.active[lvl];
                     match out.iter_mut().find(|x| x.id == a.id) {
                         Some(x) => *x = a,
                         None => out
@@ -602,24 +650,39 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         continue;
                     }
                     let id = u32_at(&b, 4);
+                    let out = &mut self.work.active[lvl];
                     if let Some(i) = out.iter().position(|x| x.id == id) {
                         out.remove(i);
                     }
                 }
                 _ => {
-                    let mut b = [0u8; 8 + 4 * MAX_ACTIVE_ITEMS];
-                    let r = self.mem_record(addr, kind::MEM_ACCESS, &mut b);
+                    // Checked whole, then read a few ids at a time.
+                    let r = self.mem_check(addr, kind::MEM_ACCESS);
                     let Some(len) = self.mem_tolerate(r)? else {
                         continue;
                     };
-                    let len = len.min(b.len());
-                    let now = u32_at(&b, 4);
-                    for id in b[8..len].chunks_exact(4) {
-                        let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
-                        if let Some(x) = out.iter_mut().find(|x| x.id == id) {
-                            x.access = x.access.saturating_add(1);
-                            x.updated_at = x.updated_at.max(now);
+                    let len = len.min(8 + 4 * MAX_ACTIVE_ITEMS) as u32;
+                    let start = addr + CHUNK_HEADER_LEN;
+                    let mut b = [0u8; 64];
+                    let mut pos = 4;
+                    let mut now = 0;
+                    while pos + 4 <= len {
+                        let n = (len - pos).min(b.len() as u32) / 4 * 4;
+                        let at = self.log.io().stream_advance(start, pos);
+                        self.log.io().read_stream(at, &mut b[..n as usize])?;
+                        let mut ids = b[..n as usize].chunks_exact(4);
+                        if pos == 4 {
+                            now = ids.next().map_or(0, |t| u32_at(t, 0));
                         }
+                        let out = &mut self.work.active[lvl];
+                        for id in ids {
+                            let id = u32_at(id, 0);
+                            if let Some(x) = out.iter_mut().find(|x| x.id == id) {
+                                x.access = x.access.saturating_add(1);
+                                x.updated_at = x.updated_at.max(now);
+                            }
+                        }
+                        pos += n;
                     }
                 }
             }
@@ -684,18 +747,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     ) -> Result<u32, Error<F::Error>> {
         let len = payload.len();
         let addr = self.write_prepared(k, payload)?;
+        self.mem_written(addr, len, changes);
+        Ok(addr)
+    }
+
+    /// The chain's state after a record of `len` payload bytes at `addr`.
+    fn mem_written(&mut self, addr: u32, len: u32, changes: u16) {
         let seq = self.log.head_seq_of(addr);
         self.mem.head = addr;
         self.mem.chain += 1;
         self.mem.changes = self.mem.changes.saturating_add(changes);
         self.mem.bytes = self.mem.bytes.saturating_add(len);
         self.mem.oldest = self.mem.oldest.min(seq);
-        Ok(addr)
     }
 
     /// Writes a put. A chained put extends the memory chain; an unchained
     /// one (a merge or a relocation copy, `prev` none) is reachable only from
     /// the index written after it, and is garbage if that index never lands.
+    /// The item is encoded into the work area once room is made (making
+    /// room may read other items there).
     fn mem_put(
         &mut self,
         item: &Item,
@@ -706,27 +776,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if chained {
             self.mem_before_write(p)?;
         }
-        let mut enc = [0u8; ITEM_ENCODED_MAX_BYTES];
-        let n = item
-            .encode(&mut enc)
-            .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
-        let mut fixed = [0u8; PUT_FIXED as usize];
-        self.prepare_write(PUT_FIXED + n as u32, p)?;
-        let prev = if chained { self.mem_prev() } else { UNCHAINED };
-        fixed[0..4].copy_from_slice(&prev.to_le_bytes());
-        fixed[4..8].copy_from_slice(&origin.0.to_le_bytes());
-        fixed[8..12].copy_from_slice(&origin.1.to_le_bytes());
-        let mut payload = Put {
-            fixed,
-            item: &enc[..n],
-        };
-        if chained {
-            self.mem_write(kind::MEM_PUT, &mut payload, 1)
-        } else {
-            let addr = self.write_prepared(kind::MEM_PUT, &mut payload)?;
-            self.mem.oldest = self.mem.oldest.min(self.log.head_seq_of(addr));
-            Ok(addr)
+        let n = item.encoded_len();
+        if n > ITEM_ENCODED_MAX_BYTES {
+            return Err(Error::LogicBug("item larger than its encoding"));
         }
+        let len = PUT_FIXED + n as u32;
+        self.prepare_write(len, p)?;
+        let prev = if chained { self.mem_prev() } else { UNCHAINED };
+        let enc = &mut self.work.enc;
+        enc[0..4].copy_from_slice(&prev.to_le_bytes());
+        enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
+        enc[8..12].copy_from_slice(&origin.1.to_le_bytes());
+        item.encode(&mut enc[PUT_FIXED as usize..])
+            .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
+        let mut payload = crate::log::Slices([&self.work.enc[..len as usize]]);
+        let (addr, _) = self.log.write_batch(kind::MEM_PUT, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        if chained {
+            self.mem_written(addr, len, 1);
+        } else {
+            self.mem.oldest = self.mem.oldest.min(self.log.head_seq_of(addr));
+        }
+        Ok(addr)
     }
 
     fn mem_prev(&self) -> u32 {
@@ -753,7 +824,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// consolidation, a new index, is written only when the chain reaches
     /// [`MEM_CHAIN_MAX`] records, so the index (16 bytes an item) is not
     /// rewritten every five changes.
-    // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
     fn mem_maybe_compact(&mut self) -> Result<(), Error<F::Error>> {
         let c = self.config.memory;
@@ -761,34 +831,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(());
         }
         let p = Priority::Maintenance;
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        // Merges.
-        let mut keys = self.mem_keys(&active)?;
+        self.mem_active(OP)?;
+        // Merges. The keys live in the scratch area, which a write may
+        // reuse: after each merge the active set and keys are read again
+        // (they then hold what the merge wrote).
+        self.mem_keys(OP)?;
         let mut merges = 0;
         let mut i = 0;
-        while i < active.len() {
+        while i < self.work.active[OP].len() {
             let mut j = i + 1;
-            while j < active.len() {
-                if keys[i] != 0 && keys[i] == keys[j] && merges < MAX_MERGES {
-                    let (Some(a), Some(b)) =
-                        (self.mem_load_ok(&active[i])?, self.mem_load_ok(&active[j])?)
-                    else {
+            while j < self.work.active[OP].len() {
+                let (ki, kj) = (word(&self.work.scratch, i), word(&self.work.scratch, j));
+                if ki != 0 && ki == kj && merges < MAX_MERGES {
+                    let (ai, aj) = (self.work.active[OP][i], self.work.active[OP][j]);
+                    let Some(a) = self.mem_load_ok(&ai)? else {
+                        j += 1;
+                        continue;
+                    };
+                    let Some(b) = self.mem_load_ok(&aj)? else {
                         j += 1;
                         continue;
                     };
                     if let Some(m) = merge_same_key(&a, &b) {
                         merges += 1;
                         let other = if m.id() == a.id() { b.id() } else { a.id() };
+                        let kept_i = m.id() == a.id();
+                        drop((a, b));
                         self.mem_put(&m, (0, 0), true, p)?;
                         self.mem_forget_record(other.get(), p)?;
-                        let kept = if m.id() == a.id() { i } else { j };
-                        active[kept].access = m.access_count();
-                        active[kept].updated_at = m.updated_at();
-                        let gone = if kept == i { j } else { i };
-                        active.remove(gone);
-                        keys.remove(gone);
-                        if gone == i {
+                        drop(m);
+                        self.mem_active(OP)?;
+                        self.mem_keys(OP)?;
+                        if !kept_i {
                             break;
                         }
                         continue;
@@ -798,21 +872,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             i += 1;
         }
-        // Evictions.
+        // Evictions, lowest score first: each is taken out of the active
+        // set, which no write below reuses.
         let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
-        if active.len() > max {
-            let mut ranks: Vec<ItemRank, ACTIVE_CAP> = active.iter().map(Active::rank).collect();
-            let evict: Vec<u32, ACTIVE_CAP> = select_evictions(&mut ranks, max)
-                .iter()
-                .map(|r| r.id.get())
-                .collect();
-            for id in evict {
-                self.mem_forget_record(id, p)?;
-            }
+        while self.work.active[OP].len() > max {
+            let Some(k) = self.mem_lowest(OP) else { break };
+            let id = self.work.active[OP].remove(k).id;
+            self.mem_forget_record(id, p)?;
         }
         self.mem.changes = 0;
         self.mem.bytes = 0;
         Ok(())
+    }
+
+    /// The entry of active set `lvl` to evict first (lowest score, then id).
+    fn mem_lowest(&self, lvl: usize) -> Option<usize> {
+        let set = &self.work.active[lvl];
+        (0..set.len()).min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()))
     }
 
     /// Compacts: applies access deltas, drops tombstones, merges items with
@@ -836,11 +912,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // collection is needed.
         let mut need = 0;
         for _ in 0..3 {
-            let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-            self.mem_active(&mut active)?;
-            let merges = self.mem_merge_count(&active)?;
+            self.mem_active(GC)?;
+            let merges = self.mem_merge_count(GC)?;
             need = INDEX_FIXED
-                + INDEX_ENTRY * active.len() as u32
+                + INDEX_ENTRY * self.work.active[GC].len() as u32
                 + merges * (PUT_FIXED + ITEM_ENCODED_MAX_BYTES as u32 + 16);
             let (_, opens) = self.log.plan(need);
             if self.log.free_sectors() >= opens + self.reserve_for(p) {
@@ -848,7 +923,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             self.ensure_room(need, p)?;
         }
-        let _ = need;
         self.in_gc = true;
         let result = self.mem_compact_now(relocate, p);
         self.in_gc = false;
@@ -861,94 +935,113 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
     }
 
-    /// The hash of each active item's dedup key (0 for an empty key, which
-    /// matches nothing), in the order of `active`.
-    // Out of line: its buffers stay off every caller's stack frame.
+    /// The hash of each entry's dedup key in active set `lvl` (0 for an
+    /// empty key, which matches nothing), into the scratch area as words in
+    /// the order of the set.
     #[inline(never)]
-    fn mem_keys(&mut self, active: &[Active]) -> Result<Vec<u32, ACTIVE_CAP>, Error<F::Error>> {
-        let mut keys: Vec<u32, ACTIVE_CAP> = Vec::new();
-        for a in active {
+    fn mem_keys(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
+        for k in 0..self.work.active[lvl].len() {
+            let a = self.work.active[lvl][k];
             // A damaged item has no key: it merges with nothing.
-            let key = self.mem_load_ok(a)?.map(|i| i.key());
-            let _ = keys.push(match key {
-                Some(k) if !k.is_empty() => fnv1a32(k.as_bytes()),
+            let key = match self.mem_load_ok(&a)? {
+                Some(i) if !i.key().is_empty() => fnv1a32(i.key().as_bytes()),
                 _ => 0,
-            });
+            };
+            set_word(&mut self.work.scratch, k, key);
         }
-        Ok(keys)
+        Ok(())
     }
 
-    /// How many merges a compaction of `active` would write (at most
-    /// [`MAX_MERGES`]).
-    fn mem_merge_count(&mut self, active: &[Active]) -> Result<u32, Error<F::Error>> {
-        let keys = self.mem_keys(active)?;
+    /// How many merges a compaction of active set `lvl` would write (at
+    /// most [`MAX_MERGES`]).
+    fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Error<F::Error>> {
+        self.mem_keys(lvl)?;
+        let keys = &self.work.scratch;
         let mut merges = 0;
-        for i in 0..keys.len() {
-            if keys[i] != 0 && keys[..i].contains(&keys[i]) {
+        for i in 0..self.work.active[lvl].len() {
+            let ki = word(keys, i);
+            if ki != 0 && (0..i).any(|j| word(keys, j) == ki) {
                 merges += 1;
             }
         }
         Ok(merges.min(MAX_MERGES as u32))
     }
 
-    // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
     fn mem_compact_now(
         &mut self,
         relocate: Option<u32>,
         p: Priority,
     ) -> Result<bool, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
+        self.mem_active(GC)?;
         // A cut inside an update, between the new item and the old one's
         // tombstone, leaves both active: the new item's lineage names the
         // item it replaced, which is forgotten here (as `memory_update`
         // documents).
         // Items that fail their checksum are dropped: they cannot be read
         // back, and the new index must not keep them.
-        let mut replaced: Vec<u32, ACTIVE_CAP> = Vec::new();
-        for k in 0..active.len() {
-            let a = active[k];
+        let mut replaced = Marks::NONE;
+        for k in 0..self.work.active[GC].len() {
+            let a = self.work.active[GC][k];
             let r = self.mem_item(a.addr);
             match self.mem_tolerate(r)? {
                 Some((_, (origin, _))) => {
-                    if origin != 0 && origin != a.id && active.iter().any(|x| x.id == origin) {
-                        let _ = replaced.push(origin);
+                    if origin != 0 && origin != a.id {
+                        if let Some(o) = self.work.active[GC].iter().position(|x| x.id == origin) {
+                            replaced.set(o);
+                        }
                     }
                 }
-                None => {
-                    let _ = replaced.push(a.id);
-                }
+                None => replaced.set(k),
             }
         }
-        active.retain(|a| !replaced.contains(&a.id));
+        let set = &mut self.work.active[GC];
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if !replaced.get(k) {
+                set[kept] = set[k];
+                kept += 1;
+            }
+        }
+        set.truncate(kept);
         // Merge items with the same key (rare: stores refuse same-key
-        // duplicates, so only updates can create them).
-        let mut keys = self.mem_keys(&active)?;
+        // duplicates, so only updates can create them). No collection runs
+        // inside a compaction, so the keys stay in the scratch area.
+        self.mem_keys(GC)?;
         let mut i = 0;
         let mut merges = 0;
-        while i < active.len() {
+        while i < self.work.active[GC].len() {
             let mut j = i + 1;
-            while j < active.len() {
-                if keys[i] != 0 && keys[i] == keys[j] && merges < MAX_MERGES {
+            while j < self.work.active[GC].len() {
+                let (ki, kj) = (word(&self.work.scratch, i), word(&self.work.scratch, j));
+                if ki != 0 && ki == kj && merges < MAX_MERGES {
                     merges += 1;
-                    let (Some(a), Some(b)) =
-                        (self.mem_load_ok(&active[i])?, self.mem_load_ok(&active[j])?)
-                    else {
+                    let (ai, aj) = (self.work.active[GC][i], self.work.active[GC][j]);
+                    let Some(a) = self.mem_load_ok(&ai)? else {
+                        j += 1;
+                        continue;
+                    };
+                    let Some(b) = self.mem_load_ok(&aj)? else {
                         j += 1;
                         continue;
                     };
                     if let Some(m) = merge_same_key(&a, &b) {
+                        drop((a, b));
                         let addr = self.mem_put(&m, (0, 0), false, p)?;
-                        active[i] = Active {
+                        let set = &mut self.work.active[GC];
+                        set[i] = Active {
                             id: m.id().get(),
                             addr,
                             updated_at: m.updated_at(),
                             access: m.access_count(),
                             bloom: item_bloom(&m),
                         };
-                        active.remove(j);
-                        keys.remove(j);
+                        set.remove(j);
+                        let keys = &mut self.work.scratch;
+                        for k in j..set.len() {
+                            let next = word(keys, k + 1);
+                            set_word(keys, k, next);
+                        }
                         continue;
                     }
                 }
@@ -958,45 +1051,40 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         // Evict beyond the limit: lowest access*3 + updated_at/3600 first.
         let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
-        if active.len() > max {
-            let mut ranks: Vec<ItemRank, ACTIVE_CAP> = active.iter().map(Active::rank).collect();
-            let evict: Vec<u32, ACTIVE_CAP> = select_evictions(&mut ranks, max)
-                .iter()
-                .map(|r| r.id.get())
-                .collect();
-            active.retain(|a| !evict.contains(&a.id));
+        while self.work.active[GC].len() > max {
+            let Some(k) = self.mem_lowest(GC) else { break };
+            self.work.active[GC].remove(k);
         }
         // Relocation: copy the items in the sectors about to be released.
         if let Some(upto) = relocate {
-            for k in 0..active.len() {
-                let a = active[k];
+            for k in 0..self.work.active[GC].len() {
+                let a = self.work.active[GC][k];
                 if self.log.head_seq_of(a.addr) <= upto {
                     let item = self.mem_load(&a)?;
                     let (_, origin) = self.mem_item(a.addr)?;
                     let addr = self.mem_put(&item, origin, false, p)?;
-                    active[k].addr = addr;
+                    self.work.active[GC][k].addr = addr;
                 }
             }
         }
-        // The label catalog, in item order, if it fits.
-        let mut catalog = [0u8; CATALOG_MAX];
+        // The label catalog, in id order, if it fits (the keys are done
+        // with: the scratch area holds the catalog now).
         let mut catalog_len = Some(0usize);
-        let mut order: Vec<Active, ACTIVE_CAP> = active.clone();
-        order.sort_unstable_by_key(|a| a.id);
-        for a in order.iter() {
-            let item = self.mem_load(a)?;
+        let mut last = None;
+        while let Some(k) = self.mem_next_by_id(GC, last) {
+            let a = self.work.active[GC][k];
+            last = Some(a.id);
+            let item = self.mem_load(&a)?;
             for l in item.labels() {
                 if let Some(n) = catalog_len {
-                    catalog_len = catalog_add(&mut catalog, n, l);
+                    catalog_len = catalog_add(&mut self.work.scratch, n, l);
                 }
             }
         }
-        let catalog = match catalog_len {
-            Some(n) => &catalog[..n],
-            None => &catalog[..0],
-        };
+        let catalog_bytes = catalog_len.unwrap_or(0);
         // The new index.
-        let len = INDEX_FIXED + INDEX_ENTRY * active.len() as u32 + catalog.len() as u32;
+        let count = self.work.active[GC].len() as u32;
+        let len = INDEX_FIXED + INDEX_ENTRY * count + catalog_bytes as u32;
         let (_, opens) = self.log.plan(len);
         if opens > self.log.free_sectors() {
             return Ok(false);
@@ -1007,7 +1095,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         } else {
             self.log.head_seq + 1
         };
-        let oldest = active
+        let oldest = self.work.active[GC]
             .iter()
             .map(|a| self.log.head_seq_of(a.addr))
             .min()
@@ -1016,18 +1104,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut fixed = [0u8; INDEX_FIXED as usize];
         fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
         fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
-        fixed[8..12].copy_from_slice(&(active.len() as u32).to_le_bytes());
+        fixed[8..12].copy_from_slice(&count.to_le_bytes());
         fixed[12..16].copy_from_slice(&oldest.to_le_bytes());
         let catalog_field = if catalog_len.is_some() {
-            catalog.len() as u32
+            catalog_bytes as u32
         } else {
             NO_ADDR
         };
         fixed[16..20].copy_from_slice(&catalog_field.to_le_bytes());
         let mut payload = IndexPayload {
             fixed,
-            entries: &active,
-            catalog,
+            entries: &self.work.active[GC],
+            catalog: &self.work.scratch[..catalog_bytes],
         };
         let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -1042,6 +1130,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             next_id: self.mem.next_id,
         };
         Ok(true)
+    }
+
+    /// The entry of active set `lvl` with the smallest id above `after`
+    /// (any id for `None`): walks the set in id order without sorting it.
+    fn mem_next_by_id(&self, lvl: usize, after: Option<u32>) -> Option<usize> {
+        let set = &self.work.active[lvl];
+        (0..set.len())
+            .filter(|&k| after.is_none_or(|x| set[k].id > x))
+            .min_by_key(|&k| set[k].id)
     }
 
     // ---- the public API ----------------------------------------------------
@@ -1108,10 +1205,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// The common part of storing `item`, a new item with the next id.
     fn mem_store_new(&mut self, item: Item, replace: bool) -> Result<Stored, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        for a in active.iter() {
-            let Some(existing) = self.mem_load_ok(a)? else {
+        self.mem_active(OP)?;
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
+            let Some(existing) = self.mem_load_ok(&a)? else {
                 continue;
             };
             if item.duplicate_of(&existing).is_some() {
@@ -1122,18 +1219,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 });
             }
         }
-        if active.len() >= ACTIVE_CAP - 1 {
+        if self.work.active[OP].len() >= ACTIVE_CAP - 1 {
             self.mem_compact_with(None, Priority::User)?;
-            self.mem_active(&mut active)?;
         }
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
         self.mem_put(&item, (0, 0), true, Priority::User)?;
         self.stage_touch(&item);
         let mut replaced = 0;
         if replace {
-            self.mem_active(&mut active)?;
-            for a in active.clone().iter().filter(|a| a.id != item.id().get()) {
-                let Some(existing) = self.mem_load_ok(a)? else {
+            // Forgetting may compact memory: that works on its own active
+            // set, so this one stays as read here.
+            self.mem_active(OP)?;
+            for k in 0..self.work.active[OP].len() {
+                let a = self.work.active[OP][k];
+                if a.id == item.id().get() {
+                    continue;
+                }
+                let Some(existing) = self.mem_load_ok(&a)? else {
                     continue;
                 };
                 if conflicts_for_replace(&existing, &item) {
@@ -1153,13 +1255,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// The active item with this id.
     pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        let a = *active
-            .iter()
-            .find(|a| a.id == id.get())
-            .ok_or(Error::NotFound)?;
+        let a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
         self.mem_load(&a)
+    }
+
+    /// The active-set entry of item `id`, if it is active.
+    fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Error<F::Error>> {
+        self.mem_active(OP)?;
+        Ok(self.work.active[OP].iter().find(|a| a.id == id).copied())
     }
 
     /// Calls `f` with every active item in priority order (access count,
@@ -1174,12 +1277,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// [`memory_list`](Self::memory_list), compiled once whatever the
     /// caller's closure.
     fn memory_list_dyn(&mut self, f: &mut dyn FnMut(&Item)) -> Result<usize, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        active.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        self.mem_active(OP)?;
+        self.work.active[OP].sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
         let mut listed = 0;
-        for a in active.iter() {
-            let Some(item) = self.mem_load_ok(a)? else {
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
+            let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
             f(&item);
@@ -1203,53 +1306,61 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         &mut self,
         f: &mut dyn FnMut(&str, u16),
     ) -> Result<usize, Error<F::Error>> {
-        let mut f = f;
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        if let Some(n) = self.mem_catalog_from_index(&active, &mut f)? {
+        self.mem_active(OP)?;
+        if let Some(n) = self.mem_catalog_from_index(f)? {
             return Ok(n);
         }
         // No catalog in the index (none yet, or it did not fit): count the
-        // labels of every active item.
-        active.sort_unstable_by_key(|a| a.id);
-        let mut hashes: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
-        for a in active.iter() {
-            let Some(item) = self.mem_load_ok(a)? else {
+        // labels of every active item, oldest item first. The labels' hashes
+        // go to the scratch area in that order; a label is emitted where its
+        // hash first appears, with the number of times it appears.
+        self.work.active[OP].sort_unstable_by_key(|a| a.id);
+        let cap = SCRATCH_BYTES / 4;
+        let mut hashes = 0;
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
+            let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
             for l in item.labels() {
-                let _ = hashes.push(fnv1a32(l.as_bytes()));
+                if hashes < cap {
+                    set_word(&mut self.work.scratch, hashes, fnv1a32(l.as_bytes()));
+                    hashes += 1;
+                }
             }
         }
-        let mut sorted = hashes.clone();
-        sorted.sort_unstable();
-        let mut emitted: Vec<u32, { ACTIVE_CAP * 3 }> = Vec::new();
-        for a in active.iter() {
-            let Some(item) = self.mem_load_ok(a)? else {
+        let mut emitted = 0;
+        let mut pos = 0;
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
+            let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
             for l in item.labels() {
                 let h = fnv1a32(l.as_bytes());
-                if emitted.contains(&h) {
+                let b = &self.work.scratch;
+                let here = pos.min(hashes);
+                pos += 1;
+                if (0..here).any(|x| word(b, x) == h) {
                     continue;
                 }
-                let _ = emitted.push(h);
-                let refs = sorted.iter().filter(|x| **x == h).count() as u16;
+                let refs = (0..hashes).filter(|&x| word(b, x) == h).count() as u16;
+                emitted += 1;
                 f(l, refs);
             }
         }
-        Ok(emitted.len())
+        Ok(emitted)
     }
 
     /// The catalog from the newest index, corrected for what the chain
     /// changed since: reads the index's catalog and entries and only the
     /// items added or removed since. `None` if the index has no catalog.
-    // Out of line: its buffers stay off every caller's stack frame.
+    /// Works on active set [`OP`] as read; the label deltas go to the
+    /// scratch area.
     #[inline(never)]
     fn mem_catalog_from_index(
         &mut self,
-        active: &[Active],
-        f: &mut impl FnMut(&str, u16),
+        f: &mut dyn FnMut(&str, u16),
     ) -> Result<Option<usize>, Error<F::Error>> {
         let root = self.mem.root;
         if root == NO_ADDR {
@@ -1265,36 +1376,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         // Label deltas since the index: (label hash, change, a put holding
         // the label for labels the index does not have).
-        // At most the chain's records changed anything: 3 labels each, on
-        // both sides.
-        let mut deltas: Vec<LabelDelta, { 6 * MEM_CHAIN_MAX }> = Vec::new();
-        let add = |deltas: &mut Vec<LabelDelta, { 6 * MEM_CHAIN_MAX }>,
-                   item: &Item,
-                   by: i32,
-                   addr: u32|
-         -> bool {
-            for l in item.labels() {
-                let h = fnv1a32(l.as_bytes());
-                match deltas.iter_mut().find(|d| d.hash == h) {
-                    Some(d) => d.change += by,
-                    None => {
-                        if deltas
-                            .push(LabelDelta {
-                                hash: h,
-                                change: by,
-                                addr,
-                                used: false,
-                            })
-                            .is_err()
-                        {
-                            return false;
-                        }
-                    }
-                }
-            }
-            true
-        };
-        let mut in_index: Vec<(u32, u32), ACTIVE_CAP> = Vec::new();
+        let mut deltas = 0;
+        // Active entries the index lists as they are.
+        let mut listed = Marks::NONE;
         for k in 0..count {
             let mut e = [0u8; INDEX_ENTRY as usize];
             let a = self
@@ -1303,24 +1387,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
             self.log.io().read_stream(a, &mut e)?;
             let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
-            let _ = in_index.push((id, addr));
-            if !active.iter().any(|x| x.id == id && x.addr == addr) {
-                let r = self.mem_item(addr);
-                let Some((item, _)) = self.mem_tolerate(r)? else {
-                    return Ok(None);
-                };
-                if !add(&mut deltas, &item, -1, addr) {
-                    return Ok(None);
+            match self.work.active[OP]
+                .iter()
+                .position(|x| x.id == id && x.addr == addr)
+            {
+                Some(x) => listed.set(x),
+                None => {
+                    if !self.mem_label_deltas(&mut deltas, addr, -1)? {
+                        return Ok(None);
+                    }
                 }
             }
         }
-        for a in active.iter() {
-            if !in_index.iter().any(|x| x.0 == a.id && x.1 == a.addr) {
-                let r = self.mem_item(a.addr);
-                let Some((item, _)) = self.mem_tolerate(r)? else {
-                    return Ok(None);
-                };
-                if !add(&mut deltas, &item, 1, a.addr) {
+        for k in 0..self.work.active[OP].len() {
+            if !listed.get(k) {
+                let addr = self.work.active[OP][k].addr;
+                if !self.mem_label_deltas(&mut deltas, addr, 1)? {
                     return Ok(None);
                 }
             }
@@ -1347,10 +1429,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             })?;
             let h = fnv1a32(text.as_bytes());
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
-            let change = match deltas.iter_mut().find(|d| d.hash == h) {
+            let b = &mut self.work.scratch;
+            let change = match (0..deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
                 Some(d) => {
-                    d.used = true;
-                    d.change
+                    let mut x = LabelDelta::load(b, d);
+                    x.used = true;
+                    x.store(b, d);
+                    i32::from(x.change)
                 }
                 None => 0,
             };
@@ -1360,21 +1445,63 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
             pos += 1 + n as u32 + 2;
         }
-        for d in deltas.iter().filter(|d| d.change > 0 && !d.used) {
-            let r = self.mem_item(d.addr);
+        for d in 0..deltas {
+            let x = LabelDelta::load(&self.work.scratch, d);
+            if x.change <= 0 || x.used {
+                continue;
+            }
+            let r = self.mem_item(x.addr);
             let Some((item, _)) = self.mem_tolerate(r)? else {
                 return Ok(None);
             };
             if let Some(l) = item
                 .labels()
                 .iter()
-                .find(|l| fnv1a32(l.as_bytes()) == d.hash)
+                .find(|l| fnv1a32(l.as_bytes()) == x.hash)
             {
-                f(l, d.change as u16);
+                f(l, x.change as u16);
                 emitted += 1;
             }
         }
         Ok(Some(emitted))
+    }
+
+    /// Adds the labels of the item put at `addr` to the `deltas` label
+    /// deltas in the scratch area, `by` references each. `false` if the
+    /// item is damaged or the deltas do not fit.
+    fn mem_label_deltas(
+        &mut self,
+        deltas: &mut usize,
+        addr: u32,
+        by: i16,
+    ) -> Result<bool, Error<F::Error>> {
+        let r = self.mem_item(addr);
+        let Some((item, _)) = self.mem_tolerate(r)? else {
+            return Ok(false);
+        };
+        let b = &mut self.work.scratch;
+        for l in item.labels() {
+            let h = fnv1a32(l.as_bytes());
+            match (0..*deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+                Some(d) => {
+                    let mut x = LabelDelta::load(b, d);
+                    x.change += by;
+                    x.store(b, d);
+                }
+                None if *deltas < DELTAS_MAX => {
+                    let x = LabelDelta {
+                        hash: h,
+                        change: by,
+                        addr,
+                        used: false,
+                    };
+                    x.store(b, *deltas);
+                    *deltas += 1;
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     // Out of line: its buffers stay off every caller's stack frame.
@@ -1441,52 +1568,65 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if limit == 0 || limit > MAX_ACTIVE_ITEMS {
             return Err(Error::InvalidInput("recall limit must be 1 to 128"));
         }
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
+        self.mem_active(OP)?;
         // Every label must exist in the catalog.
         let mut seen = [false; 3];
-        let mut matches: Vec<Active, ACTIVE_CAP> = Vec::new();
+        let mut hits = Marks::NONE;
         let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
-        for a in active.iter() {
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
             if a.bloom & want == 0 {
                 continue;
             }
-            let Some(item) = self.mem_load_ok(a)? else {
+            let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
-            let mut hit = false;
-            for (k, l) in labels.iter().enumerate() {
+            for (k2, l) in labels.iter().enumerate() {
                 if item.has_label(l) {
-                    seen[k] = true;
-                    hit = true;
+                    seen[k2] = true;
+                    hits.set(k);
                 }
-            }
-            if hit {
-                let _ = matches.push(*a);
             }
         }
         if let Some(k) = seen.iter().take(labels.len()).position(|s| !s) {
             let e = self.unknown_label(labels[k])?;
             return Err(Error::UnknownLabel(e));
         }
-        matches.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
-        matches.truncate(limit);
-        self.mem_before_write(Priority::User)?;
-        self.prepare_write(8 + 4 * matches.len() as u32, Priority::User)?;
-        let mut ids = [0u8; 8 + 4 * MAX_ACTIVE_ITEMS];
-        ids[0..4].copy_from_slice(&self.mem_prev().to_le_bytes());
-        ids[4..8].copy_from_slice(&now.to_le_bytes());
-        for (k, a) in matches.iter().enumerate() {
-            ids[8 + 4 * k..12 + 4 * k].copy_from_slice(&a.id.to_le_bytes());
+        // The matches, in priority order: the active set keeps only them.
+        let set = &mut self.work.active[OP];
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if hits.get(k) {
+                set[kept] = set[k];
+                kept += 1;
+            }
         }
-        let n = 8 + 4 * matches.len();
-        let mut payload = crate::log::Slices([&ids[..n]]);
-        self.mem_write(kind::MEM_ACCESS, &mut payload, 0)?;
+        set.truncate(kept);
+        set.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        set.truncate(limit);
+        let matched = set.len();
+        self.mem_before_write(Priority::User)?;
+        self.prepare_write(8 + 4 * matched as u32, Priority::User)?;
+        // The access record, built in the scratch area once room is made.
+        let prev = self.mem_prev();
+        let ids = &mut self.work.scratch;
+        ids[0..4].copy_from_slice(&prev.to_le_bytes());
+        ids[4..8].copy_from_slice(&now.to_le_bytes());
+        for (k, a) in self.work.active[OP].iter().enumerate() {
+            set_word(ids, 2 + k, a.id);
+        }
+        let n = 8 + 4 * matched;
+        let mut payload = crate::log::Slices([&self.work.scratch[..n]]);
+        let (addr, _) = self.log.write_batch(kind::MEM_ACCESS, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(n as u32);
+        self.mem_written(addr, n as u32, 0);
         // Read back through the (possibly relocated) active set: the access
-        // record is applied there.
-        self.mem_active(&mut active)?;
-        for m in matches.iter() {
-            if let Some(a) = active.iter().find(|a| a.id == m.id).copied() {
+        // record is applied there. The matched ids stay in the scratch
+        // area, which nothing below writes until the last one is read.
+        self.mem_active(OP)?;
+        for m in 0..matched {
+            let id = word(&self.work.scratch, 2 + m);
+            if let Some(a) = self.work.active[OP].iter().find(|a| a.id == id).copied() {
                 let Some(item) = self.mem_load_ok(&a)? else {
                     continue;
                 };
@@ -1494,7 +1634,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             }
         }
         self.mem_maybe_compact()?;
-        Ok(matches.len())
+        Ok(matched)
     }
 
     /// Updates an item (ESP-Claw's `update`): the non-empty fields of `patch`
@@ -1513,12 +1653,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         patch: &ItemInput<'_>,
         now: u32,
     ) -> Result<Option<Stored>, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        let old_a = *active
-            .iter()
-            .find(|a| a.id == id.get())
-            .ok_or(Error::NotFound)?;
+        let old_a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
         let old = self.mem_load(&old_a)?;
         let (_, (_, old_root)) = self.mem_item(old_a.addr)?;
         let root = if old_root == 0 { id.get() } else { old_root };
@@ -1530,8 +1665,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(None);
         };
         let mut dup = None;
-        for a in active.iter().filter(|a| a.id != id.get()) {
-            let Some(existing) = self.mem_load_ok(a)? else {
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
+            if a.id == id.get() {
+                continue;
+            }
+            let Some(existing) = self.mem_load_ok(&a)? else {
                 continue;
             };
             if new.duplicate_of(&existing).is_some() {
@@ -1580,13 +1719,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// records the id it replaced and the first id of its lineage).
     /// `NotFound` if the lineage ends in a forgotten item.
     pub fn memory_newest(&mut self, id: ItemId) -> Result<ItemId, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
         let want = id.get();
-        if active.iter().any(|a| a.id == want) {
+        if self.mem_find(want)?.is_some() {
             return Ok(id);
         }
-        for a in active.iter() {
+        for k in 0..self.work.active[OP].len() {
+            let a = self.work.active[OP][k];
             let r = self.mem_item(a.addr);
             let Some((_, (origin, root))) = self.mem_tolerate(r)? else {
                 continue;
@@ -1640,9 +1778,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// Number of active items.
     pub fn memory_len(&mut self) -> Result<usize, Error<F::Error>> {
-        let mut active: Vec<Active, ACTIVE_CAP> = Vec::new();
-        self.mem_active(&mut active)?;
-        Ok(active.len())
+        self.mem_active(OP)?;
+        Ok(self.work.active[OP].len())
     }
 
     /// Writes the full-mode prompt context: ESP-Claw's preamble, then
