@@ -26,7 +26,7 @@ use embedded_storage::nor_flash::{MultiwriteNorFlash, NorFlash};
 use heapless::Vec;
 
 use super::{Priority, Store};
-use crate::error::Error;
+use crate::error::{Error, UnknownLabelError};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{copy_from_parts, Io, Payload};
 use crate::memory::{
@@ -220,48 +220,6 @@ pub struct Stored {
     pub changed: bool,
     /// Items forgotten by the `replace` intent.
     pub replaced: u16,
-}
-
-/// An unknown recall label: names it and lists the labels there are (the
-/// first ones, when they do not fit in 64 bytes; the full catalog is in the
-/// prompt and in [`Store::memory_catalog`]).
-#[derive(Clone, PartialEq, Eq)]
-pub struct UnknownLabelError {
-    label: heapless::String<32>,
-    available: heapless::String<64>,
-}
-
-impl UnknownLabelError {
-    /// The label asked for.
-    pub fn label(&self) -> &str {
-        &self.label
-    }
-
-    /// The available labels, comma-separated, ending in `...` if cut.
-    pub fn available(&self) -> &str {
-        &self.available
-    }
-}
-
-impl fmt::Debug for UnknownLabelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl fmt::Display for UnknownLabelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown summary label \"{}\"; copy a label exactly from the catalog. Available labels: {}",
-            self.label,
-            if self.available.is_empty() {
-                "(none)"
-            } else {
-                &self.available
-            }
-        )
-    }
 }
 
 fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {

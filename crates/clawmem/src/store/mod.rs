@@ -54,9 +54,10 @@ mod replay;
 mod report;
 mod sessions;
 
+pub use crate::error::UnknownLabelError;
 pub use config::{Config, MountMode};
 pub(crate) use gc::Priority;
-pub use memory::{MemoryConfig, Stored, UnknownLabelError};
+pub use memory::{MemoryConfig, Stored};
 pub use objects::MAX_OBJECTS;
 pub use report::{Appended, Gate, History, MountReport, SessionInfo, Space, WrittenBytes};
 

@@ -29,6 +29,7 @@ use super::{Appended, Gate, History, Priority, SessionInfo, Store};
 use crate::chdx::BackendFormat;
 use crate::cursor::{read_id, Records, VerifiedReader};
 use crate::error::Error;
+use crate::error::SESSION_BLOCKED_WARNING;
 use crate::layout::{kind, CRC, NO_ADDR};
 use crate::log::{copy_from_parts, Io, Payload, Slices};
 use crate::naming::fnv1a32;
@@ -36,7 +37,7 @@ use crate::session::{
     encode_batch_meta, Record, Session, BATCH_META_MAX, BATCH_TURN_COMPLETED, CHAIN_MAX,
     FLAG_BLOCKED, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES,
 };
-use crate::turns::{PlanBuilder, SummaryCutFinder, TurnCursor, SESSION_BLOCKED_WARNING};
+use crate::turns::{PlanBuilder, SummaryCutFinder, TurnCursor};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// Where the session with `uid` is in the table.
