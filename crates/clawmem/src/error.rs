@@ -1,5 +1,6 @@
 //! The one error type of the crate, [`Error`], with the texts and the
-//! value it carries ([`SESSION_BLOCKED_WARNING`], [`UnknownLabelError`]).
+//! value it carries ([`SESSION_BLOCKED_WARNING`], [`UnknownLabelError`]), and
+//! [`EncodeError`], which the pure encoders return.
 //!
 //! A leaf: it imports no module of the crate, so every layer can return it.
 
@@ -179,5 +180,28 @@ impl fmt::Display for UnknownLabelError {
                 &self.available
             }
         )
+    }
+}
+
+/// Why an encoder into a caller's buffer failed
+/// ([`ChatSessions::encode`](crate::chat::ChatSessions::encode),
+/// [`Item::encode`](crate::memory::Item::encode)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The buffer is shorter than the encoding.
+    BufferTooSmall {
+        /// Bytes the encoding needs.
+        needed: usize,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BufferTooSmall { needed } => {
+                write!(f, "buffer too small: {needed} bytes needed")
+            }
+        }
     }
 }
