@@ -3,7 +3,7 @@
 //! store, formats and versions.
 
 use clawmem::{
-    BackendFormat, Config, Error, Gate, MountMode, Record, RecordType, Store, FORMAT_VERSION,
+    BackendFormat, Config, Error, Gate, MountMode, Record, RecordType, Store, Work, FORMAT_VERSION,
 };
 use clawmem_sim::{Esp32Flash, Preset, SimFlash};
 
@@ -596,13 +596,55 @@ fn crc32(b: &[u8]) -> u32 {
 
 #[test]
 fn engine_state_fits_in_4_kib() {
-    let total = core::mem::size_of::<Store<Esp32Flash, 64>>();
+    // The state a firmware keeps: the `Store` with its work area lent
+    // (`Store::mount_in`), not counting the flash driver.
     let flash = core::mem::size_of::<Esp32Flash>();
+    let total = core::mem::size_of::<Store<Esp32Flash, 64, &'static mut Work>>();
     let state = total - flash;
-    println!("engine state: {state} B for 64 sessions");
+    println!("engine state: {state} B for 64 sessions, work area lent");
     assert!(state <= 4096, "{state} B");
-    let big = core::mem::size_of::<Store<Esp32Flash, 128>>() - flash;
-    println!("engine state: {big} B for 128 sessions (as the replays use)");
+    let work = core::mem::size_of::<Work>();
+    println!("work area: {work} B");
+    let owned = core::mem::size_of::<Store<Esp32Flash, 64>>() - flash;
+    assert_eq!(owned, state - core::mem::size_of::<&mut Work>() + work);
+    let big = core::mem::size_of::<Store<Esp32Flash, 128, &'static mut Work>>() - flash;
+    println!("engine state: {big} B for 128 sessions (as the replays use), work area lent");
+}
+
+#[test]
+fn a_lent_work_area_serves_every_mount() {
+    // The same operations with the work area lent as with it owned, and a
+    // fresh mount with another lent area reads them back.
+    let mut work = Work::new();
+    let flash = self::flash(64);
+    let mut s: Store<Esp32Flash, 16, &mut Work> =
+        Store::mount_in(flash, &mut work, config(4000), MountMode::FormatIfBlank).unwrap();
+    let rec = [Record {
+        kind: RecordType::User,
+        format: BackendFormat::OpenAiCompatible,
+        body: br#"{"role":"user","content":"hi"}"#,
+    }];
+    s.append("chat:lent", &rec, true).unwrap();
+    for k in 0..40u32 {
+        let content = format!("fact number {k} about tea");
+        let input = clawmem::memory::ItemInput::new(&content).tags("tea");
+        s.memory_store(&input, k, false).unwrap();
+    }
+    let mut listed = 0;
+    s.memory_list(|_| listed += 1).unwrap();
+    let flash = s.into_flash();
+    let mut other = Work::new();
+    let mut s: Store<Esp32Flash, 16, &mut Work> =
+        Store::mount_in(flash, &mut other, config(4000), MountMode::ExistingOnly).unwrap();
+    let mut again = 0;
+    s.memory_list(|_| again += 1).unwrap();
+    assert_eq!(listed, 40);
+    assert_eq!(again, listed);
+    let mut buf = [0u8; 4096];
+    let h = s
+        .history("chat:lent", BackendFormat::OpenAiCompatible, &mut buf)
+        .unwrap();
+    assert_eq!(h.len(), 1);
 }
 
 #[test]

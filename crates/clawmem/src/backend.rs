@@ -57,6 +57,7 @@ use core::fmt;
 use core::ops::Range;
 
 use crate::chdx::{BackendFormat, RecordType};
+use crate::text::json_escape;
 
 /// Deepest nesting of arrays and objects the scanner accepts (cJSON's limit).
 pub const MAX_JSON_DEPTH: usize = 1000;
@@ -219,22 +220,10 @@ impl<'a> Out<'a> {
     }
 
     fn push_escaped(&mut self, c: char) {
-        match c {
-            '"' => self.push_bytes(b"\\\""),
-            '\\' => self.push_bytes(b"\\\\"),
-            '\u{8}' => self.push_bytes(b"\\b"),
-            '\u{c}' => self.push_bytes(b"\\f"),
-            '\n' => self.push_bytes(b"\\n"),
-            '\r' => self.push_bytes(b"\\r"),
-            '\t' => self.push_bytes(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                let code = c as usize;
-                let hi = HEX.get(code >> 4).copied().unwrap_or(b'0');
-                let lo = HEX.get(code & 0xF).copied().unwrap_or(b'0');
-                self.push_bytes(&[b'\\', b'u', b'0', b'0', hi, lo]);
-            }
-            c => self.push_char(c),
+        let mut buf = [0u8; 6];
+        match json_escape(c, &mut buf) {
+            Some(escaped) => self.push_bytes(escaped.as_bytes()),
+            None => self.push_char(c),
         }
     }
 

@@ -483,22 +483,8 @@ pub const MAP_FORMAT_VERSION: u8 = 1;
 pub const MAP_ENCODED_MAX_BYTES: usize =
     1 + 1 + CHAT_KEY_MAX_BYTES + 1 + 1 + MAX_SESSIONS_PER_CHAT * (1 + ALIAS_MAX_BYTES);
 
-/// The output buffer given to [`ChatSessions::encode`] is too small.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EncodeError {
-    /// Size that is enough, in bytes.
-    pub needed_bytes: usize,
-}
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "session map needs {} bytes of output buffer",
-            self.needed_bytes
-        )
-    }
-}
+/// Why [`ChatSessions::encode`] failed (the crate's one encoder error).
+pub use crate::error::EncodeError;
 
 /// What is wrong with an encoded map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -789,7 +775,9 @@ impl ChatSessions {
     pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
         let needed_bytes = self.encoded_len();
         let Some(target) = out.get_mut(..needed_bytes) else {
-            return Err(EncodeError { needed_bytes });
+            return Err(EncodeError::BufferTooSmall {
+                needed: needed_bytes,
+            });
         };
         let mut pos = 0usize;
         let mut put = |bytes: &[u8]| {
@@ -1170,7 +1158,7 @@ mod tests {
         let mut small = [0u8; 4];
         assert_eq!(
             map.encode(&mut small),
-            Err(EncodeError { needed_bytes: len })
+            Err(EncodeError::BufferTooSmall { needed: len })
         );
     }
 
@@ -1304,7 +1292,7 @@ mod tests {
             reason: InvalidAlias::BadByte { at: 0, byte: b'.' },
         };
         assert!(e.to_string().contains("alias 3"));
-        assert!(EncodeError { needed_bytes: 9 }
+        assert!(EncodeError::BufferTooSmall { needed: 9 }
             .to_string()
             .contains("9 bytes"));
     }

@@ -1,4 +1,8 @@
-//! The one error type of the crate.
+//! The one error type of the crate, [`Error`], with the texts and the
+//! value it carries ([`SESSION_BLOCKED_WARNING`], [`UnknownLabelError`]), and
+//! [`EncodeError`], which the pure encoders return.
+//!
+//! A leaf: it imports no module of the crate, so every layer can return it.
 
 use core::fmt;
 
@@ -71,7 +75,7 @@ pub enum Error<E> {
     },
     /// A recall named a summary label that is not in the catalog; the error
     /// names it and lists the labels there are.
-    UnknownLabel(crate::store::UnknownLabelError),
+    UnknownLabel(UnknownLabelError),
     /// The configuration does not fit the flash.
     Config(&'static str),
     /// An internal invariant failed. This is a bug in clawmem; please report
@@ -109,7 +113,7 @@ impl<E: fmt::Debug> fmt::Display for Error<E> {
             Error::TooLarge { what, size, limit } => {
                 write!(f, "{what} is {size} B, the limit is {limit} B")
             }
-            Error::Blocked => f.write_str(crate::turns::SESSION_BLOCKED_WARNING),
+            Error::Blocked => f.write_str(SESSION_BLOCKED_WARNING),
             Error::NotFound => f.write_str("not found"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
             Error::TooManySessions { max } => {
@@ -124,6 +128,80 @@ impl<E: fmt::Debug> fmt::Display for Error<E> {
                 f,
                 "clawmem internal error ({what}); this is a bug, please report it"
             ),
+        }
+    }
+}
+
+/// The message of a blocked session, delivered whole (ESP-Claw cuts it to 192
+/// bytes when it rejects a request).
+///
+/// ESP-Claw's `CLAW_MEMORY_SESSION_SIZE_WARNING` is split over two source lines
+/// with a backslash inside the string literal, which puts five spaces between
+/// "sending" and "the command" in what users see; this is the sentence as
+/// intended, with one space.
+pub const SESSION_BLOCKED_WARNING: &str = "Session history is still too large after compaction. Please create a new conversation by sending the command `/session new [name]`, and delete the old session by `/session delete <name>` due to limited storage space.";
+
+/// An unknown recall label: names it and lists the labels there are (the
+/// first ones, when they do not fit in 64 bytes; the full catalog is in the
+/// prompt and in [`Store::memory_catalog`](crate::Store::memory_catalog)).
+#[derive(Clone, PartialEq, Eq)]
+pub struct UnknownLabelError {
+    pub(crate) label: heapless::String<32>,
+    pub(crate) available: heapless::String<64>,
+}
+
+impl UnknownLabelError {
+    /// The label asked for.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The available labels, comma-separated, ending in `...` if cut.
+    pub fn available(&self) -> &str {
+        &self.available
+    }
+}
+
+impl fmt::Debug for UnknownLabelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for UnknownLabelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown summary label \"{}\"; copy a label exactly from the catalog. Available labels: {}",
+            self.label,
+            if self.available.is_empty() {
+                "(none)"
+            } else {
+                &self.available
+            }
+        )
+    }
+}
+
+/// Why an encoder into a caller's buffer failed
+/// ([`ChatSessions::encode`](crate::chat::ChatSessions::encode),
+/// [`Item::encode`](crate::memory::Item::encode)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The buffer is shorter than the encoding.
+    BufferTooSmall {
+        /// Bytes the encoding needs.
+        needed: usize,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BufferTooSmall { needed } => {
+                write!(f, "buffer too small: {needed} bytes needed")
+            }
         }
     }
 }

@@ -10,8 +10,9 @@
 //!
 //! This module owns that normalizer, without allocation: the caller supplies
 //! the output buffer ([`normalized_capacity_bytes`] tells how big it must be to
-//! never truncate on space), and [`utf8_prefix`] cuts a `&str` on a character
-//! boundary.
+//! never truncate on space), [`utf8_prefix`] cuts a `&str` on a character
+//! boundary, and the crate's one JSON string escaper (cJSON's rules), which
+//! the backend filter and the memory renderer share.
 //!
 //! Differences from ESP-Claw, all deliberate:
 //! - ESP-Claw only checks that continuation bytes look like `10xxxxxx`, so it
@@ -26,6 +27,8 @@
 //!   output is always a prefix of the valid text.
 //!
 //! Pure logic: no flash I/O, so nothing here is affected by power loss.
+
+use core::fmt::{self, Write};
 
 /// Largest number of code points kept from a text-built record
 /// (`CLAW_MEMORY_DEFAULT_MAX_MESSAGE_CHARS` in ESP-Claw).
@@ -143,6 +146,51 @@ pub fn utf8_prefix(s: &str, max_bytes: usize) -> &str {
         end -= 1;
     }
     s.get(..end).unwrap_or("")
+}
+
+/// How cJSON writes `c` inside a JSON string: `"` and `\` escaped,
+/// `\b \f \n \r \t` as short escapes, other control characters as
+/// `\u00xx`; `None` for everything else (including non-ASCII), written as is.
+pub(crate) fn json_escape(c: char, buf: &mut [u8; 6]) -> Option<&str> {
+    let short = match c {
+        '"' => b'"',
+        '\\' => b'\\',
+        '\u{8}' => b'b',
+        '\u{c}' => b'f',
+        '\n' => b'n',
+        '\r' => b'r',
+        '\t' => b't',
+        c if (c as u32) < 0x20 => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let code = c as usize;
+            let hi = HEX.get(code >> 4).copied().unwrap_or(b'0');
+            let lo = HEX.get(code & 0xF).copied().unwrap_or(b'0');
+            *buf = [b'\\', b'u', b'0', b'0', hi, lo];
+            return core::str::from_utf8(buf).ok();
+        }
+        _ => return None,
+    };
+    buf[0] = b'\\';
+    buf[1] = short;
+    core::str::from_utf8(&buf[..2]).ok()
+}
+
+/// Writes `s` as a JSON string literal the way cJSON prints it (see
+/// [`json_escape`]).
+pub(crate) fn write_json_string<W: Write>(w: &mut W, s: &str) -> fmt::Result {
+    w.write_char('"')?;
+    let mut rest = s;
+    while let Some(pos) = rest.find(|c: char| c == '"' || c == '\\' || c < ' ') {
+        let (plain, tail) = rest.split_at(pos);
+        w.write_str(plain)?;
+        let mut chars = tail.chars();
+        let Some(c) = chars.next() else { break };
+        let mut buf = [0u8; 6];
+        w.write_str(json_escape(c, &mut buf).unwrap_or(""))?;
+        rest = chars.as_str();
+    }
+    w.write_str(rest)?;
+    w.write_char('"')
 }
 
 #[cfg(test)]
@@ -298,5 +346,28 @@ mod tests {
         assert_eq!(utf8_prefix(s, 8), s);
         assert_eq!(utf8_prefix(s, 100), s);
         assert_eq!(utf8_prefix("", 5), "");
+        // "中" is 3 bytes.
+        let s = "aé中😀";
+        assert_eq!(utf8_prefix(s, 5), "aé");
+        assert_eq!(utf8_prefix(s, 6), "aé中");
+        assert_eq!(utf8_prefix(s, 9), "aé中");
+        assert_eq!(utf8_prefix(s, 10), s);
+        for max in 0..=s.len() + 1 {
+            let cut = utf8_prefix(s, max);
+            assert!(cut.len() <= max);
+            assert!(s.starts_with(cut));
+        }
+    }
+
+    #[test]
+    fn json_escaping_matches_cjson() {
+        let mut out = String::new();
+        write_json_string(&mut out, "a\"b\\c\n\t\u{01}中").unwrap();
+        assert_eq!(out, "\"a\\\"b\\\\c\\n\\t\\u0001中\"");
+        let mut buf = [0u8; 6];
+        assert_eq!(json_escape('\u{1f}', &mut buf), Some("\\u001f"));
+        assert_eq!(json_escape('\u{8}', &mut buf), Some("\\b"));
+        assert_eq!(json_escape('é', &mut buf), None);
+        assert_eq!(json_escape(' ', &mut buf), None);
     }
 }

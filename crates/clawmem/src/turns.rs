@@ -50,14 +50,9 @@ pub const SESSION_SIZE_LIMIT: u64 = 150 * 1024;
 /// compaction (`CLAW_MEMORY_SESSION_COMPACT_TOOL_TURNS`).
 pub const COMPACT_TOOL_TURNS: usize = 1;
 
-/// The message of a blocked session, delivered whole (ESP-Claw cuts it to 192
-/// bytes when it rejects a request).
-///
-/// ESP-Claw's `CLAW_MEMORY_SESSION_SIZE_WARNING` is split over two source lines
-/// with a backslash inside the string literal, which puts five spaces between
-/// "sending" and "the command" in what users see; this is the sentence as
-/// intended, with one space.
-pub const SESSION_BLOCKED_WARNING: &str = "Session history is still too large after compaction. Please create a new conversation by sending the command `/session new [name]`, and delete the old session by `/session delete <name>` due to limited storage space.";
+/// The message of a blocked session (defined with the error it explains,
+/// [`Error::Blocked`](crate::Error::Blocked)).
+pub use crate::error::SESSION_BLOCKED_WARNING;
 
 /// Turns protected from the summary (Ameba-Claw's default: the last 4).
 pub const SUMMARY_PROTECTED_TURNS: u64 = 4;

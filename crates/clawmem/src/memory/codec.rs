@@ -87,26 +87,8 @@ impl fmt::Display for ItemField {
     }
 }
 
-/// Why [`Item::encode`] failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EncodeError {
-    /// The buffer is shorter than the encoding.
-    BufferTooSmall {
-        /// Bytes the encoding needs ([`Item::encoded_len`]).
-        needed: usize,
-    },
-}
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::BufferTooSmall { needed } => {
-                write!(f, "buffer too small for memory item: {needed} bytes needed")
-            }
-        }
-    }
-}
+/// Why [`Item::encode`] failed (the crate's one encoder error).
+pub use crate::error::EncodeError;
 
 /// Why bytes are not a valid encoded item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

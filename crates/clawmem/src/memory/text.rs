@@ -7,9 +7,8 @@
 //! sequence; clawmem never does). Nothing allocates; the two owned results
 //! ([`NormalizedText`], [`ItemKey`]) are fixed-capacity `heapless` strings.
 
-use core::fmt::{self, Write};
-
 use super::{CONTENT_MAX_BYTES, KEY_MAX_BYTES};
+pub(crate) use crate::text::write_json_string;
 
 /// The normalized form of a text, as used by the duplicate rules: see
 /// [`normalize_for_key`]. Capacity equals the content capacity, so a
@@ -77,17 +76,9 @@ pub(crate) fn trim_end_c(s: &str) -> &str {
 }
 
 /// The longest prefix of `s` that is at most `max_bytes` long and ends on a
-/// character boundary.
-pub fn cut_utf8(s: &str, max_bytes: usize) -> &str {
-    if s.len() <= max_bytes {
-        return s;
-    }
-    let mut end = max_bytes;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("")
-}
+/// character boundary (the crate's one implementation,
+/// [`crate::text::utf8_prefix`]).
+pub use crate::text::utf8_prefix as cut_utf8;
 
 /// The prefix of `s` holding at most `max_chars` characters (code points).
 pub(crate) fn cut_chars(s: &str, max_chars: usize) -> &str {
@@ -176,60 +167,12 @@ pub(crate) fn key_of_normalized(normalized: &str) -> ItemKey {
     to_fixed(normalized)
 }
 
-/// Writes `s` as a JSON string literal the way cJSON prints it: `"` and `\`
-/// escaped, `\b \f \n \r \t` as short escapes, other control characters as
-/// `\u00xx`, everything else (including non-ASCII) as is.
-pub(crate) fn write_json_string<W: Write>(w: &mut W, s: &str) -> fmt::Result {
-    w.write_char('"')?;
-    let mut rest = s;
-    while let Some(pos) = rest.find(|c: char| c == '"' || c == '\\' || c < ' ') {
-        let (plain, tail) = rest.split_at(pos);
-        w.write_str(plain)?;
-        let mut chars = tail.chars();
-        let Some(c) = chars.next() else { break };
-        match c {
-            '"' => w.write_str("\\\"")?,
-            '\\' => w.write_str("\\\\")?,
-            '\u{08}' => w.write_str("\\b")?,
-            '\u{0C}' => w.write_str("\\f")?,
-            '\n' => w.write_str("\\n")?,
-            '\r' => w.write_str("\\r")?,
-            '\t' => w.write_str("\\t")?,
-            other => write!(w, "\\u{:04x}", u32::from(other))?,
-        }
-        rest = chars.as_str();
-    }
-    w.write_str(rest)?;
-    w.write_char('"')
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use std::string::String;
     use std::vec::Vec;
 
     use super::*;
-
-    #[test]
-    fn cut_utf8_never_splits_a_character() {
-        // "é" is 2 bytes, "中" 3, "😀" 4.
-        let s = "aé中😀";
-        assert_eq!(cut_utf8(s, 0), "");
-        assert_eq!(cut_utf8(s, 1), "a");
-        assert_eq!(cut_utf8(s, 2), "a");
-        assert_eq!(cut_utf8(s, 3), "aé");
-        assert_eq!(cut_utf8(s, 5), "aé");
-        assert_eq!(cut_utf8(s, 6), "aé中");
-        assert_eq!(cut_utf8(s, 9), "aé中");
-        assert_eq!(cut_utf8(s, 10), s);
-        assert_eq!(cut_utf8(s, 1000), s);
-        for max in 0..=s.len() + 1 {
-            let cut = cut_utf8(s, max);
-            assert!(cut.len() <= max);
-            assert!(s.starts_with(cut));
-        }
-    }
 
     #[test]
     fn cut_chars_counts_code_points() {
@@ -291,12 +234,5 @@ mod tests {
         let mixed = "a一二三四五六七八九十百千";
         assert_eq!(item_key(mixed).as_str(), "a一二三四五六七八九十百");
         assert_eq!(item_key("!!! ，。").as_str(), "");
-    }
-
-    #[test]
-    fn json_escaping_matches_cjson() {
-        let mut out = String::new();
-        write_json_string(&mut out, "a\"b\\c\n\t\u{01}中").unwrap();
-        assert_eq!(out, "\"a\\\"b\\\\c\\n\\t\\u0001中\"");
     }
 }

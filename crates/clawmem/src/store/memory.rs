@@ -20,6 +20,10 @@
 //! and the replaced one is forgotten by the next compaction through the
 //! lineage); compaction and relocation commit with the new index.
 
+use core::borrow::BorrowMut;
+
+use super::Work;
+
 use core::fmt;
 
 use embedded_storage::nor_flash::{MultiwriteNorFlash, NorFlash};
@@ -27,7 +31,7 @@ use heapless::Vec;
 
 use super::work::{GC, OP};
 use super::{Priority, Store};
-use crate::error::Error;
+use crate::error::{Error, UnknownLabelError};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::memory::{
@@ -286,48 +290,6 @@ pub struct Stored {
     pub replaced: u16,
 }
 
-/// An unknown recall label: names it and lists the labels there are (the
-/// first ones, when they do not fit in 64 bytes; the full catalog is in the
-/// prompt and in [`Store::memory_catalog`]).
-#[derive(Clone, PartialEq, Eq)]
-pub struct UnknownLabelError {
-    label: heapless::String<32>,
-    available: heapless::String<64>,
-}
-
-impl UnknownLabelError {
-    /// The label asked for.
-    pub fn label(&self) -> &str {
-        &self.label
-    }
-
-    /// The available labels, comma-separated, ending in `...` if cut.
-    pub fn available(&self) -> &str {
-        &self.available
-    }
-}
-
-impl fmt::Debug for UnknownLabelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl fmt::Display for UnknownLabelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown summary label \"{}\"; copy a label exactly from the catalog. Available labels: {}",
-            self.label,
-            if self.available.is_empty() {
-                "(none)"
-            } else {
-                &self.available
-            }
-        )
-    }
-}
-
 fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
     for c in t.chars() {
         if s.push(c).is_err() {
@@ -383,7 +345,7 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
     }
 }
 
-impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     // ---- reading -----------------------------------------------------------
 
     /// Checks the memory record at `addr` (its kind, and the CRC of the
@@ -422,7 +384,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     #[inline(never)]
     pub(crate) fn mem_item(&mut self, addr: u32) -> Result<(Item, Lineage), Error<F::Error>> {
         let len = self.mem_check(addr, kind::MEM_PUT)?;
-        let buf = &mut self.work.enc;
+        let buf = &mut self.work.borrow_mut().enc;
         let n = len.min(buf.len());
         self.log
             .io()
@@ -531,7 +493,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 break;
             }
             let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
-            if addr >= capacity || self.work.active[lvl].iter().any(|x| x.id == id) {
+            if addr >= capacity
+                || self.work.borrow_mut().active[lvl]
+                    .iter()
+                    .any(|x| x.id == id)
+            {
                 continue;
             }
             // A garbage entry past the real ones names no sound put: that
@@ -544,7 +510,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             if item.id().get() != id {
                 continue;
             }
-            let _ = self.work.active[lvl].push(Active {
+            let _ = self.work.borrow_mut().active[lvl].push(Active {
                 id,
                 addr,
                 updated_at: item.updated_at(),
@@ -579,7 +545,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// [`GC`]): the index's entries with the chain applied.
     #[inline(never)]
     pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
-        self.work.active[lvl].clear();
+        self.work.borrow_mut().active[lvl].clear();
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let root = self.mem.root;
         let index = if root == NO_ADDR {
@@ -610,7 +576,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     INDEX_FIXED + INDEX_ENTRY * k as u32,
                 );
                 self.log.io().read_stream(at, &mut e)?;
-                let _ = self.work.active[lvl].push(Active {
+                let _ = self.work.borrow_mut().active[lvl].push(Active {
                     id: u32_at(&e, 0),
                     addr: u32_at(&e, 4),
                     updated_at: u32_at(&e, 8),
@@ -635,7 +601,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         access: item.access_count(),
                         bloom: item_bloom(&item),
                     };
-                    let out = &mut self.work.active[lvl];
+                    let out = &mut self.work.borrow_mut().active[lvl];
                     match out.iter_mut().find(|x| x.id == a.id) {
                         Some(x) => *x = a,
                         None => out
@@ -650,7 +616,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         continue;
                     }
                     let id = u32_at(&b, 4);
-                    let out = &mut self.work.active[lvl];
+                    let out = &mut self.work.borrow_mut().active[lvl];
                     if let Some(i) = out.iter().position(|x| x.id == id) {
                         out.remove(i);
                     }
@@ -674,7 +640,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                         if pos == 4 {
                             now = ids.next().map_or(0, |t| u32_at(t, 0));
                         }
-                        let out = &mut self.work.active[lvl];
+                        let out = &mut self.work.borrow_mut().active[lvl];
                         for id in ids {
                             let id = u32_at(id, 0);
                             if let Some(x) = out.iter_mut().find(|x| x.id == id) {
@@ -783,13 +749,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let len = PUT_FIXED + n as u32;
         self.prepare_write(len, p)?;
         let prev = if chained { self.mem_prev() } else { UNCHAINED };
-        let enc = &mut self.work.enc;
+        let enc = &mut self.work.borrow_mut().enc;
         enc[0..4].copy_from_slice(&prev.to_le_bytes());
         enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
         enc[8..12].copy_from_slice(&origin.1.to_le_bytes());
         item.encode(&mut enc[PUT_FIXED as usize..])
             .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
-        let mut payload = crate::log::Slices([&self.work.enc[..len as usize]]);
+        let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
         let (addr, _) = self.log.write_batch(kind::MEM_PUT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         if chained {
@@ -838,12 +804,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.mem_keys(OP)?;
         let mut merges = 0;
         let mut i = 0;
-        while i < self.work.active[OP].len() {
+        while i < self.work.borrow_mut().active[OP].len() {
             let mut j = i + 1;
-            while j < self.work.active[OP].len() {
-                let (ki, kj) = (word(&self.work.scratch, i), word(&self.work.scratch, j));
+            while j < self.work.borrow_mut().active[OP].len() {
+                let (ki, kj) = (
+                    word(&self.work.borrow_mut().scratch, i),
+                    word(&self.work.borrow_mut().scratch, j),
+                );
                 if ki != 0 && ki == kj && merges < MAX_MERGES {
-                    let (ai, aj) = (self.work.active[OP][i], self.work.active[OP][j]);
+                    let (ai, aj) = (
+                        self.work.borrow_mut().active[OP][i],
+                        self.work.borrow_mut().active[OP][j],
+                    );
                     let Some(a) = self.mem_load_ok(&ai)? else {
                         j += 1;
                         continue;
@@ -875,9 +847,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // Evictions, lowest score first: each is taken out of the active
         // set, which no write below reuses.
         let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
-        while self.work.active[OP].len() > max {
+        while self.work.borrow_mut().active[OP].len() > max {
             let Some(k) = self.mem_lowest(OP) else { break };
-            let id = self.work.active[OP].remove(k).id;
+            let id = self.work.borrow_mut().active[OP].remove(k).id;
             self.mem_forget_record(id, p)?;
         }
         self.mem.changes = 0;
@@ -887,7 +859,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
 
     /// The entry of active set `lvl` to evict first (lowest score, then id).
     fn mem_lowest(&self, lvl: usize) -> Option<usize> {
-        let set = &self.work.active[lvl];
+        let set = &self.work.borrow().active[lvl];
         (0..set.len()).min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()))
     }
 
@@ -915,7 +887,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             self.mem_active(GC)?;
             let merges = self.mem_merge_count(GC)?;
             need = INDEX_FIXED
-                + INDEX_ENTRY * self.work.active[GC].len() as u32
+                + INDEX_ENTRY * self.work.borrow_mut().active[GC].len() as u32
                 + merges * (PUT_FIXED + ITEM_ENCODED_MAX_BYTES as u32 + 16);
             let (_, opens) = self.log.plan(need);
             if self.log.free_sectors() >= opens + self.reserve_for(p) {
@@ -940,14 +912,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// the order of the set.
     #[inline(never)]
     fn mem_keys(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
-        for k in 0..self.work.active[lvl].len() {
-            let a = self.work.active[lvl][k];
+        for k in 0..self.work.borrow_mut().active[lvl].len() {
+            let a = self.work.borrow_mut().active[lvl][k];
             // A damaged item has no key: it merges with nothing.
             let key = match self.mem_load_ok(&a)? {
                 Some(i) if !i.key().is_empty() => fnv1a32(i.key().as_bytes()),
                 _ => 0,
             };
-            set_word(&mut self.work.scratch, k, key);
+            set_word(&mut self.work.borrow_mut().scratch, k, key);
         }
         Ok(())
     }
@@ -956,9 +928,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// most [`MAX_MERGES`]).
     fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Error<F::Error>> {
         self.mem_keys(lvl)?;
-        let keys = &self.work.scratch;
+        let work: &Work = self.work.borrow();
+        let keys = &work.scratch;
         let mut merges = 0;
-        for i in 0..self.work.active[lvl].len() {
+        for i in 0..work.active[lvl].len() {
             let ki = word(keys, i);
             if ki != 0 && (0..i).any(|j| word(keys, j) == ki) {
                 merges += 1;
@@ -981,13 +954,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // Items that fail their checksum are dropped: they cannot be read
         // back, and the new index must not keep them.
         let mut replaced = Marks::NONE;
-        for k in 0..self.work.active[GC].len() {
-            let a = self.work.active[GC][k];
+        for k in 0..self.work.borrow_mut().active[GC].len() {
+            let a = self.work.borrow_mut().active[GC][k];
             let r = self.mem_item(a.addr);
             match self.mem_tolerate(r)? {
                 Some((_, (origin, _))) => {
                     if origin != 0 && origin != a.id {
-                        if let Some(o) = self.work.active[GC].iter().position(|x| x.id == origin) {
+                        if let Some(o) = self.work.borrow_mut().active[GC]
+                            .iter()
+                            .position(|x| x.id == origin)
+                        {
                             replaced.set(o);
                         }
                     }
@@ -995,7 +971,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 None => replaced.set(k),
             }
         }
-        let set = &mut self.work.active[GC];
+        let set = &mut self.work.borrow_mut().active[GC];
         let mut kept = 0;
         for k in 0..set.len() {
             if !replaced.get(k) {
@@ -1010,13 +986,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.mem_keys(GC)?;
         let mut i = 0;
         let mut merges = 0;
-        while i < self.work.active[GC].len() {
+        while i < self.work.borrow_mut().active[GC].len() {
             let mut j = i + 1;
-            while j < self.work.active[GC].len() {
-                let (ki, kj) = (word(&self.work.scratch, i), word(&self.work.scratch, j));
+            while j < self.work.borrow_mut().active[GC].len() {
+                let (ki, kj) = (
+                    word(&self.work.borrow_mut().scratch, i),
+                    word(&self.work.borrow_mut().scratch, j),
+                );
                 if ki != 0 && ki == kj && merges < MAX_MERGES {
                     merges += 1;
-                    let (ai, aj) = (self.work.active[GC][i], self.work.active[GC][j]);
+                    let (ai, aj) = (
+                        self.work.borrow_mut().active[GC][i],
+                        self.work.borrow_mut().active[GC][j],
+                    );
                     let Some(a) = self.mem_load_ok(&ai)? else {
                         j += 1;
                         continue;
@@ -1028,7 +1010,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                     if let Some(m) = merge_same_key(&a, &b) {
                         drop((a, b));
                         let addr = self.mem_put(&m, (0, 0), false, p)?;
-                        let set = &mut self.work.active[GC];
+                        let work: &mut Work = self.work.borrow_mut();
+                        let set = &mut work.active[GC];
                         set[i] = Active {
                             id: m.id().get(),
                             addr,
@@ -1037,7 +1020,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                             bloom: item_bloom(&m),
                         };
                         set.remove(j);
-                        let keys = &mut self.work.scratch;
+                        let keys = &mut work.scratch;
                         for k in j..set.len() {
                             let next = word(keys, k + 1);
                             set_word(keys, k, next);
@@ -1051,19 +1034,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         }
         // Evict beyond the limit: lowest access*3 + updated_at/3600 first.
         let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
-        while self.work.active[GC].len() > max {
+        while self.work.borrow_mut().active[GC].len() > max {
             let Some(k) = self.mem_lowest(GC) else { break };
-            self.work.active[GC].remove(k);
+            self.work.borrow_mut().active[GC].remove(k);
         }
         // Relocation: copy the items in the sectors about to be released.
         if let Some(upto) = relocate {
-            for k in 0..self.work.active[GC].len() {
-                let a = self.work.active[GC][k];
+            for k in 0..self.work.borrow_mut().active[GC].len() {
+                let a = self.work.borrow_mut().active[GC][k];
                 if self.log.head_seq_of(a.addr) <= upto {
                     let item = self.mem_load(&a)?;
                     let (_, origin) = self.mem_item(a.addr)?;
                     let addr = self.mem_put(&item, origin, false, p)?;
-                    self.work.active[GC][k].addr = addr;
+                    self.work.borrow_mut().active[GC][k].addr = addr;
                 }
             }
         }
@@ -1072,18 +1055,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut catalog_len = Some(0usize);
         let mut last = None;
         while let Some(k) = self.mem_next_by_id(GC, last) {
-            let a = self.work.active[GC][k];
+            let a = self.work.borrow_mut().active[GC][k];
             last = Some(a.id);
             let item = self.mem_load(&a)?;
             for l in item.labels() {
                 if let Some(n) = catalog_len {
-                    catalog_len = catalog_add(&mut self.work.scratch, n, l);
+                    catalog_len = catalog_add(&mut self.work.borrow_mut().scratch, n, l);
                 }
             }
         }
         let catalog_bytes = catalog_len.unwrap_or(0);
         // The new index.
-        let count = self.work.active[GC].len() as u32;
+        let count = self.work.borrow_mut().active[GC].len() as u32;
         let len = INDEX_FIXED + INDEX_ENTRY * count + catalog_bytes as u32;
         let (_, opens) = self.log.plan(len);
         if opens > self.log.free_sectors() {
@@ -1095,7 +1078,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         } else {
             self.log.head_seq + 1
         };
-        let oldest = self.work.active[GC]
+        let oldest = self.work.borrow_mut().active[GC]
             .iter()
             .map(|a| self.log.head_seq_of(a.addr))
             .min()
@@ -1112,10 +1095,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             NO_ADDR
         };
         fixed[16..20].copy_from_slice(&catalog_field.to_le_bytes());
+        let work: &Work = self.work.borrow();
         let mut payload = IndexPayload {
             fixed,
-            entries: &self.work.active[GC],
-            catalog: &self.work.scratch[..catalog_bytes],
+            entries: &work.active[GC],
+            catalog: &work.scratch[..catalog_bytes],
         };
         let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -1135,7 +1119,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// The entry of active set `lvl` with the smallest id above `after`
     /// (any id for `None`): walks the set in id order without sorting it.
     fn mem_next_by_id(&self, lvl: usize, after: Option<u32>) -> Option<usize> {
-        let set = &self.work.active[lvl];
+        let set = &self.work.borrow().active[lvl];
         (0..set.len())
             .filter(|&k| after.is_none_or(|x| set[k].id > x))
             .min_by_key(|&k| set[k].id)
@@ -1153,7 +1137,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// Writes `Memory update: [label1;label2]` for the labels memory writes
     /// touched since [`memory_stage_begin`](Self::memory_stage_begin),
     /// deduplicated; writes nothing and returns `false` if there are none.
-    pub fn write_memory_stage_note<W: fmt::Write>(&self, w: &mut W) -> Result<bool, fmt::Error> {
+    pub fn write_memory_stage_note<O: fmt::Write>(&self, w: &mut O) -> Result<bool, fmt::Error> {
         self.stage.write_to(w)
     }
 
@@ -1206,8 +1190,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// The common part of storing `item`, a new item with the next id.
     fn mem_store_new(&mut self, item: Item, replace: bool) -> Result<Stored, Error<F::Error>> {
         self.mem_active(OP)?;
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             let Some(existing) = self.mem_load_ok(&a)? else {
                 continue;
             };
@@ -1219,7 +1203,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 });
             }
         }
-        if self.work.active[OP].len() >= ACTIVE_CAP - 1 {
+        if self.work.borrow_mut().active[OP].len() >= ACTIVE_CAP - 1 {
             self.mem_compact_with(None, Priority::User)?;
         }
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
@@ -1230,8 +1214,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             // Forgetting may compact memory: that works on its own active
             // set, so this one stays as read here.
             self.mem_active(OP)?;
-            for k in 0..self.work.active[OP].len() {
-                let a = self.work.active[OP][k];
+            for k in 0..self.work.borrow_mut().active[OP].len() {
+                let a = self.work.borrow_mut().active[OP][k];
                 if a.id == item.id().get() {
                     continue;
                 }
@@ -1262,7 +1246,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// The active-set entry of item `id`, if it is active.
     fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Error<F::Error>> {
         self.mem_active(OP)?;
-        Ok(self.work.active[OP].iter().find(|a| a.id == id).copied())
+        Ok(self.work.borrow_mut().active[OP]
+            .iter()
+            .find(|a| a.id == id)
+            .copied())
     }
 
     /// Calls `f` with every active item in priority order (access count,
@@ -1278,10 +1265,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// caller's closure.
     fn memory_list_dyn(&mut self, f: &mut dyn FnMut(&Item)) -> Result<usize, Error<F::Error>> {
         self.mem_active(OP)?;
-        self.work.active[OP].sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        self.work.borrow_mut().active[OP].sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
         let mut listed = 0;
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
@@ -1314,31 +1301,35 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // labels of every active item, oldest item first. The labels' hashes
         // go to the scratch area in that order; a label is emitted where its
         // hash first appears, with the number of times it appears.
-        self.work.active[OP].sort_unstable_by_key(|a| a.id);
+        self.work.borrow_mut().active[OP].sort_unstable_by_key(|a| a.id);
         let cap = SCRATCH_BYTES / 4;
         let mut hashes = 0;
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
             for l in item.labels() {
                 if hashes < cap {
-                    set_word(&mut self.work.scratch, hashes, fnv1a32(l.as_bytes()));
+                    set_word(
+                        &mut self.work.borrow_mut().scratch,
+                        hashes,
+                        fnv1a32(l.as_bytes()),
+                    );
                     hashes += 1;
                 }
             }
         }
         let mut emitted = 0;
         let mut pos = 0;
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             let Some(item) = self.mem_load_ok(&a)? else {
                 continue;
             };
             for l in item.labels() {
                 let h = fnv1a32(l.as_bytes());
-                let b = &self.work.scratch;
+                let b = &self.work.borrow_mut().scratch;
                 let here = pos.min(hashes);
                 pos += 1;
                 if (0..here).any(|x| word(b, x) == h) {
@@ -1387,7 +1378,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
             self.log.io().read_stream(a, &mut e)?;
             let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
-            match self.work.active[OP]
+            match self.work.borrow_mut().active[OP]
                 .iter()
                 .position(|x| x.id == id && x.addr == addr)
             {
@@ -1399,9 +1390,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
                 }
             }
         }
-        for k in 0..self.work.active[OP].len() {
+        for k in 0..self.work.borrow_mut().active[OP].len() {
             if !listed.get(k) {
-                let addr = self.work.active[OP][k].addr;
+                let addr = self.work.borrow_mut().active[OP][k].addr;
                 if !self.mem_label_deltas(&mut deltas, addr, 1)? {
                     return Ok(None);
                 }
@@ -1429,7 +1420,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             })?;
             let h = fnv1a32(text.as_bytes());
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
-            let b = &mut self.work.scratch;
+            let b = &mut self.work.borrow_mut().scratch;
             let change = match (0..deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
                 Some(d) => {
                     let mut x = LabelDelta::load(b, d);
@@ -1446,7 +1437,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             pos += 1 + n as u32 + 2;
         }
         for d in 0..deltas {
-            let x = LabelDelta::load(&self.work.scratch, d);
+            let x = LabelDelta::load(&self.work.borrow_mut().scratch, d);
             if x.change <= 0 || x.used {
                 continue;
             }
@@ -1479,7 +1470,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let Some((item, _)) = self.mem_tolerate(r)? else {
             return Ok(false);
         };
-        let b = &mut self.work.scratch;
+        let b = &mut self.work.borrow_mut().scratch;
         for l in item.labels() {
             let h = fnv1a32(l.as_bytes());
             match (0..*deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
@@ -1573,8 +1564,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         let mut seen = [false; 3];
         let mut hits = Marks::NONE;
         let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             if a.bloom & want == 0 {
                 continue;
             }
@@ -1593,7 +1584,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Err(Error::UnknownLabel(e));
         }
         // The matches, in priority order: the active set keeps only them.
-        let set = &mut self.work.active[OP];
+        let set = &mut self.work.borrow_mut().active[OP];
         let mut kept = 0;
         for k in 0..set.len() {
             if hits.get(k) {
@@ -1609,14 +1600,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         self.prepare_write(8 + 4 * matched as u32, Priority::User)?;
         // The access record, built in the scratch area once room is made.
         let prev = self.mem_prev();
-        let ids = &mut self.work.scratch;
+        let work: &mut Work = self.work.borrow_mut();
+        let ids = &mut work.scratch;
         ids[0..4].copy_from_slice(&prev.to_le_bytes());
         ids[4..8].copy_from_slice(&now.to_le_bytes());
-        for (k, a) in self.work.active[OP].iter().enumerate() {
+        for (k, a) in work.active[OP].iter().enumerate() {
             set_word(ids, 2 + k, a.id);
         }
         let n = 8 + 4 * matched;
-        let mut payload = crate::log::Slices([&self.work.scratch[..n]]);
+        let mut payload = crate::log::Slices([&self.work.borrow().scratch[..n]]);
         let (addr, _) = self.log.write_batch(kind::MEM_ACCESS, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(n as u32);
         self.mem_written(addr, n as u32, 0);
@@ -1625,8 +1617,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         // area, which nothing below writes until the last one is read.
         self.mem_active(OP)?;
         for m in 0..matched {
-            let id = word(&self.work.scratch, 2 + m);
-            if let Some(a) = self.work.active[OP].iter().find(|a| a.id == id).copied() {
+            let id = word(&self.work.borrow_mut().scratch, 2 + m);
+            if let Some(a) = self.work.borrow_mut().active[OP]
+                .iter()
+                .find(|a| a.id == id)
+                .copied()
+            {
                 let Some(item) = self.mem_load_ok(&a)? else {
                     continue;
                 };
@@ -1665,8 +1661,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
             return Ok(None);
         };
         let mut dup = None;
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             if a.id == id.get() {
                 continue;
             }
@@ -1723,8 +1719,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
         if self.mem_find(want)?.is_some() {
             return Ok(id);
         }
-        for k in 0..self.work.active[OP].len() {
-            let a = self.work.active[OP][k];
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
             let r = self.mem_item(a.addr);
             let Some((_, (origin, root))) = self.mem_tolerate(r)? else {
                 continue;
@@ -1779,13 +1775,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     /// Number of active items.
     pub fn memory_len(&mut self) -> Result<usize, Error<F::Error>> {
         self.mem_active(OP)?;
-        Ok(self.work.active[OP].len())
+        Ok(self.work.borrow_mut().active[OP].len())
     }
 
     /// Writes the full-mode prompt context: ESP-Claw's preamble, then
     /// `Summary label catalog:` and one `- <label>` line per label, or
     /// `- (empty)`.
-    pub fn write_memory_prompt<W: fmt::Write>(&mut self, w: &mut W) -> Result<(), Error<F::Error>> {
+    pub fn write_memory_prompt<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Error<F::Error>> {
         let mut failed = w.write_str(LONG_TERM_PREAMBLE).is_err();
         let mut any = false;
         self.memory_catalog(|l, _| {
@@ -1802,7 +1798,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 
     /// Writes `MEMORY.md` in ESP-Claw's layout (lite mode injects it whole).
-    pub fn write_memory_md<W: fmt::Write>(&mut self, w: &mut W) -> Result<(), Error<F::Error>> {
+    pub fn write_memory_md<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Error<F::Error>> {
         let mut failed = false;
         failed |= writeln!(w, "{}\n", crate::memory::MEMORY_MD_TITLE).is_err();
         let mut any_label = false;
@@ -1870,7 +1866,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 }
 
-impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Forgets an item and removes every copy of it from flash, on any flash
     /// (write-once included): each sector holding a copy has everything else
     /// that lives in it moved to the head, and is erased. Costs up to a few
@@ -1942,7 +1938,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
     }
 }
 
-impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS> {
+impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
+    Store<F, MAX_SESSIONS, W>
+{
     /// Forgets an item and zeroes every copy of it on flash in place, so the
     /// raw flash no longer holds its content. Needs flash that allows a word
     /// to be programmed again (`MultiwriteNorFlash`); on other flash use

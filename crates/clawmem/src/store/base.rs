@@ -1,0 +1,590 @@
+//! Writing a session base (`docs/FORMAT.md`, "Session base"): turn-aware and
+//! summary compaction, consolidation of a long chain, and relocation by
+//! garbage collection all write one.
+//!
+//! A base replaces everything before it in the session. It holds the
+//! session's fixed facts and id, an index in ESP-Claw's CHDX layout (14
+//! bytes a kept record: the entry and the body's CRC) and the bodies it
+//! carries. Compaction and consolidation reference the kept bodies where
+//! they are ([`Embed::None`]), so dropped bodies become garbage that is never
+//! copied; relocation copies the bodies of the sectors being released, or
+//! all of them when there is room ([`Embed::UpTo`], [`Embed::All`]).
+//!
+//! Invariants: a base keeps only records whose batch checks out (a damaged
+//! batch's records are left out, the rest kept); it is planned before it is
+//! written and must land where planned, since its entries point at its own
+//! bodies; RAM takes the new root only after the base commits.
+//!
+//! Power loss: a torn base does not exist; the old chain is still the
+//! session, and the next compaction or collection redoes the work.
+
+use core::borrow::BorrowMut;
+
+use super::Work;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::{Priority, Store};
+use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
+use crate::cursor::{RecordInfo, Records};
+use crate::error::Error;
+use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
+use crate::log::{Io, Payload};
+use crate::session::{BaseFixed, Record, BASE_FIXED, MAX_SESSION_ID_BYTES};
+use crate::turns::TurnCursor;
+
+/// Which records a new base keeps.
+#[derive(Clone, Copy)]
+pub(super) enum Keep<'p> {
+    All,
+    Turns(&'p crate::turns::Plan),
+    From(u64),
+}
+
+/// Which kept bodies a new base carries (copies) instead of referencing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Embed {
+    /// None: compaction and consolidation reference bodies in place.
+    None,
+    /// All: relocation of a whole session.
+    All,
+    /// Bodies starting in sectors up to this sector sequence: relocation of
+    /// the part of a session in the sectors being reclaimed.
+    UpTo(u32),
+}
+
+/// The ring as it was before a write, to tell a body's sector sequence.
+#[derive(Clone, Copy)]
+struct Ring {
+    head: u32,
+    head_seq: u32,
+    count: u32,
+    sector: u32,
+}
+
+impl Ring {
+    /// The sector sequence of `addr`; 0 (older than any) for an address
+    /// outside the ring, which only damage at rest can give.
+    fn seq_of(&self, addr: u32) -> u32 {
+        let idx = (addr / self.sector) % self.count;
+        self.head_seq
+            .saturating_sub((self.head + self.count - idx) % self.count)
+    }
+
+    fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
+        match e {
+            Embed::None => false,
+            Embed::All => true,
+            Embed::UpTo(seq) => self.seq_of(r.addr) <= seq,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct KeepState {
+    turns: TurnCursor,
+    index: u64,
+}
+
+impl KeepState {
+    fn new() -> Self {
+        KeepState {
+            turns: TurnCursor::new(),
+            index: 0,
+        }
+    }
+
+    fn keep(&mut self, mode: Keep<'_>, kind: RecordType) -> bool {
+        let turn = self.turns.advance(kind);
+        let i = self.index;
+        self.index += 1;
+        match mode {
+            Keep::All => true,
+            Keep::Turns(p) => p.keep(turn, kind),
+            Keep::From(n) => i >= n,
+        }
+    }
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Writes a new base for session `i` holding the records `keep` selects,
+    /// after `summary` if given. Bodies that `embed` selects are copied into
+    /// the base (relocation); the others are referenced where they are.
+    pub(super) fn rewrite_base(
+        &mut self,
+        i: usize,
+        keep: Keep<'_>,
+        summary: Option<Record<'_>>,
+        embed: Embed,
+        p: Priority,
+    ) -> Result<bool, Error<F::Error>> {
+        self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)
+    }
+
+    /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
+    /// `false`, with nothing written, if the base would exceed `budget`
+    /// payload bytes or the free sectors.
+    pub(super) fn rewrite_base_gc(
+        &mut self,
+        i: usize,
+        embed: Embed,
+        budget: u64,
+    ) -> Result<bool, Error<F::Error>> {
+        self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)
+    }
+
+    fn rewrite_base_within(
+        &mut self,
+        i: usize,
+        keep: Keep<'_>,
+        summary: Option<Record<'_>>,
+        embed: Embed,
+        p: Priority,
+        budget: u64,
+    ) -> Result<bool, Error<F::Error>> {
+        if self.in_gc {
+            return self.rewrite_base_now(i, keep, summary, embed, budget);
+        }
+        // Make room first, for the largest base this can be: collecting
+        // garbage may relocate this very session, so nothing is read before.
+        let s = self.sessions[i];
+        let bodies = match embed {
+            Embed::None => 0,
+            _ => s.size,
+        };
+        let estimate = BASE_FIXED
+            + MAX_SESSION_ID_BYTES as u32
+            + CHDX_HEADER_SIZE as u32
+            + 14 * (u32::from(s.records) + 1)
+            + bodies
+            + summary.map_or(0, |r| r.body.len() as u32);
+        self.ensure_room(estimate, p)?;
+        // Garbage collection may have dropped a session damaged at rest,
+        // which moves others in the table.
+        let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
+        self.in_gc = true;
+        let result = self.rewrite_base_now(i, keep, summary, embed, budget);
+        self.in_gc = false;
+        match result {
+            Ok(false) => Err(Error::Full {
+                needed_bytes: estimate,
+                available_bytes: 0,
+            }),
+            r => r,
+        }
+    }
+
+    /// [`rewrite_base_within`](Self::rewrite_base_within) with no garbage
+    /// collection: `false` if the room or `budget` is short.
+    fn rewrite_base_now(
+        &mut self,
+        i: usize,
+        keep: Keep<'_>,
+        summary: Option<Record<'_>>,
+        embed: Embed,
+        budget: u64,
+    ) -> Result<bool, Error<F::Error>> {
+        let ring = Ring {
+            head: self.log.head,
+            head_seq: self.log.head_seq,
+            count: self.log.geo.count,
+            sector: self.log.geo.sector,
+        };
+        let s = self.sessions[i];
+        let ring_view = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring_view))?;
+        // Check the batches whose bodies will be referenced or copied; a
+        // damaged one is left out (its records are lost, the rest kept).
+        for k in 0..recs.chain().len {
+            let addr = recs.chain().addrs[k];
+            if k == 0 && s.root_is_base {
+                continue;
+            }
+            if self.log.verify(addr)?.is_none() {
+                recs.skip_segment(k);
+            }
+        }
+        // Pre-pass: what is kept.
+        let mut state = KeepState::new();
+        let mut count: u32 = u32::from(summary.is_some());
+        let mut size: u32 = summary.map_or(0, |r| r.body.len() as u32 + 1);
+        let mut embedded: u32 = summary.map_or(0, |r| r.body.len() as u32);
+        // The oldest sector a referenced body starts in (u32::MAX: none).
+        let mut oldest_ref = u32::MAX;
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if r.damaged {
+                continue;
+            }
+            if state.keep(keep, r.kind) {
+                count += 1;
+                size += r.len + 1;
+                if ring.embeds(embed, &r) {
+                    embedded += r.len;
+                } else {
+                    oldest_ref = oldest_ref.min(ring.seq_of(r.addr));
+                }
+            }
+        }
+        if count == 0 {
+            if summary.is_none() && matches!(keep, Keep::All) {
+                return Err(Error::Corrupted {
+                    address: s.root,
+                    what: "no record of the session checks out",
+                });
+            }
+            return Err(Error::LogicBug("a base with no records"));
+        }
+        recs.rewind();
+        let mut id = [0u8; MAX_SESSION_ID_BYTES];
+        if self.session_id(&s, &mut id)?.is_none() {
+            return Err(Error::Corrupted {
+                address: s.root,
+                what: "a session's name is damaged beyond repair",
+            });
+        }
+        let id_len = s.id_len as u32;
+        let entries_at = BASE_FIXED + id_len + CHDX_HEADER_SIZE as u32;
+        let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
+        let bodies_at = crcs_at + count * 4;
+        let total = bodies_at + embedded;
+        let (_, opens) = self.log.plan(total);
+        if opens > self.log.free_sectors() || u64::from(total) > budget {
+            return Ok(false);
+        }
+        let (start, opens) = self.log.plan(total);
+        let payload_start = start + CHUNK_HEADER_LEN;
+        // The base starts in the head sector or, if that is full, the next.
+        let new_sector_seq = if self.log.geo.sector_of(start) == self.log.head {
+            self.log.head_seq
+        } else {
+            self.log.head_seq + 1
+        };
+        let _ = opens;
+        // A relocating base holds every live body itself; otherwise the
+        // referenced bodies stay where they are.
+        let oldest = oldest_ref.min(new_sector_seq);
+        let mut fixed = [0u8; BASE_FIXED as usize];
+        BaseFixed {
+            uid: s.uid,
+            flags: s.flags,
+            id_len: s.id_len,
+            size,
+            count,
+            oldest,
+        }
+        .encode(&mut fixed);
+        let sweep = Sweep::new(recs);
+        let mut payload = BasePayload {
+            fixed,
+            id,
+            id_len,
+            summary,
+            keep,
+            embed,
+            ring,
+            payload_start,
+            entries_at,
+            crcs_at,
+            bodies_at,
+            total,
+            last_end: 0,
+            entries: sweep.clone(),
+            crcs: sweep.clone(),
+            bodies: sweep,
+        };
+        let (addr, _) = self.log.write_batch(kind::SESSION_BASE, &mut payload)?;
+        if addr != start {
+            return Err(Error::LogicBug("base landed elsewhere than planned"));
+        }
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(total);
+        let s = &mut self.sessions[i];
+        s.root = addr;
+        s.head = addr;
+        s.root_is_base = true;
+        s.chain = 0;
+        s.records = count as u16;
+        s.size = size;
+        s.oldest = oldest;
+        s.dirty = true;
+        Ok(true)
+    }
+}
+
+/// One sequential pass over the kept records of a base being written.
+#[derive(Clone)]
+struct Sweep {
+    recs: Records,
+    state: KeepState,
+    /// Index (among kept records, the summary counting as 0) of `cur`.
+    k: Option<u32>,
+    cur: Option<RecordInfo>,
+    /// Offset of `cur`'s body within the embedded-bodies section.
+    embed_off: u32,
+    /// Bytes of `cur`'s body emitted so far (bodies sweep only).
+    started: bool,
+}
+
+impl Sweep {
+    fn new(recs: Records) -> Self {
+        Sweep {
+            recs,
+            state: KeepState::new(),
+            k: None,
+            cur: None,
+            embed_off: 0,
+            started: false,
+        }
+    }
+
+    fn rewind(&mut self) {
+        self.recs.rewind();
+        self.state = KeepState::new();
+        self.k = None;
+        self.cur = None;
+        self.embed_off = 0;
+        self.started = false;
+    }
+}
+
+/// A base's payload, produced piece by piece as the log writes it: the
+/// fixed part and the id, then the CHDX entries, the CRCs and the embedded
+/// bodies, each section from its own sweep over the kept records.
+struct BasePayload<'p, 'r> {
+    fixed: [u8; BASE_FIXED as usize],
+    id: [u8; MAX_SESSION_ID_BYTES],
+    id_len: u32,
+    summary: Option<Record<'r>>,
+    keep: Keep<'p>,
+    embed: Embed,
+    ring: Ring,
+    payload_start: u32,
+    entries_at: u32,
+    crcs_at: u32,
+    bodies_at: u32,
+    total: u32,
+    last_end: u32,
+    entries: Sweep,
+    crcs: Sweep,
+    bodies: Sweep,
+}
+
+/// A kept record as the base sees it: from RAM (the summary) or flash.
+#[derive(Clone, Copy)]
+enum Kept<'r> {
+    Summary(Record<'r>),
+    Flash(RecordInfo),
+}
+
+impl<'r> BasePayload<'_, 'r> {
+    /// Moves `sweep` to kept record `k`; returns it and its body's offset in
+    /// the embedded section (if embedded).
+    fn seek<F: NorFlash>(
+        sweep: &mut Sweep,
+        io: &mut Io<'_, F>,
+        keep: Keep<'_>,
+        summary: Option<Record<'r>>,
+        embed: Embed,
+        ring: &Ring,
+        k: u32,
+    ) -> Result<(Kept<'r>, Option<u32>), Error<F::Error>> {
+        if sweep.k.is_some_and(|c| c > k) {
+            sweep.rewind();
+        }
+        loop {
+            if sweep.k == Some(k) {
+                break;
+            }
+            // Account the current record's embedded body before moving on.
+            match (sweep.k, summary) {
+                (Some(0), Some(s)) => sweep.embed_off += s.body.len() as u32,
+                (Some(_), _) => {
+                    if let Some(c) = sweep.cur.filter(|c| ring.embeds(embed, c)) {
+                        sweep.embed_off += c.len;
+                    }
+                }
+                (None, _) => {}
+            }
+            let next_k = sweep.k.map_or(0, |c| c + 1);
+            if next_k == 0 && summary.is_some() {
+                sweep.k = Some(0);
+                sweep.cur = None;
+                continue;
+            }
+            loop {
+                let r = sweep
+                    .recs
+                    .next(io)?
+                    .ok_or(Error::LogicBug("base sweep ran out of records"))?;
+                if r.damaged {
+                    continue;
+                }
+                if sweep.state.keep(keep, r.kind) {
+                    sweep.cur = Some(r);
+                    break;
+                }
+            }
+            sweep.k = Some(next_k);
+        }
+        let off = sweep.embed_off;
+        match (k, summary) {
+            (0, Some(s)) => Ok((Kept::Summary(s), Some(off))),
+            _ => {
+                let r = sweep
+                    .cur
+                    .ok_or(Error::LogicBug("base sweep lost its record"))?;
+                Ok((Kept::Flash(r), ring.embeds(embed, &r).then_some(off)))
+            }
+        }
+    }
+}
+
+impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
+    fn len(&self) -> u32 {
+        self.total
+    }
+
+    fn fill(
+        &mut self,
+        io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        if offset < self.last_end {
+            // A new pass over this chunk (checksum, then program).
+            self.entries.rewind();
+            self.crcs.rewind();
+            self.bodies.rewind();
+        }
+        self.last_end = offset + out.len() as u32;
+        let mut done = 0usize;
+        while done < out.len() {
+            let p = offset + done as u32;
+            let rest = out.len() - done;
+            let n;
+            if p < BASE_FIXED {
+                n = ((BASE_FIXED - p) as usize).min(rest);
+                out[done..done + n].copy_from_slice(&self.fixed[p as usize..p as usize + n]);
+            } else if p < BASE_FIXED + self.id_len {
+                let j = (p - BASE_FIXED) as usize;
+                n = (self.id_len as usize - j).min(rest);
+                out[done..done + n].copy_from_slice(&self.id[j..j + n]);
+            } else if p < self.entries_at {
+                let h = chdx::encode_header();
+                let j = (p - BASE_FIXED - self.id_len) as usize;
+                n = (CHDX_HEADER_SIZE - j).min(rest);
+                out[done..done + n].copy_from_slice(&h[j..j + n]);
+            } else if p < self.crcs_at {
+                let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
+                let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
+                let (rec, emb) = Self::seek(
+                    &mut self.entries,
+                    io,
+                    self.keep,
+                    self.summary,
+                    self.embed,
+                    &self.ring,
+                    k,
+                )?;
+                let (kind, format, len, addr) = match rec {
+                    Kept::Summary(s) => (s.kind, s.format, s.body.len() as u32, 0),
+                    Kept::Flash(r) => (r.kind, r.format, r.len, r.addr),
+                };
+                let addr = match emb {
+                    Some(off) => io.stream_advance(self.payload_start, self.bodies_at + off),
+                    None => addr,
+                };
+                let e = chdx::RawEntry {
+                    offset: addr,
+                    length: len + 1,
+                    record_type: kind.as_u8(),
+                    backend_format: format.as_u8(),
+                }
+                .encode();
+                n = (CHDX_ENTRY_SIZE - j).min(rest);
+                out[done..done + n].copy_from_slice(&e[j..j + n]);
+            } else if p < self.bodies_at {
+                let k = (p - self.crcs_at) / 4;
+                let j = ((p - self.crcs_at) % 4) as usize;
+                let (rec, _) = Self::seek(
+                    &mut self.crcs,
+                    io,
+                    self.keep,
+                    self.summary,
+                    self.embed,
+                    &self.ring,
+                    k,
+                )?;
+                let crc = match rec {
+                    Kept::Summary(s) => CRC.checksum(s.body),
+                    Kept::Flash(r) => match r.crc {
+                        Some(c) => c,
+                        None => {
+                            let mut d = CRC.digest();
+                            let mut chunk = [0u8; 64];
+                            let mut got = 0u32;
+                            while got < r.len {
+                                let m = ((r.len - got) as usize).min(chunk.len());
+                                let at = io.stream_advance(r.addr, got);
+                                io.read_stream(at, &mut chunk[..m])?;
+                                d.update(&chunk[..m]);
+                                got += m as u32;
+                            }
+                            d.finalize()
+                        }
+                    },
+                };
+                let c = crc.to_le_bytes();
+                n = (4 - j).min(rest);
+                out[done..done + n].copy_from_slice(&c[j..j + n]);
+            } else {
+                // Embedded bodies, in kept order.
+                let rel = p - self.bodies_at;
+                let mut k = self.bodies.k.unwrap_or(0);
+                let (mut rec, mut off) = Self::seek(
+                    &mut self.bodies,
+                    io,
+                    self.keep,
+                    self.summary,
+                    self.embed,
+                    &self.ring,
+                    k,
+                )?;
+                loop {
+                    let len = match rec {
+                        Kept::Summary(s) => s.body.len() as u32,
+                        Kept::Flash(r) => r.len,
+                    };
+                    let o = off.ok_or(Error::LogicBug("body section holds a referenced record"))?;
+                    if rel < o {
+                        return Err(Error::LogicBug("base body sweep went backwards"));
+                    }
+                    if rel < o + len {
+                        let j = rel - o;
+                        n = ((len - j) as usize).min(rest);
+                        match rec {
+                            Kept::Summary(s) => out[done..done + n]
+                                .copy_from_slice(&s.body[j as usize..j as usize + n]),
+                            Kept::Flash(r) => {
+                                let at = io.stream_advance(r.addr, j);
+                                io.read_stream(at, &mut out[done..done + n])?;
+                            }
+                        }
+                        break;
+                    }
+                    k += 1;
+                    (rec, off) = Self::seek(
+                        &mut self.bodies,
+                        io,
+                        self.keep,
+                        self.summary,
+                        self.embed,
+                        &self.ring,
+                        k,
+                    )?;
+                }
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}

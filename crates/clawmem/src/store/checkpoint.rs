@@ -1,0 +1,394 @@
+//! Checkpoints: the RAM state (session table, objects, the memory chain's
+//! ends) written to flash so that mount need not replay the whole ring
+//! (`docs/FORMAT.md`, "Checkpoint").
+//!
+//! A checkpoint is *full* (every session) or a *delta* (the sessions changed
+//! and deleted since the previous checkpoint, which it names); objects and
+//! the memory state are in both. A delta is written when it is smaller, and
+//! at most [`DELTAS_PER_FULL`] deltas follow a full checkpoint, so loading
+//! reads a bounded chain: the full checkpoint, then each delta in order.
+//! Every chunk's CRC is checked as a checkpoint is read; a damaged one is
+//! not used, and mount falls back to another one or to a scan of the ring.
+//!
+//! Invariant: the newest full checkpoint is never in a sector being
+//! released; garbage collection writes a new one first
+//! ([`write_full_checkpoint`](Store::write_full_checkpoint)).
+//!
+//! Power loss: until a checkpoint commits, the previous one (which is never
+//! reclaimed before a newer one exists) stays in force, and mount replays the
+//! log after it.
+
+use core::borrow::BorrowMut;
+
+use super::Work;
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
+
+use super::memory::{MemState, MEM_STATE_ENCODED};
+use super::objects::{ObjectSlot, MAX_OBJECTS, OBJ_CHAT_MAP, OBJ_ENCODED, OBJ_PROFILE};
+use super::{Priority, Store};
+use crate::cursor::VerifiedReader;
+use crate::error::Error;
+use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::log::{Io, Payload};
+use crate::session::{Session, SESSION_ENCODED};
+
+/// Checkpoint fixed part: version u8, reserved u8, count u16, next uid u32,
+/// tail sequence u32, next batch sequence u32.
+pub(super) const CKPT_FIXED: usize = 16;
+/// Version byte of a full checkpoint.
+const CKPT_VERSION: u8 = 1;
+/// Version byte of a delta checkpoint.
+const CKPT_DELTA: u8 = 2;
+/// A delta checkpoint's part after the fixed one: the previous checkpoint's
+/// address u32, deleted count u16, delta number u16.
+const CKPT_DELTA_FIXED: usize = 8;
+
+/// Delta checkpoints between two full ones.
+pub(super) const DELTAS_PER_FULL: u32 = 8;
+/// Deletions a delta checkpoint can carry; more make the next one full.
+pub(super) const DELETED_MAX: usize = 48;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Reads a checkpoint: the full checkpoint it builds on, then every
+    /// delta after it in order; `false` if any is damaged.
+    pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Error<F::Error>> {
+        // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
+        // deltas follow a full one).
+        let mut chain: Vec<u32, { DELTAS_PER_FULL as usize + 1 }> = Vec::new();
+        let mut at = addr;
+        loop {
+            if at >= self.log.geo.capacity() || chain.push(at).is_err() {
+                return Ok(false);
+            }
+            let mut io = self.log.io();
+            match io.chunk_header(at)? {
+                Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
+                _ => return Ok(false),
+            }
+            let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
+            io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
+            match fixed[0] {
+                CKPT_VERSION => break,
+                CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
+                _ => return Ok(false),
+            }
+        }
+        for (k, &c) in chain.iter().rev().enumerate() {
+            if !self.apply_checkpoint(c, k > 0)? {
+                return Ok(false);
+            }
+        }
+        self.full_checkpoint = chain.last().copied().unwrap_or(addr);
+        self.deltas_since_full = chain.len() as u32 - 1;
+        self.deleted_since_full.clear();
+        Ok(true)
+    }
+
+    /// Reads one checkpoint into the RAM state: a full one replaces it, a
+    /// delta changes it. `false` if it is damaged.
+    fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Error<F::Error>> {
+        let geo = self.log.geo;
+        let mut io = Io {
+            flash: &mut self.log.flash,
+            geo: &self.log.geo,
+        };
+        // One pass: decode while every chunk's CRC is checked; a damaged
+        // checkpoint makes the caller start over from another one.
+        let Some(mut r) = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)? else {
+            return Ok(false);
+        };
+        let mut fixed = [0u8; CKPT_FIXED];
+        if !r.read(&mut io, &mut fixed)? {
+            return Ok(false);
+        }
+        let count = u16_at(&fixed, 2) as usize;
+        let objects = fixed[1] as usize;
+        if fixed[0] != if delta { CKPT_DELTA } else { CKPT_VERSION } || objects > MAX_OBJECTS {
+            return Ok(false);
+        }
+        if count > MAX_SESSIONS {
+            // The CRC is checked as the reader goes: a count damaged at rest
+            // must not read as a store too big for this `Store`.
+            return match self.log.verify(addr)? {
+                Some(_) => Err(Error::TooManySessions { max: MAX_SESSIONS }),
+                None => Ok(false),
+            };
+        }
+        let mut deleted_count = 0;
+        if delta {
+            let mut d = [0u8; CKPT_DELTA_FIXED];
+            if !r.read(&mut io, &mut d)? {
+                return Ok(false);
+            }
+            deleted_count = u16_at(&d, 4) as usize;
+            if deleted_count > DELETED_MAX {
+                return Ok(false);
+            }
+        } else {
+            self.sessions.clear();
+        }
+        for _ in 0..count {
+            let mut b = [0u8; SESSION_ENCODED];
+            if !r.read(&mut io, &mut b)? {
+                return Ok(false);
+            }
+            let Some(s) = Session::decode(&b) else {
+                return Ok(false);
+            };
+            match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
+                Some(x) => *x = s,
+                None => self
+                    .sessions
+                    .push(s)
+                    .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
+            }
+        }
+        for _ in 0..deleted_count {
+            let mut b = [0u8; 4];
+            if !r.read(&mut io, &mut b)? {
+                return Ok(false);
+            }
+            let uid = u32::from_le_bytes(b);
+            if let Some(i) = self.sessions.iter().position(|x| x.uid == uid) {
+                self.sessions.swap_remove(i);
+            }
+        }
+        let mut slots: Vec<ObjectSlot, MAX_OBJECTS> = Vec::new();
+        for _ in 0..objects {
+            let mut b = [0u8; OBJ_ENCODED];
+            if !r.read(&mut io, &mut b)? {
+                return Ok(false);
+            }
+            let slot = ObjectSlot {
+                ty: b[0],
+                key: u32_at(&b, 4),
+                addr: u32_at(&b, 8),
+                seq: u32_at(&b, 12),
+                len: u32_at(&b, 16),
+            };
+            if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || b[1..4] != [0, 0, 0] {
+                return Ok(false);
+            }
+            let _ = slots.push(slot);
+        }
+        let mut m = [0u8; MEM_STATE_ENCODED];
+        if !r.read(&mut io, &mut m)? || !r.finish() {
+            return Ok(false);
+        }
+        let Some(mem) = MemState::decode(&m) else {
+            return Ok(false);
+        };
+        self.objects = slots;
+        self.mem = mem;
+        self.next_uid = u32_at(&fixed, 4);
+        let tail_seq = u32_at(&fixed, 8);
+        let oldest_possible = self.log.head_seq.saturating_sub(geo.count - 1);
+        self.log.tail_seq = tail_seq.max(oldest_possible).min(self.log.head_seq);
+        self.log.next_seq = self.log.next_seq.max(u32_at(&fixed, 12));
+        Ok(true)
+    }
+
+    /// Remembers a deletion for the next delta checkpoint; too many make the
+    /// next checkpoint a full one.
+    pub(super) fn note_deleted(&mut self, uid: u32) {
+        if !self.deleted_since_full.contains(&uid) && self.deleted_since_full.push(uid).is_err() {
+            self.deltas_since_full = DELTAS_PER_FULL;
+        }
+    }
+
+    pub(super) fn checkpoint_len(&self) -> u32 {
+        (CKPT_FIXED
+            + self.sessions.len() * SESSION_ENCODED
+            + self.objects.len() * OBJ_ENCODED
+            + MEM_STATE_ENCODED) as u32
+    }
+
+    pub(super) fn checkpoint_interval(&self) -> u32 {
+        self.config
+            .checkpoint_interval_bytes
+            .max(16 * self.delta_len())
+    }
+
+    /// Length of the delta checkpoint that would be written now.
+    fn delta_len(&self) -> u32 {
+        let dirty = self.sessions.iter().filter(|s| s.dirty).count();
+        (CKPT_FIXED
+            + CKPT_DELTA_FIXED
+            + dirty * SESSION_ENCODED
+            + self.deleted_since_full.len() * 4
+            + self.objects.len() * OBJ_ENCODED
+            + MEM_STATE_ENCODED) as u32
+    }
+
+    pub(super) fn write_checkpoint(&mut self) -> Result<(), Error<F::Error>> {
+        self.write_checkpoint_with(Priority::Maintenance)
+    }
+
+    /// Writes the RAM state as a checkpoint: a delta (the sessions changed
+    /// and deleted since the previous checkpoint, all objects and the memory
+    /// state) when that is smaller, else a full one; at most
+    /// [`DELTAS_PER_FULL`] deltas follow a full checkpoint.
+    ///
+    /// Power loss: until the checkpoint commits, the previous one (which is
+    /// never reclaimed before a newer one exists) stays in force.
+    pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+        let delta = self.full_checkpoint != NO_ADDR
+            && self.deltas_since_full < DELTAS_PER_FULL
+            && self.delta_len() < self.checkpoint_len();
+        self.write_checkpoint_kind(p, delta)
+    }
+
+    /// Writes a full checkpoint (needed before its predecessor's sector is
+    /// released).
+    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+        self.write_checkpoint_kind(p, false)
+    }
+
+    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Error<F::Error>> {
+        let len = if delta {
+            self.delta_len()
+        } else {
+            self.checkpoint_len()
+        };
+        self.ensure_room(len, p)?;
+        let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
+        fixed[0] = if delta { CKPT_DELTA } else { CKPT_VERSION };
+        fixed[1] = self.objects.len() as u8;
+        let count = if delta {
+            self.sessions.iter().filter(|s| s.dirty).count()
+        } else {
+            self.sessions.len()
+        };
+        fixed[2..4].copy_from_slice(&(count as u16).to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.next_uid.to_le_bytes());
+        fixed[8..12].copy_from_slice(&self.log.tail_seq.to_le_bytes());
+        fixed[12..16].copy_from_slice(&self.log.next_seq.to_le_bytes());
+        if delta {
+            fixed[16..20].copy_from_slice(&self.log.checkpoint.to_le_bytes());
+            fixed[20..22].copy_from_slice(&(self.deleted_since_full.len() as u16).to_le_bytes());
+            fixed[22..24].copy_from_slice(&((self.deltas_since_full + 1) as u16).to_le_bytes());
+        }
+        let mut mem = [0u8; MEM_STATE_ENCODED];
+        self.mem.encode(&mut mem);
+        let mut payload = CheckpointPayload {
+            fixed,
+            fixed_len: if delta {
+                CKPT_FIXED + CKPT_DELTA_FIXED
+            } else {
+                CKPT_FIXED
+            },
+            sessions: &self.sessions,
+            only_dirty: delta,
+            count,
+            deleted: if delta { &self.deleted_since_full } else { &[] },
+            objects: &self.objects,
+            mem,
+        };
+        let before = self.log.written[0];
+        let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
+        if delta {
+            // Deltas are accounted apart from full checkpoints.
+            let n = self.log.written[0] - before;
+            self.log.written[0] = before;
+            self.log.written[7] += n;
+        }
+        self.log.checkpoint = addr;
+        if delta {
+            self.deltas_since_full += 1;
+        } else {
+            self.full_checkpoint = addr;
+            self.checkpoint_sector_seq = self
+                .log
+                .seq_of_sector(self.log.geo.sector_of(addr))
+                .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
+            self.deltas_since_full = 0;
+        }
+        // The next delta carries what changes after this checkpoint.
+        self.deleted_since_full.clear();
+        for s in self.sessions.iter_mut() {
+            s.dirty = false;
+        }
+        self.bytes_since_checkpoint = 0;
+        Ok(())
+    }
+}
+
+struct CheckpointPayload<'a> {
+    fixed: [u8; CKPT_FIXED + CKPT_DELTA_FIXED],
+    fixed_len: usize,
+    sessions: &'a [Session],
+    /// A delta carries only the sessions changed since the full checkpoint.
+    only_dirty: bool,
+    /// Sessions carried.
+    count: usize,
+    deleted: &'a [u32],
+    objects: &'a [ObjectSlot],
+    mem: [u8; MEM_STATE_ENCODED],
+}
+
+impl CheckpointPayload<'_> {
+    fn session(&self, k: usize) -> Option<&Session> {
+        self.sessions
+            .iter()
+            .filter(|s| !self.only_dirty || s.dirty)
+            .nth(k)
+    }
+
+    /// The byte at payload offset `p`.
+    fn byte(&self, p: usize) -> Option<u8> {
+        let sessions_at = self.fixed_len;
+        let deleted_at = sessions_at + self.count * SESSION_ENCODED;
+        let objects_at = deleted_at + self.deleted.len() * 4;
+        let mem_at = objects_at + self.objects.len() * OBJ_ENCODED;
+        if p < sessions_at {
+            return self.fixed.get(p).copied();
+        }
+        if p < deleted_at {
+            let q = p - sessions_at;
+            let mut b = [0u8; SESSION_ENCODED];
+            self.session(q / SESSION_ENCODED)?.encode(&mut b);
+            return Some(b[q % SESSION_ENCODED]);
+        }
+        if p < objects_at {
+            let q = p - deleted_at;
+            return Some(self.deleted.get(q / 4)?.to_le_bytes()[q % 4]);
+        }
+        if p < mem_at {
+            let q = p - objects_at;
+            let mut b = [0u8; OBJ_ENCODED];
+            self.objects.get(q / OBJ_ENCODED)?.encode(&mut b);
+            return Some(b[q % OBJ_ENCODED]);
+        }
+        self.mem.get(p - mem_at).copied()
+    }
+}
+
+impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
+    fn len(&self) -> u32 {
+        (self.fixed_len
+            + self.count * SESSION_ENCODED
+            + self.deleted.len() * 4
+            + self.objects.len() * OBJ_ENCODED
+            + MEM_STATE_ENCODED) as u32
+    }
+
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        // Sessions are encoded a whole entry at a time.
+        let mut k = 0;
+        while k < out.len() {
+            let p = offset as usize + k;
+            out[k] = self
+                .byte(p)
+                .ok_or(Error::LogicBug("checkpoint payload overrun"))?;
+            k += 1;
+        }
+        Ok(())
+    }
+}

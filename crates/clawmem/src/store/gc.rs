@@ -1,0 +1,287 @@
+//! Room and garbage collection: the reserves, making room for a write, and
+//! releasing the tail sector (`docs/FORMAT.md`, "Garbage collection").
+//!
+//! Every write goes through [`prepare_write`](Store::prepare_write) (a due
+//! checkpoint, then room) or [`ensure_room`](Store::ensure_room). Room is
+//! kept in reserve by [`Priority`]: appends leave the whole reserve free,
+//! maintenance (deletes, blocks, compaction, checkpoints) may use its
+//! maintenance part, and garbage collection itself may use everything, so
+//! that a collection always has room to finish.
+//!
+//! Releasing the tail: what lives there is known without reading it (each
+//! session records the oldest sector it still uses, each object its own
+//! sector, memory its oldest). A new full checkpoint is written first if the
+//! newest full one is in the tail; every object there is copied to the head;
+//! memory reaching into the tail gets a new index; every session reaching
+//! into it is relocated into a new base that carries its bodies (all of them
+//! when there is room, else at least those in the sectors about to be
+//! released, the rest referenced in place). Deleted sessions,
+//! compacted-away records and superseded objects are never copied. Nothing
+//! is erased at release; the sector is erased when the ring reaches it
+//! again.
+//!
+//! Invariants: no collection runs inside another (`in_gc`), and the tail is
+//! released only once everything live in it has been written elsewhere.
+//!
+//! Power loss: each copy is an ordinary batch; until the tail is released
+//! (a RAM change only) the originals stand, so a cut leaves the old copies in
+//! force and the next collection does the work again.
+
+use core::borrow::BorrowMut;
+
+use super::Work;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::base::Embed;
+use super::objects::OBJ_FIXED;
+use super::Store;
+use crate::error::Error;
+use crate::layout::{kind, CHUNK_HEADER_LEN};
+use crate::log::{Io, Payload};
+use crate::session::Session;
+
+/// How much room a write may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Priority {
+    /// Appends: leave the whole reserve free.
+    User,
+    /// Deletes, blocks, compaction, checkpoints: may use the maintenance part.
+    Maintenance,
+    /// Garbage collection itself: may use everything.
+    Gc,
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    pub(crate) fn reserve_for(&self, p: Priority) -> u32 {
+        match p {
+            Priority::User => self.reserve_gc + self.reserve_maintenance,
+            Priority::Maintenance => self.reserve_gc,
+            Priority::Gc => 0,
+        }
+    }
+
+    /// Bytes of live data that garbage collection would have to keep.
+    fn live_bytes(&self) -> u64 {
+        let objects: u64 = self.objects.iter().map(|o| u64::from(o.len) + 32).sum();
+        let sessions: u64 = self
+            .sessions
+            .iter()
+            .map(|s| u64::from(s.size) + 14 * u64::from(s.records) + 96)
+            .sum();
+        sessions + objects + self.checkpoint_len() as u64
+    }
+
+    /// Makes room for a batch of `len` payload bytes, collecting garbage if
+    /// needed.
+    pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        for _ in 0..=2 * geo.count {
+            let (_, opens) = self.log.plan(len);
+            if self.log.free_sectors() >= opens + self.reserve_for(p) {
+                return Ok(());
+            }
+            let usable =
+                u64::from(geo.count - self.reserve_for(p)) * u64::from(geo.sector_payload_space());
+            if self.live_bytes() + u64::from(len) > usable || !self.reclaim_tail()? {
+                break;
+            }
+        }
+        let free = u64::from(self.log.free_sectors().saturating_sub(self.reserve_for(p)))
+            * u64::from(geo.sector_payload_space());
+        Err(Error::Full {
+            needed_bytes: len,
+            available_bytes: free.min(u64::from(u32::MAX)) as u32,
+        })
+    }
+
+    /// Releases the tail sector, relocating what is still live in it.
+    /// `false` if nothing can be released.
+    fn reclaim_tail(&mut self) -> Result<bool, Error<F::Error>> {
+        // Never from inside a collection or a maintenance write: releasing
+        // the tail would relocate the same tail again (the sector is only
+        // released once its contents are out), without end. What a
+        // collection writes comes from the reserve kept for it.
+        if self.log.used_sectors() <= 1 || self.in_gc {
+            return Ok(false);
+        }
+        let tail_seq = self.log.tail_seq;
+        self.in_gc = true;
+        let result = self.relocate_tail(tail_seq);
+        self.in_gc = false;
+        if !result? {
+            return Ok(false);
+        }
+        if self.checkpoint_sector_seq <= tail_seq {
+            return Err(Error::LogicBug("checkpoint still in the reclaimed sector"));
+        }
+        self.log.tail_seq += 1;
+        Ok(true)
+    }
+
+    /// Room at the head, in payload bytes, without reclaiming.
+    fn room_bytes(&self) -> u64 {
+        let geo = self.log.geo;
+        let space = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
+        let head_left = geo.sector_start(self.log.head) + geo.sector - self.log.write_pos;
+        u64::from(self.log.free_sectors()) * space
+            + u64::from(head_left.saturating_sub(CHUNK_HEADER_LEN))
+    }
+
+    /// Moves everything live out of the tail sector. A session that fits in
+    /// the room left is relocated whole (its bodies then sit together, and it
+    /// will not need moving again for a whole turn of the ring); otherwise
+    /// only its bodies in the tail are copied and the rest referenced.
+    /// `false` if there is not even room for that.
+    pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Error<F::Error>> {
+        let space = u64::from(self.log.geo.sector_payload_space());
+        if self.checkpoint_sector_seq <= tail_seq {
+            if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
+                return Ok(false);
+            }
+            self.write_full_checkpoint(Priority::Gc)?;
+        }
+        // Objects in the tail are copied whole.
+        let mut k = 0;
+        while k < self.objects.len() {
+            let o = self.objects[k];
+            if o.seq <= tail_seq {
+                let Some(len) = self.object_len(o.addr)? else {
+                    // Damaged at rest: nothing sound to keep.
+                    self.objects.swap_remove(k);
+                    continue;
+                };
+                if u64::from(len) + space > self.room_bytes() {
+                    return Ok(false);
+                }
+                let mut payload = FlashCopy {
+                    from: o.addr + CHUNK_HEADER_LEN,
+                    len: len + OBJ_FIXED,
+                };
+                let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
+                self.objects[k].addr = addr;
+                self.objects[k].seq = self.log.head_seq_of(addr);
+                self.objects[k].len = len;
+            }
+            k += 1;
+        }
+        // Long-term memory reaching into the tail: a new index, with the
+        // items in the next sectors to be released copied.
+        if self.mem.oldest <= tail_seq {
+            let mut k = self.log.free_sectors() / 2;
+            loop {
+                if self.mem_compact_with(Some(tail_seq + k), Priority::Gc)? {
+                    break;
+                }
+                if k == 0 {
+                    return Ok(false);
+                }
+                k /= 2;
+            }
+        }
+        // What each session in the tail needs at least: its bodies in the
+        // tail (at most a sector's worth) and a new index.
+        let minimal = |s: &Session| {
+            u64::from(s.size).min(space) + 14 * u64::from(s.records) + 2 * space / 16 + 128
+        };
+        let mut i = 0;
+        while i < self.sessions.len() {
+            let s = self.sessions[i];
+            if s.oldest > tail_seq {
+                i += 1;
+                continue;
+            }
+            let others: u64 = self.sessions[i + 1..]
+                .iter()
+                .filter(|o| o.oldest <= tail_seq)
+                .map(minimal)
+                .sum();
+            let budget = self.room_bytes().saturating_sub(others);
+            // Copy as much of the session as the room allows: everything,
+            // else its bodies in the next `k` sectors too, so that it need
+            // not be re-indexed at each of them.
+            let mut moved = self.rewrite_base_gc(i, Embed::All, budget);
+            let mut k = self.log.free_sectors();
+            while matches!(moved, Ok(false)) {
+                moved = self.rewrite_base_gc(i, Embed::UpTo(tail_seq + k), budget);
+                if k == 0 {
+                    break;
+                }
+                k /= 2;
+            }
+            match moved {
+                Ok(true) => i += 1,
+                Ok(false) => return Ok(false),
+                // Damage at rest left nothing to relocate under a name (the
+                // name is lost, or no record checks out): the session can
+                // no longer be found or read, and it goes with the tail
+                // rather than stop every later write.
+                Err(Error::Corrupted { .. }) => {
+                    self.remove_uid(s.uid);
+                    self.sessions_dropped = self.sessions_dropped.saturating_add(1);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Writes a batch with room made first; returns its address.
+    pub(super) fn write<P: Payload<F>>(
+        &mut self,
+        k: u8,
+        payload: &mut P,
+        p: Priority,
+    ) -> Result<u32, Error<F::Error>> {
+        self.prepare_write(payload.len(), p)?;
+        self.write_prepared(k, payload)
+    }
+
+    /// Writes a due checkpoint and makes room for `len` payload bytes. After
+    /// this, nothing moves until the write: a record that points at others
+    /// (a batch at its session's head) must be built after this call.
+    pub(super) fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
+        if p != Priority::Gc
+            && !self.in_gc
+            && self.bytes_since_checkpoint >= self.checkpoint_interval()
+        {
+            self.write_checkpoint_with(Priority::Maintenance)?;
+        }
+        self.ensure_room(len, p)
+    }
+
+    /// Writes a batch for which [`prepare_write`](Self::prepare_write) made
+    /// room.
+    pub(super) fn write_prepared<P: Payload<F>>(
+        &mut self,
+        k: u8,
+        payload: &mut P,
+    ) -> Result<u32, Error<F::Error>> {
+        let len = payload.len();
+        let (addr, _) = self.log.write_batch(k, payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        Ok(addr)
+    }
+}
+
+/// A payload copied from a stream on flash.
+struct FlashCopy {
+    from: u32,
+    len: u32,
+}
+
+impl<F: NorFlash> Payload<F> for FlashCopy {
+    fn len(&self) -> u32 {
+        self.len
+    }
+
+    fn fill(
+        &mut self,
+        io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        let at = io.stream_advance(self.from, offset);
+        io.read_stream(at, out)
+    }
+}

@@ -1,0 +1,328 @@
+//! The store: the [`Store`] type and its public facade.
+//!
+//! [`Store`] owns the flash, the ring ([`Log`]) and the RAM session table.
+//! Every change is one batch appended at the head; RAM is updated only after
+//! the batch commits, so after any failure the RAM state is the state of the
+//! last acknowledged write, and a remount reads the same.
+//!
+//! Mount reads the sector headers, the head sector, the newest checkpoint and
+//! the chunk headers written after it; it never reads the whole partition.
+//! Garbage collection reclaims the tail sector: a session whose live bytes
+//! reach into the tail is relocated first (its live records are copied into a
+//! new base at the head), then the tail is released. Sectors are erased only
+//! when they are opened again, so wear is spread evenly around the ring.
+//!
+//! `Store`'s methods are spread over the child modules, each owning one
+//! structure or step (all of them `impl Store` blocks over the fields
+//! declared here):
+//!
+//! - `config.rs`: [`Config`], [`MountMode`] and the reserves a configuration
+//!   needs;
+//! - `report.rs`: what the facade returns ([`Appended`], [`Gate`],
+//!   [`SessionInfo`], [`Space`], [`WrittenBytes`], [`MountReport`],
+//!   [`History`]);
+//! - `mount.rs`: format, mount (the sector header pass, the head walk) and the
+//!   scan of the chunks after the checkpoint;
+//! - `replay.rs`: what mount does with each committed batch it meets, and the
+//!   repairs of damage at rest it can make there;
+//! - `checkpoint.rs`: full and delta checkpoints, written and read;
+//! - `gc.rs`: room, the reserves, and garbage collection of the tail sector;
+//! - `sessions.rs`: the session table, appends, compaction, history reads and
+//!   deletes;
+//! - `base.rs`: writing a session base (compaction, consolidation,
+//!   relocation);
+//! - `objects.rs`: profile documents and chat session maps;
+//! - `memory.rs`: long-term memory.
+//!
+//! This module keeps what belongs to no single step: the fields, the
+//! accessors, [`Store::check`], and the verified reads the steps share.
+//!
+//! Power loss: each writing function says under "Power loss" what a cut
+//! during it leaves; nothing here writes.
+
+use core::borrow::BorrowMut;
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
+
+mod base;
+mod checkpoint;
+mod config;
+mod gc;
+mod memory;
+mod mount;
+mod objects;
+mod replay;
+mod report;
+mod sessions;
+mod work;
+
+pub use crate::error::UnknownLabelError;
+pub use config::{Config, MountMode};
+pub(crate) use gc::Priority;
+pub use memory::{MemoryConfig, Stored};
+pub use objects::MAX_OBJECTS;
+pub use report::{Appended, Gate, History, MountReport, SessionInfo, Space, WrittenBytes};
+pub use work::Work;
+
+use checkpoint::DELETED_MAX;
+use memory::MemState;
+use objects::ObjectSlot;
+
+use crate::cursor::{start_name, verify_batch, Records, RingView};
+use crate::error::Error;
+use crate::layout::SectorHeader;
+use crate::log::{Io, Log};
+use crate::session::{Session, MAX_SESSION_ID_BYTES};
+
+/// An agent memory store on a NOR flash partition.
+///
+/// `MAX_SESSIONS` bounds the session table held in RAM (32 bytes each).
+pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work> = Work> {
+    log: Log<F>,
+    sessions: Vec<Session, MAX_SESSIONS>,
+    config: Config,
+    next_uid: u32,
+    /// Sector sequence of the sector holding the newest full checkpoint
+    /// (the oldest checkpoint a mount may need).
+    checkpoint_sector_seq: u32,
+    /// The newest full checkpoint, which delta checkpoints build on.
+    full_checkpoint: u32,
+    /// Delta checkpoints written since it.
+    deltas_since_full: u32,
+    /// Sessions deleted since the newest checkpoint.
+    deleted_since_full: Vec<u32, DELETED_MAX>,
+    bytes_since_checkpoint: u32,
+    reserve_gc: u32,
+    reserve_maintenance: u32,
+    mount_report: MountReport,
+    /// Set while garbage collection relocates: no nested collection.
+    in_gc: bool,
+    /// Where the newest version of each stored object is.
+    objects: Vec<ObjectSlot, MAX_OBJECTS>,
+    /// The long-term memory chain.
+    mem: MemState,
+    /// Memory records that failed their checksum and were skipped since
+    /// the mount (damage at rest).
+    mem_damaged: u32,
+    /// Mount only: the newest chunk the scan left out for damage since the
+    /// last memory record applied (`NO_ADDR`: none).
+    scan_damaged: u32,
+    /// Sessions garbage collection dropped for damage since the mount.
+    sessions_dropped: u32,
+    /// Memory chain links repaired at mount: (record, the record before
+    /// it), for records whose own link rotted. Cleared by the next index.
+    mem_links: Vec<(u32, u32), MEM_LINKS>,
+    /// Labels that memory writes touched since the caller's last
+    /// [`memory_stage_begin`](Self::memory_stage_begin).
+    stage: crate::memory::StageNote<STAGE_LABELS>,
+    /// Working RAM for the operation in progress (owned, or lent by the
+    /// caller: see [`Work`]).
+    work: W,
+}
+
+/// Most labels a stage note remembers.
+pub const STAGE_LABELS: usize = 8;
+
+/// Memory chain links a mount can repair (see `Store::mem_lost_link`).
+const MEM_LINKS: usize = 4;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Flash bytes written since mount, by what they hold: chunk headers,
+    /// padding and skipped sector ends included (not sector headers).
+    pub fn written_bytes(&self) -> WrittenBytes {
+        let w = &self.log.written;
+        WrittenBytes {
+            checkpoints: w[0],
+            delta_checkpoints: w[7],
+            session_batches: w[1],
+            session_bases: w[2],
+            session_other: w[3],
+            objects: w[4],
+            memory_items: w[5],
+            memory_other: w[6],
+        }
+    }
+
+    /// The ring, for rescanning the log after damage.
+    fn ring_view(&self) -> RingView {
+        RingView {
+            head: self.log.head,
+            head_seq: self.log.head_seq,
+            tail_seq: self.log.tail_seq,
+        }
+    }
+
+    /// What the last mount did.
+    pub fn mount_report(&self) -> MountReport {
+        self.mount_report
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Space in the partition.
+    pub fn space(&self) -> Space {
+        Space {
+            sectors: self.log.geo.count,
+            used_sectors: self.log.used_sectors(),
+            reserve_sectors: self.reserve_gc + self.reserve_maintenance,
+            sector_bytes: self.log.geo.sector,
+        }
+    }
+
+    /// The flash, for inspection.
+    pub fn flash(&self) -> &F {
+        &self.log.flash
+    }
+
+    /// The flash, mutably (for a simulator's fault injection).
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.log.flash
+    }
+
+    /// Unmounts and returns the flash. Nothing needs flushing: every
+    /// acknowledged write is already on flash.
+    pub fn into_flash(self) -> F {
+        self.log.flash
+    }
+
+    /// Sessions dropped by garbage collection since the mount because damage
+    /// at rest left them without a name or without a sound record.
+    pub fn damaged_sessions_dropped(&self) -> u32 {
+        self.sessions_dropped
+    }
+
+    /// Checks the store's structure against the flash: every session's chain
+    /// and index, checksums, record counts and sizes, and the ring.
+    /// Returns the number of records checked.
+    pub fn check(&mut self) -> Result<u32, Error<F::Error>> {
+        let geo = self.log.geo;
+        let mut records = 0u32;
+        for seq in self.log.tail_seq..=self.log.head_seq {
+            let idx = self
+                .log
+                .sector_index_of_seq(seq)
+                .ok_or(Error::LogicBug("ring"))?;
+            match self.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq: s, .. } if s == seq => {}
+                _ => {
+                    return Err(Error::Corrupted {
+                        address: geo.sector_start(idx),
+                        what: "a sector in use has a wrong or missing header",
+                    })
+                }
+            }
+        }
+        for i in 0..self.sessions.len() {
+            let s = self.sessions[i];
+            if s.oldest < self.log.tail_seq || s.oldest > self.log.head_seq {
+                return Err(Error::Corrupted {
+                    address: s.root,
+                    what: "a session's oldest sector is outside the ring",
+                });
+            }
+            let mut recs = Records::new(&mut self.log.io(), &s, None)?;
+            if recs.chain().len != s.chain as usize + 1 {
+                return Err(Error::Corrupted {
+                    address: s.head,
+                    what: "a session's chain length disagrees with the table",
+                });
+            }
+            let (mut n, mut size) = (0u32, 0u32);
+            while let Some(r) = recs.next(&mut self.log.io())? {
+                if r.damaged || recs.degraded() {
+                    return Err(Error::Corrupted {
+                        address: s.root,
+                        what: "a session's index or chain is damaged",
+                    });
+                }
+                n += 1;
+                size += r.len + 1;
+                let sector_seq = self.log.seq_of_sector(geo.sector_of(r.addr));
+                if sector_seq.is_none_or(|q| q < s.oldest) {
+                    return Err(Error::Corrupted {
+                        address: r.addr,
+                        what: "a record body lies outside the session's live sectors",
+                    });
+                }
+            }
+            if n != u32::from(s.records) || size != s.size {
+                return Err(Error::Corrupted {
+                    address: s.root,
+                    what: "a session's record count or size disagrees with the table",
+                });
+            }
+            for k in 0..recs.chain().len {
+                let addr = recs.chain().addrs[k];
+                if self.log.verify(addr)?.is_none() {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a session record failed its checksum",
+                    });
+                }
+            }
+            records += n;
+        }
+        for k in 0..self.objects.len() {
+            let o = self.objects[k];
+            if self.object_len(o.addr)? != Some(o.len) || self.log.head_seq_of(o.addr) != o.seq {
+                return Err(Error::Corrupted {
+                    address: o.addr,
+                    what: "a stored document disagrees with the table",
+                });
+            }
+        }
+        Ok(records)
+    }
+}
+
+impl<F: NorFlash> Log<F> {
+    /// Verifies the batch at `addr` (see [`verify_batch`]).
+    fn verify(&mut self, addr: u32) -> Result<Option<u32>, Error<F::Error>> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        verify_batch(&mut io, addr, &mut self.buf)
+    }
+
+    /// The name the session's first batch at `addr` carries, corrected
+    /// when it can be (see [`start_name`]).
+    fn start_name(
+        &mut self,
+        addr: u32,
+        uid: Option<u32>,
+        out: &mut [u8; MAX_SESSION_ID_BYTES],
+    ) -> Result<Option<(u32, usize)>, Error<F::Error>> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        start_name(&mut io, addr, uid, out, &mut self.buf)
+    }
+
+    /// Whether sector `idx` starts with a chunk whose header decodes and
+    /// whose CRC checks out.
+    fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Error<F::Error>> {
+        let at = self.geo.first_chunk(idx);
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        match io.chunk_header(at)? {
+            Some(h) if at + self.geo.chunk_size(h.len) <= self.geo.sector_end(at) => {
+                io.chunk_crc_ok(at, &h, &mut self.buf)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Sector sequence of the sector holding `addr` (the head's if unknown).
+    fn head_seq_of(&self, addr: u32) -> u32 {
+        self.seq_of_sector(self.geo.sector_of(addr))
+            .unwrap_or(self.head_seq)
+    }
+}

@@ -1,0 +1,639 @@
+//! Format and mount: finding the head, the newest checkpoint, and the chunks
+//! written after it (`docs/FORMAT.md`, "Mount").
+//!
+//! Mount reads every sector header (a first pass of 12 bytes each, then the
+//! winner's CRC), walks the head sector's chunk headers to find where writing
+//! goes on, loads the newest checkpoint (`checkpoint.rs`), and scans the
+//! chunk headers after it, handing each committed batch to
+//! [`apply`](Store::apply) (`replay.rs`). It never reads the whole
+//! partition.
+//!
+//! Invariants the walks rely on: batch sequence numbers grow by one from
+//! chunk to chunk within a sector, and only the last chunk of a sector can be
+//! torn (a sector is sealed after any failed write). So only that chunk's CRC
+//! is checked, and a chunk followed by anything but the next sequence number
+//! (its length may be damaged at rest) is checked too; a chunk that fails is
+//! left out and the walk resumes at the next sound chunk. Every loop is
+//! bounded by the geometry.
+//!
+//! Power loss: a cut during [`format`](Store::format) leaves the old store
+//! (possibly missing erased sectors, which mount tolerates) or a blank
+//! partition. Mount itself writes only to record what it recovered: a
+//! checkpoint when the head was sealed or no checkpoint was found (so the
+//! next mount never revisits the damage), a header given back to a sector
+//! whose wipe by a scrub was cut, and a memory compaction after a repair of
+//! the memory chain. Each is an ordinary write: cut, it leaves the state
+//! before it, and the next mount recovers the same way.
+
+use core::borrow::BorrowMut;
+
+use super::Work;
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
+
+use super::checkpoint::DELTAS_PER_FULL;
+use super::memory::MemState;
+use super::{Config, MountMode, MountReport, Priority, Store};
+use crate::error::Error;
+use crate::layout::{geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, NO_ADDR};
+use crate::log::{Io, Log, Slot, STAGE};
+
+impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
+    /// [`format_in`](Self::format_in) with a work area of its own inside
+    /// the `Store` (about 8 KiB more of it).
+    ///
+    /// Power loss: as [`format_in`](Self::format_in).
+    pub fn format(flash: F, config: Config) -> Result<Self, Error<F::Error>> {
+        Self::format_in(flash, Work::new(), config)
+    }
+
+    /// [`mount_in`](Self::mount_in) with a work area of its own inside the
+    /// `Store` (about 8 KiB more of it). A firmware that wants the `Store`
+    /// small, or the work area in a RAM of its choice, lends one with
+    /// [`mount_in`](Self::mount_in).
+    ///
+    /// Power loss: mount writes nothing unless it formats.
+    pub fn mount(flash: F, config: Config, mode: MountMode) -> Result<Self, Error<F::Error>> {
+        Self::mount_in(flash, Work::new(), config, mode)
+    }
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Formats the partition: erases every sector that holds a store (of any
+    /// version) and writes an empty store. Everything stored is lost.
+    /// `work` is the engine's working RAM ([`Work`]), owned or lent.
+    ///
+    /// Power loss: a cut leaves either the old store (possibly missing erased
+    /// sectors, which mount tolerates) or a blank partition; format again.
+    pub fn format_in(mut flash: F, work: W, config: Config) -> Result<Self, Error<F::Error>> {
+        let geo = geometry(&flash).map_err(Error::Config)?;
+        let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
+        let mut log = Log {
+            flash,
+            geo,
+            head: geo.count - 1,
+            head_seq: 0,
+            head_erase_count: 0,
+            write_pos: geo.capacity(),
+            tail_seq: 1,
+            next_seq: 1,
+            checkpoint: NO_ADDR,
+            buf: [0; STAGE],
+            written: [0; crate::log::USAGE_SLOTS],
+            batch_bytes: 0,
+        };
+        for i in (0..geo.count).rev() {
+            let h = log.io().sector_header(i)?;
+            if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) || i == 0 {
+                let start = geo.sector_start(i);
+                log.flash
+                    .erase(start, start + geo.sector)
+                    .map_err(Error::Flash)?;
+            }
+        }
+        flash = log.flash;
+        let mut log = Log { flash, ..log };
+        // Opening sector 0 takes sequence 1 (tail_seq - 1 + 1).
+        log.tail_seq = 1;
+        log.head_seq = 0;
+        log.open_next_sector()?;
+        let mut store = Store {
+            log,
+            sessions: Vec::new(),
+            config,
+            next_uid: 1,
+            checkpoint_sector_seq: 1,
+            full_checkpoint: NO_ADDR,
+            deltas_since_full: 0,
+            deleted_since_full: Vec::new(),
+            bytes_since_checkpoint: 0,
+            reserve_gc,
+            reserve_maintenance,
+            mount_report: MountReport::default(),
+            in_gc: false,
+            objects: Vec::new(),
+            mem: MemState::EMPTY,
+            mem_damaged: 0,
+            scan_damaged: NO_ADDR,
+            sessions_dropped: 0,
+            mem_links: Vec::new(),
+            stage: crate::memory::StageNote::new(),
+            work,
+        };
+        store.write_checkpoint()?;
+        Ok(store)
+    }
+
+    /// Mounts the store on `flash`, with `work` as the engine's working RAM
+    /// ([`Work`], owned or lent).
+    ///
+    /// Reads every sector header, the head sector, the newest checkpoint and
+    /// the chunk headers written after it. A torn write at the head is
+    /// ignored and its sector sealed; an image written by a newer format is
+    /// refused; a blank or foreign partition is [`Error::NotFormatted`]
+    /// unless `mode` allows formatting a blank one.
+    ///
+    /// Power loss: mount writes nothing unless it formats.
+    pub fn mount_in(
+        flash: F,
+        work: W,
+        config: Config,
+        mode: MountMode,
+    ) -> Result<Self, Error<F::Error>> {
+        let geo = geometry(&flash).map_err(Error::Config)?;
+        let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
+        let mut log = Log {
+            flash,
+            geo,
+            head: 0,
+            head_seq: 0,
+            head_erase_count: 0,
+            write_pos: 0,
+            tail_seq: 0,
+            next_seq: 1,
+            checkpoint: NO_ADDR,
+            buf: [0; STAGE],
+            written: [0; crate::log::USAGE_SLOTS],
+            batch_bytes: 0,
+        };
+        let mut report = MountReport::default();
+        // 1. Sector headers: find the head. A first pass reads 12 bytes of
+        // each (magic, version, flags, sequence) and checks only the
+        // winner's CRC; if that fails, a second pass checks every header.
+        let mut newest: Option<(u32, u32, u32, u32)> = None;
+        let mut all_erased = true;
+        let mut best: Option<(u32, u32)> = None;
+        for i in 0..geo.count {
+            report.sector_headers += 1;
+            let mut b = [0u8; 12];
+            log.io().read(geo.sector_start(i), &mut b)?;
+            if b.iter().all(|x| *x == 0xFF) {
+                continue;
+            }
+            all_erased = false;
+            if u32_at(&b, 0) != crate::layout::SECTOR_MAGIC_VALUE {
+                continue;
+            }
+            let version = u16_at(&b, 4);
+            if version > crate::layout::FORMAT_VERSION {
+                if let SectorHeader::Newer { version } = log.io().sector_header(i)? {
+                    return Err(Error::UnsupportedVersion {
+                        found: version,
+                        supported: crate::layout::FORMAT_VERSION,
+                    });
+                }
+                continue;
+            }
+            let seq = u32_at(&b, 8);
+            if version == crate::layout::FORMAT_VERSION && best.is_none_or(|(_, s)| seq > s) {
+                best = Some((i, seq));
+            }
+        }
+        if let Some((i, seq)) = best {
+            if let SectorHeader::Valid {
+                seq: s,
+                erase_count,
+                checkpoint,
+                ..
+            } = log.io().sector_header(i)?
+            {
+                if s == seq {
+                    newest = Some((i, seq, erase_count, checkpoint));
+                }
+            }
+        }
+        if newest.is_none() && best.is_some() {
+            for i in 0..geo.count {
+                report.sector_headers += 1;
+                if let SectorHeader::Valid {
+                    seq,
+                    erase_count,
+                    checkpoint,
+                    ..
+                } = log.io().sector_header(i)?
+                {
+                    if newest.is_none_or(|n| seq > n.1) {
+                        newest = Some((i, seq, erase_count, checkpoint));
+                    }
+                }
+            }
+        }
+        if newest.is_none() && mode == MountMode::FormatIfBlank && all_erased {
+            // Formatting is only for a partition that is erased through and
+            // through, never for a foreign one.
+            let mut io = log.io();
+            let mut buf = [0u8; 64];
+            for i in 0..geo.count {
+                let start = geo.sector_start(i);
+                let mut at = start;
+                while at < start + geo.sector {
+                    io.read(at, &mut buf)?;
+                    if buf.iter().any(|x| *x != 0xFF) {
+                        return Err(Error::NotFormatted);
+                    }
+                    at += buf.len() as u32;
+                }
+            }
+        }
+        let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
+            if mode == MountMode::FormatIfBlank && all_erased {
+                return Self::format_in(log.flash, work, config);
+            }
+            return Err(Error::NotFormatted);
+        };
+        // The head's own header may have rotted: then the newest valid
+        // header is the sector before it. Such a sector holds sound chunks
+        // newer than any of that one's; a sector whose opening was cut
+        // holds none (its erase, if cut, leaves only older ones). It is
+        // taken as the head, sealed, and kept in the ring like any sector
+        // with a damaged header.
+        let next = geo.next(head);
+        if next != head && log.io().sector_header(next)? == SectorHeader::Invalid {
+            let before = log.io().chunk_header(geo.first_chunk(head))?;
+            let after = log.io().chunk_header(geo.first_chunk(next))?;
+            if let (Some(b), Some(a)) = (before, after) {
+                // (Equal: the head's first batch goes on in the next sector.)
+                if a.seq >= b.seq && log.first_chunk_sound(next)? {
+                    head = next;
+                    head_seq += 1;
+                    report.damaged_headers += 1;
+                    report.sealed_head = true;
+                }
+            }
+        }
+        log.head = head;
+        log.head_seq = head_seq;
+        log.head_erase_count = head_erase_count;
+        log.tail_seq = head_seq;
+        // 2. The head sector: the newest checkpoint in it, and where writing
+        // goes on.
+        let mut pos = geo.first_chunk(head);
+        // Walk the chunk headers. Only the last chunk can be torn (the sector
+        // is sealed after any failed write), so only its CRC is checked;
+        // damage elsewhere is found, and confined, when a record is read.
+        let sector_end = geo.sector_start(head) + geo.sector;
+        let mut last: Option<crate::log::ChunkAt> = None;
+        let mut checkpoints = [None::<u32>; 2];
+        // The last chunk's CRC, once checked: (address, sound).
+        let mut last_ok: Option<(u32, bool)> = None;
+        loop {
+            match log.slot_at(head, pos)? {
+                Slot::Chunk(c) => {
+                    // Sequence numbers grow by one from chunk to chunk: a gap
+                    // may mean the chunk before has a length damaged at rest
+                    // and this is not a chunk at all. If the one before fails
+                    // its CRC, the walk resumes at the next sound chunk.
+                    if let Some(l) = last {
+                        if c.header.seq != l.header.seq.wrapping_add(1)
+                            && last_ok.is_none_or(|(at, _)| at != l.address)
+                        {
+                            let ok = log.crc_ok(&l)?;
+                            last_ok = Some((l.address, ok));
+                            if !ok {
+                                match log.resync(head, l.address + geo.write)? {
+                                    Some(p) if p != pos => {
+                                        pos = p;
+                                        continue;
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
+                    log.next_seq = log.next_seq.max(c.header.seq.wrapping_add(1));
+                    if c.header.kind == kind::CHECKPOINT && c.header.is_first() {
+                        checkpoints = [checkpoints[1], Some(c.address)];
+                    }
+                    last = Some(c);
+                    pos += geo.chunk_size(c.header.len);
+                }
+                Slot::End => {
+                    // The last chunk before the end fails its CRC: a torn
+                    // write, or a length damaged at rest that passed over
+                    // sound chunks. Look for them before the end; found,
+                    // the damaged chunk is left behind and the walk goes on.
+                    if let Some(c) = last {
+                        let ok = log.crc_ok(&c)?;
+                        last_ok = Some((c.address, ok));
+                        if !ok {
+                            if let Some(p) = log.resync_before(head, c.address + geo.write, pos)? {
+                                if p < pos {
+                                    pos = p;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                    // A torn first piece may have left bits after an erased
+                    // header: the rest of that piece must be erased too.
+                    let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(sector_end);
+                    let mut io = Io {
+                        flash: &mut log.flash,
+                        geo: &log.geo,
+                    };
+                    if pos < sector_end && !io.is_erased(pos, piece_end - pos, &mut log.buf)? {
+                        report.sealed_head = true;
+                    }
+                    break;
+                }
+                Slot::Damaged => {
+                    // Damage at rest followed by sound chunks: go on after it.
+                    // Damage at the end is a torn write: seal the sector.
+                    let from = last.map_or(pos, |c| c.address) + geo.write;
+                    match log.resync(head, from)? {
+                        Some(p) if p > pos || last.is_none_or(|c| p > c.address) => {
+                            pos = p;
+                            continue;
+                        }
+                        _ => {
+                            report.sealed_head = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let mut valid_end = pos;
+        if let Some(c) = last {
+            let ok = match last_ok {
+                Some((at, ok)) if at == c.address => ok,
+                _ => log.crc_ok(&c)?,
+            };
+            if !ok {
+                report.sealed_head = true;
+                valid_end = c.address;
+                if checkpoints[1] == Some(c.address) {
+                    checkpoints = [None, checkpoints[0]];
+                }
+            }
+        }
+        let head_checkpoint = checkpoints[1];
+        if report.sealed_head {
+            pos = sector_end;
+        }
+        log.write_pos = pos;
+        let head_valid_end = valid_end;
+        let mut store = Store {
+            log,
+            sessions: Vec::new(),
+            config,
+            next_uid: 1,
+            checkpoint_sector_seq: head_seq,
+            full_checkpoint: NO_ADDR,
+            deltas_since_full: DELTAS_PER_FULL,
+            deleted_since_full: Vec::new(),
+            bytes_since_checkpoint: 0,
+            reserve_gc,
+            reserve_maintenance,
+            mount_report: report,
+            in_gc: false,
+            objects: Vec::new(),
+            mem: MemState::EMPTY,
+            mem_damaged: 0,
+            scan_damaged: NO_ADDR,
+            sessions_dropped: 0,
+            mem_links: Vec::new(),
+            stage: crate::memory::StageNote::new(),
+            work,
+        };
+        // 3. The newest checkpoint, else a scan of the whole ring.
+        let candidates = [head_checkpoint, Some(header_checkpoint)];
+        let mut start = None;
+        for c in candidates.into_iter().flatten() {
+            if c != NO_ADDR && store.load_checkpoint(c)? {
+                start = Some(c);
+                break;
+            }
+        }
+        let scan_from = match start {
+            Some(c) => {
+                store.mount_report.from_checkpoint = true;
+                store.log.checkpoint = c;
+                let full = store.full_checkpoint;
+                store.checkpoint_sector_seq =
+                    store
+                        .log
+                        .seq_of_sector(geo.sector_of(full))
+                        .ok_or(Error::Corrupted {
+                            address: full,
+                            what: "the checkpoint lies outside the ring",
+                        })?;
+                c
+            }
+            None => {
+                // Walk back over consecutive sector sequences to the tail.
+                let mut tail_seq = head_seq;
+                let mut i = head;
+                for _ in 1..geo.count {
+                    let p = geo.prev(i);
+                    match store.log.io().sector_header(p)? {
+                        SectorHeader::Valid { seq, .. } if seq.wrapping_add(1) == tail_seq => {
+                            tail_seq = seq;
+                            i = p;
+                        }
+                        _ => break,
+                    }
+                }
+                store.log.tail_seq = tail_seq;
+                store.sessions.clear();
+                store.objects.clear();
+                store.mem = MemState::EMPTY;
+                store.next_uid = 1;
+                store.deltas_since_full = DELTAS_PER_FULL;
+                geo.first_chunk(i)
+            }
+        };
+        // Sectors at the tail end whose header does not carry the sequence
+        // the ring expects were being reopened when power failed: free.
+        while store.log.tail_seq < store.log.head_seq {
+            let idx = store
+                .log
+                .sector_index_of_seq(store.log.tail_seq)
+                .ok_or(Error::LogicBug("tail outside the ring"))?;
+            match store.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq, .. } if seq == store.log.tail_seq => break,
+                _ => store.log.tail_seq += 1,
+            }
+        }
+        store.scan(scan_from, head_valid_end)?;
+        // A sector inside the ring without its header was being wiped (a
+        // scrub) when power failed; its contents had been moved: give it
+        // its header back.
+        let mut seq = store.log.tail_seq;
+        while seq < store.log.head_seq {
+            let idx = store
+                .log
+                .sector_index_of_seq(seq)
+                .ok_or(Error::LogicBug("ring"))?;
+            match store.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq: found, .. } if found == seq => {}
+                // A header damaged at rest over sound contents: the sector
+                // is kept, its sequence known from its place in the ring,
+                // and collected in its turn. (A wipe's erase cut early can
+                // look the same; what it held had been moved, nothing
+                // points into it, and a scrub run again finds the copies
+                // in it: scrub looks at every sector.)
+                _ if store.log.first_chunk_sound(idx)? => {
+                    store.mount_report.damaged_headers += 1;
+                }
+                _ => {
+                    let start = geo.sector_start(idx);
+                    store
+                        .log
+                        .flash
+                        .erase(start, start + geo.sector)
+                        .map_err(Error::Flash)?;
+                    let erase_count = store.log.head_erase_count;
+                    store.log.write_sector_header(idx, seq, erase_count)?;
+                }
+            }
+            seq += 1;
+        }
+        if store.mount_report.sealed_head || !store.mount_report.from_checkpoint {
+            // Record the recovered state, so that the next mount reads the
+            // same and never revisits the damage.
+            store.write_checkpoint_with(Priority::Gc)?;
+        }
+        if !store.mem_links.is_empty() || store.mount_report.salvaged_memory_index {
+            // Links repaired in RAM are not on flash: once a checkpoint
+            // covers the records after them, a later mount would not
+            // repair them again. A memory compaction writes an index that
+            // needs none of them, nor the damaged index. Without room for
+            // it, the repair holds only until then.
+            let _ = store.mem_compact_with(None, Priority::Maintenance);
+        }
+        Ok(store)
+    }
+
+    /// Applies every committed batch from `from` to `head_end` in the head
+    /// sector.
+    fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        let mut pos = from;
+        let mut sector = geo.sector_of(from);
+        // A multi-chunk batch being followed: (first chunk, header).
+        let mut pending: Option<(u32, ChunkHeader)> = None;
+        let skip_seq = match self.log.io().chunk_header(from)? {
+            Some(h) if h.kind == kind::CHECKPOINT && self.mount_report.from_checkpoint => {
+                Some(h.seq)
+            }
+            _ => None,
+        };
+        let mut scanned_bytes = 0u32;
+        for _ in 0..=geo.count {
+            // The slot after the current chunk, read once for both the
+            // "last in its sector" test and the next step.
+            let mut lookahead: Option<Slot> = None;
+            let mut last_start: Option<u32> = None;
+            loop {
+                if sector == self.log.head && pos >= head_end {
+                    break;
+                }
+                let slot = match lookahead.take() {
+                    Some(s) => s,
+                    None => self.log.slot_at(sector, pos)?,
+                };
+                let c = match slot {
+                    Slot::Chunk(c) => c,
+                    Slot::End => break,
+                    Slot::Damaged => {
+                        // Damage at rest: find the next sound chunk after the
+                        // last one applied, so that the damage stays confined.
+                        let from = last_start.map_or(pos, |a| a) + geo.write;
+                        self.note_scan_damage(pending.map_or(pos, |(a, _)| a));
+                        match self.log.resync(sector, from)? {
+                            Some(p) if p != pos => {
+                                self.mount_report.ignored_batches += 1;
+                                pos = p;
+                                continue;
+                            }
+                            _ => break,
+                        }
+                    }
+                };
+                last_start = Some(pos);
+                let next = pos + geo.chunk_size(c.header.len);
+                // Batch sequence numbers grow by one from chunk to chunk
+                // within a sector: a chunk followed by anything else may
+                // have a length damaged at rest, which would pass over the
+                // chunks after it.
+                let (is_last_in_sector, suspect) = if sector == self.log.head && next >= head_end {
+                    // No chunk reaches past the head's end but by a
+                    // damaged length.
+                    (false, next > head_end)
+                } else {
+                    let s = self.log.slot_at(sector, next)?;
+                    let last = !matches!(s, Slot::Chunk(_));
+                    let gap = match &s {
+                        Slot::Chunk(n) => n.header.seq != c.header.seq.wrapping_add(1),
+                        _ => false,
+                    };
+                    lookahead = Some(s);
+                    (sector != self.log.head && last, gap)
+                };
+                pos = next;
+                // Every chunk seen, the checkpoint's own included, raises the
+                // next sequence number: a checkpoint stores the number it was
+                // written *before* taking its own, and when it lies before the
+                // head sector the head walk never sees it; a batch that then
+                // reused its number would be skipped as part of it.
+                self.log.next_seq = self.log.next_seq.max(c.header.seq.wrapping_add(1));
+                if Some(c.header.seq) == skip_seq {
+                    continue;
+                }
+                scanned_bytes = scanned_bytes.saturating_add(c.header.len);
+                self.mount_report.chunks_scanned += 1;
+                // Only the last chunk of a sector can be torn (the sector is
+                // sealed after any failed write); check it if it ends a batch,
+                // and check a suspect one. One that fails is left out, and
+                // the walk goes on at the next sound chunk after its start.
+                if (is_last_in_sector && c.header.is_last() || suspect) && !self.log.crc_ok(&c)? {
+                    self.mount_report.ignored_batches += 1;
+                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
+                    pending = None;
+                    lookahead = None;
+                    match self.log.resync(sector, c.address + geo.write)? {
+                        Some(p) if sector != self.log.head || p < head_end => pos = p,
+                        _ => break,
+                    }
+                    continue;
+                }
+                // The same sequence number and kind as the batch being
+                // followed: its continuation (even if a rotted flag calls
+                // it a first chunk; a new batch has a new number).
+                let continues =
+                    pending.is_some_and(|(_, h)| h.seq == c.header.seq && h.kind == c.header.kind);
+                if c.header.is_first() && !continues {
+                    if let Some((a, _)) = pending {
+                        self.mount_report.ignored_batches += 1;
+                        self.note_scan_damage(a);
+                    }
+                    pending = Some((c.address, c.header));
+                } else if !continues {
+                    // A continuation of nothing: a first chunk whose flags
+                    // rotted, or the rest of a batch left out.
+                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
+                    pending = None;
+                    continue;
+                }
+                if c.header.is_last() {
+                    if let Some((addr, h)) = pending.take() {
+                        if self.apply(addr, &h).is_err() {
+                            self.note_scan_damage(addr);
+                            self.mount_report.ignored_batches += 1;
+                        }
+                    }
+                }
+            }
+            if sector == self.log.head {
+                break;
+            }
+            sector = geo.next(sector);
+            pos = geo.first_chunk(sector);
+        }
+        // The next checkpoint is due as if no remount had happened.
+        self.bytes_since_checkpoint = scanned_bytes;
+        Ok(())
+    }
+}

@@ -1,0 +1,519 @@
+//! What mount does with each committed batch the scan meets after the
+//! checkpoint: it changes the RAM state (session table, objects, the memory
+//! chain's ends) as the write that made the batch did.
+//!
+//! Batches are applied from their chunk headers and fixed parts, without
+//! reading their payloads, except the records that remove or replace state:
+//! a session deletion or block, a memory tombstone, an access record, and an
+//! object. Their CRC is checked before they are applied, so that a bit
+//! flipped at rest cannot turn a batch into a deletion or hide a sound
+//! version. A batch that starts a session names it only if the CRC over its
+//! uid and id checks out. A batch that fails a check is left out (the scan
+//! counts it as ignored); the rest of the ring is still applied.
+//!
+//! Damage at rest is repaired here where the rest of the log makes it
+//! certain: a session's name is recovered from its first batch's own CRC or
+//! by correcting one flipped bit; a sound batch of a session no batch named
+//! is followed back to the first one ([`adopt`](Store::adopt)); the memory
+//! chain goes on past a record that rotted ([`mem_lost_link`](Store::mem_lost_link)),
+//! and a memory index the scan left out is found again through the record
+//! that links to it ([`mem_lost_index`](Store::mem_lost_index)).
+//!
+//! Power loss: nothing here writes; mount records what it recovered
+//! afterwards (`mount.rs`).
+
+use core::borrow::BorrowMut;
+
+use super::Work;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::memory::{self, MemState};
+use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
+use super::Store;
+use crate::cursor::{read_base, BatchMeta};
+use crate::error::Error;
+use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::naming::fnv1a32;
+use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Applies one committed batch found at mount to the RAM state.
+    pub(super) fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Error<F::Error>> {
+        // The scan reads chunk headers, not payloads. Deletions, blocks,
+        // tombstones and access records are small: check their CRC, so
+        // that a bit flipped at rest cannot turn a batch into a deletion or
+        // an item into a tombstone. (Bases and objects are checked against
+        // the session they name and by their readers.)
+        let destructive = matches!(
+            h.kind,
+            kind::SESSION_DELETE | kind::SESSION_BLOCK | kind::MEM_FORGET | kind::MEM_ACCESS
+        );
+        if destructive && self.log.verify(addr)?.is_none() {
+            return Err(Error::Corrupted {
+                address: addr,
+                what: "a record failed its checksum",
+            });
+        }
+        let geo = self.log.geo;
+        let sector_seq = self
+            .log
+            .seq_of_sector(geo.sector_of(addr))
+            .unwrap_or(self.log.head_seq);
+        match h.kind {
+            kind::SESSION_BATCH => {
+                let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
+                let uid = meta.fixed.uid;
+                let added = meta.bodies_len() + u32::from(meta.fixed.count);
+                if added > geo.capacity() {
+                    // A record length damaged at rest (the scan does not
+                    // read bodies, so their CRCs are not checked here).
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a batch's record lengths exceed the partition",
+                    });
+                }
+                if meta.id().is_some() {
+                    // The session's name comes from here: trust it only if
+                    // its CRC checks out (a flipped id byte must not make it
+                    // answer to another name). A batch damaged at rest keeps
+                    // its session when the name can be recovered; its own
+                    // records are lost (its CRC fails when read).
+                    let mut id = [0u8; MAX_SESSION_ID_BYTES];
+                    let (uid, n, records, size) = match meta.id() {
+                        Some(x) if meta.id_ok() => {
+                            id[..x.len()].copy_from_slice(x);
+                            (uid, x.len(), u16::from(meta.fixed.count), added)
+                        }
+                        _ => match self.log.start_name(addr, None, &mut id)? {
+                            Some((uid, n)) => {
+                                self.mount_report.recovered_names += 1;
+                                (uid, n, 0, 0)
+                            }
+                            None => {
+                                return Err(Error::Corrupted {
+                                    address: addr,
+                                    what: "a session's name failed its checksum",
+                                })
+                            }
+                        },
+                    };
+                    self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                    // Uids are never reused: this only guards a damaged image.
+                    if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
+                        self.sessions.swap_remove(i);
+                    }
+                    let s = Session {
+                        uid,
+                        id_hash: fnv1a32(&id[..n]),
+                        id_len: n as u8,
+                        flags: 0,
+                        records,
+                        chain: 0,
+                        head: addr,
+                        root: addr,
+                        root_is_base: false,
+                        oldest: sector_seq,
+                        size,
+                        dirty: true,
+                    };
+                    self.sessions
+                        .push(s)
+                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
+                    return Ok(());
+                }
+                self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                    // A batch whose back pointer does not lead to the head is
+                    // damaged (or follows a damaged one): it still becomes the
+                    // head, and a read finds the chain again by scanning the
+                    // log and rebuilds the index; ignoring it would lose every
+                    // later batch of the session too.
+                    s.head = addr;
+                    s.records = s.records.saturating_add(u16::from(meta.fixed.count));
+                    s.size = s.size.saturating_add(added);
+                    s.chain = s.chain.saturating_add(1);
+                    s.dirty = true;
+                } else if meta.fixed.prev != NO_ADDR && self.log.verify(addr)?.is_some() {
+                    // A sound batch of a session no batch named: the scan
+                    // passed the session's first batch by, for damage in it
+                    // or in a chunk length before it. Follow the back
+                    // pointers to it and recover the name there, or the
+                    // whole session is lost.
+                    let s = self.adopt(addr, &meta, sector_seq)?;
+                    self.sessions
+                        .push(s)
+                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
+                }
+            }
+            kind::SESSION_BASE => {
+                let b = read_base(&mut self.log.io(), addr)?;
+                let mut id = [0u8; MAX_SESSION_ID_BYTES];
+                let n = b.fixed.id_len as usize;
+                let at = self
+                    .log
+                    .io()
+                    .stream_advance(addr + CHUNK_HEADER_LEN, BASE_FIXED);
+                self.log.io().read_stream(at, &mut id[..n])?;
+                self.next_uid = self.next_uid.max(b.fixed.uid.wrapping_add(1));
+                // A base is written for a session that exists: its name is
+                // the one the table has (the base's copy is not trusted
+                // unchecked); a base for an unknown session is damage.
+                let Some(known) = self.sessions.iter().find(|x| x.uid == b.fixed.uid) else {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a session base for no known session",
+                    });
+                };
+                if known.id_hash != fnv1a32(&id[..n]) || known.id_len as usize != n {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a session base names another session",
+                    });
+                }
+                let s = Session {
+                    uid: b.fixed.uid,
+                    id_hash: known.id_hash,
+                    id_len: known.id_len,
+                    flags: b.fixed.flags,
+                    records: b.fixed.count as u16,
+                    chain: 0,
+                    head: addr,
+                    root: addr,
+                    root_is_base: true,
+                    oldest: b.fixed.oldest,
+                    size: b.fixed.size,
+                    dirty: true,
+                };
+                match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
+                    Some(x) => *x = s,
+                    None => self
+                        .sessions
+                        .push(s)
+                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
+                }
+            }
+            kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS => {
+                let mut b = [0u8; 20];
+                // A batch split over sectors continues in the next one, so
+                // its first chunk may hold fewer than 20 bytes of the
+                // payload; the batch is committed (its last chunk is on
+                // flash), so the stream is read on into the next sector.
+                // Forgets (8 bytes) and short access records read only
+                // their own length.
+                let n = match h.kind {
+                    kind::MEM_PUT => 20,
+                    _ => (h.len as usize).min(8),
+                };
+                self.log
+                    .io()
+                    .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
+                if h.kind == kind::MEM_PUT {
+                    // The item's id follows prev, origin, root and the
+                    // encoding's version and flags bytes.
+                    self.mem.next_id = self.mem.next_id.max(u32_at(&b, 14).wrapping_add(1));
+                }
+                if h.kind == kind::MEM_PUT && u32_at(&b, 0) == memory::UNCHAINED {
+                    // A merge or relocation copy: the index after it, if it
+                    // landed, points at it.
+                    return Ok(());
+                }
+                let prev = u32_at(&b, 0);
+                if prev != self.mem.head && self.mem_lost_link(prev, addr)? {
+                    // The chain goes on through a record damaged at rest:
+                    // that record is lost (readers skip it), the chain kept.
+                    self.mem.chain = self.mem.chain.saturating_add(1);
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
+                } else if prev != self.mem.head
+                    && prev == self.scan_damaged
+                    && self.mem_lost_index(prev, addr)?
+                {
+                    // A sound record whose link names the chunk the scan
+                    // left out for damage since the last memory record:
+                    // that chunk was an index (any other memory record
+                    // there is handled by `mem_lost_link`). Its entries
+                    // are confirmed one by one by the puts they name when
+                    // read (`mem_salvage_index`), so a wrong guess loses
+                    // items and never returns one. Its stated oldest sector
+                    // is not trusted: the tail is assumed, so that memory
+                    // gets a sound index before the tail is released.
+                    let mut f = [0u8; 16];
+                    self.log
+                        .io()
+                        .read_stream(self.scan_damaged + CHUNK_HEADER_LEN, &mut f)?;
+                    self.mem_links.clear();
+                    self.mem = MemState {
+                        root: self.scan_damaged,
+                        head: self.scan_damaged,
+                        chain: 0,
+                        changes: 0,
+                        bytes: 0,
+                        oldest: self.log.tail_seq,
+                        next_id: self.mem.next_id.max(u32_at(&f, 4)),
+                    };
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
+                    self.mount_report.salvaged_memory_index = true;
+                } else if prev != self.mem.head {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a memory record does not follow the memory chain",
+                    });
+                }
+                self.scan_damaged = NO_ADDR;
+                self.mem.head = addr;
+                self.mem.chain = self.mem.chain.saturating_add(1);
+                if h.kind != kind::MEM_ACCESS {
+                    self.mem.changes = self.mem.changes.saturating_add(1);
+                }
+                self.mem.bytes = self.mem.bytes.saturating_add(h.len);
+                self.mem.oldest = self.mem.oldest.min(sector_seq);
+            }
+            kind::MEM_INDEX => {
+                let mut b = [0u8; 20];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                // An index replaces the whole memory state: it must look
+                // like one before it is applied (its link is "none" and its
+                // length is what its count and catalog say), so that a
+                // flipped kind byte cannot make another record one. A
+                // damaged index left out here is found again through the
+                // record that links to it.
+                let total = crate::cursor::batch_len(&mut self.log.io(), addr, h)?;
+                let catalog = match u32_at(&b, 16) {
+                    NO_ADDR => 0,
+                    n => n,
+                };
+                let expected = u64::from(memory::INDEX_FIXED)
+                    + u64::from(memory::INDEX_ENTRY) * u64::from(u32_at(&b, 8))
+                    + u64::from(catalog);
+                if u32_at(&b, 0) != NO_ADDR
+                    || catalog as usize > memory::CATALOG_MAX
+                    || expected != u64::from(total)
+                {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "a memory index that does not hold together",
+                    });
+                }
+                self.scan_damaged = NO_ADDR;
+                self.mount_report.salvaged_memory_index = false;
+                self.mem_links.clear();
+                self.mem = MemState {
+                    root: addr,
+                    head: addr,
+                    chain: 0,
+                    changes: 0,
+                    bytes: 0,
+                    oldest: u32_at(&b, 12).min(sector_seq),
+                    next_id: self.mem.next_id.max(u32_at(&b, 4)),
+                };
+            }
+            kind::OBJECT => {
+                let mut b = [0u8; OBJ_FIXED as usize];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                let slot = ObjectSlot {
+                    ty: b[0],
+                    key: u32_at(&b, 4),
+                    addr,
+                    seq: sector_seq,
+                    // Checked before it replaces the version before it: a
+                    // flipped key must not make it stand for another
+                    // document, and a damaged one must not hide a sound one.
+                    len: self.object_len(addr)?.ok_or(Error::Corrupted {
+                        address: addr,
+                        what: "a stored document failed its checksum",
+                    })?,
+                };
+                if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) {
+                    return Err(Error::Corrupted {
+                        address: addr,
+                        what: "unknown object type",
+                    });
+                }
+                self.upsert_object(slot)?;
+            }
+            kind::SESSION_DELETE | kind::SESSION_BLOCK => {
+                let mut b = [0u8; 4];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                let uid = u32::from_le_bytes(b);
+                if h.kind == kind::SESSION_DELETE {
+                    self.remove_uid(uid);
+                } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                    s.flags |= FLAG_BLOCKED;
+                    s.dirty = true;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The session of a sound batch at `addr` (meta `meta`) whose uid the
+    /// mount has not met: its earlier batches, back to the first, are found
+    /// through the back pointers (each one sound and of the same uid), and
+    /// the name is recovered from the first ([`start_name`]).
+    fn adopt(
+        &mut self,
+        addr: u32,
+        meta: &BatchMeta,
+        sector_seq: u32,
+    ) -> Result<Session, Error<F::Error>> {
+        let geo = self.log.geo;
+        let uid = meta.fixed.uid;
+        let lost = Error::Corrupted {
+            address: addr,
+            what: "a batch of a session whose name is lost",
+        };
+        let mut s = Session {
+            uid,
+            id_hash: 0,
+            id_len: 0,
+            flags: 0,
+            records: u16::from(meta.fixed.count),
+            chain: 1,
+            head: addr,
+            root: meta.fixed.prev,
+            root_is_base: false,
+            oldest: sector_seq,
+            size: meta.bodies_len() + u32::from(meta.fixed.count),
+            dirty: true,
+        };
+        let mut id = [0u8; MAX_SESSION_ID_BYTES];
+        for _ in 0..CHAIN_MAX {
+            let root = s.root;
+            if root >= geo.capacity() {
+                return Err(lost);
+            }
+            if let Some(seq) = self.log.seq_of_sector(geo.sector_of(root)) {
+                s.oldest = s.oldest.min(seq);
+            }
+            let sound = self.log.verify(root)?.is_some();
+            let m = if sound {
+                Some(BatchMeta::read(&mut self.log.io(), root)?)
+            } else {
+                None
+            };
+            if let Some((_, n)) = self.log.start_name(root, Some(uid), &mut id)? {
+                s.id_hash = fnv1a32(&id[..n]);
+                s.id_len = n as u8;
+                match m {
+                    // A sound first batch the scan skipped: its records count.
+                    Some(m) if m.fixed.uid == uid => {
+                        s.records = s.records.saturating_add(u16::from(m.fixed.count));
+                        s.size = s
+                            .size
+                            .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
+                    }
+                    _ => self.mount_report.recovered_names += 1,
+                }
+                return Ok(s);
+            }
+            // Not a first batch: a sound batch of the session lets the
+            // walk go on past it.
+            match m {
+                Some(m) if m.fixed.uid == uid && m.id().is_none() && m.fixed.prev != NO_ADDR => {
+                    s.records = s.records.saturating_add(u16::from(m.fixed.count));
+                    s.size = s
+                        .size
+                        .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
+                    s.chain += 1;
+                    s.root = m.fixed.prev;
+                }
+                _ => return Err(lost),
+            }
+        }
+        Err(lost)
+    }
+
+    /// Whether the chunk at `prev`, which the scan left out for damage,
+    /// can be the memory index the sound record at `addr` links to: the
+    /// record checks out, and the chunk either names itself an index or
+    /// links to nothing, as an index does (one of the two is intact when one
+    /// of them rotted; a chain record with a flipped kind byte links to the
+    /// head, and `mem_lost_link` takes it first).
+    fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
+        if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
+            return Ok(false);
+        }
+        let mut link = [0u8; 4];
+        self.log
+            .io()
+            .read_stream(prev + CHUNK_HEADER_LEN, &mut link)?;
+        let named = self
+            .log
+            .io()
+            .chunk_header(prev)?
+            .is_some_and(|h| h.kind == kind::MEM_INDEX && h.is_first());
+        Ok(named || u32::from_le_bytes(link) == NO_ADDR)
+    }
+
+    /// At mount: whether the memory record at `addr`, whose link is `prev`
+    /// and not the chain's head, follows a chain record damaged at rest: a
+    /// record at `prev`, between the head and `addr` in log order, that
+    /// does not check out but whose own link is the head. (A memory index
+    /// links to nothing, so a damaged index never passes; the chain then
+    /// stops there as before.)
+    fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
+        let head = self.mem.head;
+        if prev == NO_ADDR {
+            return Ok(false);
+        }
+        // With no memory at all before it (no index, no record), the lost
+        // record was the first one (its link is "none"); were it an index,
+        // it could only have summarized nothing.
+        let empty = head == NO_ADDR && self.mem.root == NO_ADDR;
+        if head == NO_ADDR && !empty {
+            return Ok(false);
+        }
+        let geo = self.log.geo;
+        let order = |log: &crate::log::Log<F>, a: u32| {
+            if a >= geo.capacity() {
+                return None;
+            }
+            log.seq_of_sector(geo.sector_of(a))
+                .map(|seq| (seq, a % geo.sector))
+        };
+        let (Some(p), Some(y)) = (order(&self.log, prev), order(&self.log, addr)) else {
+            return Ok(false);
+        };
+        let after_head = empty || order(&self.log, head).is_some_and(|h| h < p);
+        if !(after_head && p < y) {
+            return Ok(false);
+        }
+        // Only a sound record may carry the chain past a damaged one (a
+        // session batch whose kind byte flipped must not pass for one).
+        if self.log.verify(addr)?.is_none() {
+            return Ok(false);
+        }
+        if self.log.verify(prev)?.is_some() {
+            // A sound record: `addr` is not the one out of place.
+            return Ok(false);
+        }
+        let mut link = [0u8; 4];
+        self.log
+            .io()
+            .read_stream(prev + CHUNK_HEADER_LEN, &mut link)?;
+        if u32::from_le_bytes(link) == head {
+            return Ok(true);
+        }
+        // The record's header names a chain record but its payload (its
+        // link, say) fails the CRC: it was the head when `addr` was
+        // written, so the record before it is the head now. Remember that
+        // link (the one on flash is not to be trusted) until the next index.
+        let chain_header = self.log.io().chunk_header(prev)?.is_some_and(|h| {
+            h.is_first() && matches!(h.kind, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS)
+        });
+        if chain_header && self.mem_links.push((prev, head)).is_ok() {
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Remembers where the scan first left a chunk out for damage since the
+    /// last memory record (one damaged batch can be met more than once: its
+    /// first chunk, then its continuation).
+    pub(super) fn note_scan_damage(&mut self, at: u32) {
+        if self.scan_damaged == NO_ADDR {
+            self.scan_damaged = at;
+        }
+    }
+}

@@ -1,0 +1,635 @@
+//! Sessions: the RAM session table, appends, compaction, history reads and
+//! deletes (`docs/FORMAT.md`, "Session batch" and "Session history").
+//!
+//! A session is its root (its newest base, or its first batch) followed by
+//! the batches chained after it through their "previous" pointers, at most
+//! [`CHAIN_MAX`] of them (the next append consolidates them into a base,
+//! `base.rs`). RAM keeps one [`Session`] entry per session: where its head
+//! and root are, its record count and `.log` size, and the oldest sector it
+//! still uses. The session's name is stored once, in its first batch (or in
+//! its base); the table keeps its hash and length, and a lookup compares the
+//! bytes on flash.
+//!
+//! Invariants: a table entry changes only after the batch that changes it
+//! has committed; uids are never reused; a history read checks every batch
+//! CRC and every referenced body's CRC, and leaves out (and counts) what
+//! fails, rebuilding the session's index afterwards so that the next read is
+//! whole.
+//!
+//! Power loss: an append is one batch, all or nothing; once it returns `Ok`
+//! it survives any cut. A cut during the compaction that follows leaves the
+//! uncompacted history, which the next completed turn compacts. A delete is
+//! one small record: the session is either whole or gone.
+
+use core::borrow::BorrowMut;
+
+use super::Work;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::base::{Embed, Keep};
+use super::report::HIST_HEADER;
+use super::{Appended, Gate, History, Priority, SessionInfo, Store};
+use crate::chdx::BackendFormat;
+use crate::cursor::{read_id, Records, VerifiedReader};
+use crate::error::Error;
+use crate::error::SESSION_BLOCKED_WARNING;
+use crate::layout::{kind, CRC, NO_ADDR};
+use crate::log::{copy_from_parts, Io, Payload, Slices};
+use crate::naming::fnv1a32;
+use crate::session::{
+    encode_batch_meta, Record, Session, BATCH_META_MAX, BATCH_TURN_COMPLETED, CHAIN_MAX,
+    FLAG_BLOCKED, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES,
+};
+use crate::turns::{PlanBuilder, SummaryCutFinder, TurnCursor};
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Where the session with `uid` is in the table.
+    pub(super) fn index_of(&self, uid: u32) -> Option<usize> {
+        self.sessions.iter().position(|s| s.uid == uid)
+    }
+
+    /// Drops the session with `uid` from the table (after its deletion
+    /// committed, or at mount) and notes it for the next delta checkpoint.
+    pub(super) fn remove_uid(&mut self, uid: u32) {
+        if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
+            self.sessions.swap_remove(i);
+        }
+        self.note_deleted(uid);
+    }
+
+    /// Checks a session id against the configured length.
+    fn check_id(&self, id: &str) -> Result<(), Error<F::Error>> {
+        if id.is_empty() {
+            return Err(Error::InvalidInput("session id is empty"));
+        }
+        if id.len() > self.config.max_session_id_bytes {
+            return Err(Error::TooLarge {
+                what: "session id",
+                size: id.len(),
+                limit: self.config.max_session_id_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Where the session named `id` is in the table, comparing the name on
+    /// flash (corrected when a first batch damaged at rest allows it).
+    pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Error<F::Error>> {
+        let hash = fnv1a32(id.as_bytes());
+        for i in 0..self.sessions.len() {
+            let s = self.sessions[i];
+            if s.id_hash != hash || s.id_len as usize != id.len() {
+                continue;
+            }
+            let mut buf = [0u8; MAX_SESSION_ID_BYTES];
+            let n = read_id(&mut self.log.io(), &s, &mut buf)?;
+            if &buf[..n] == id.as_bytes() {
+                return Ok(Some(i));
+            }
+            // The hash matched but the bytes did not: a first batch damaged
+            // at rest may still give its name back.
+            if !s.root_is_base {
+                if let Some((_, n)) = self.log.start_name(s.root, Some(s.uid), &mut buf)? {
+                    if &buf[..n] == id.as_bytes() {
+                        return Ok(Some(i));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The id of `s` into `out`, checked against the table's hash; a first
+    /// batch damaged at rest is corrected when it can be. `None`: the name
+    /// is lost to damage.
+    pub(super) fn session_id(
+        &mut self,
+        s: &Session,
+        out: &mut [u8; MAX_SESSION_ID_BYTES],
+    ) -> Result<Option<usize>, Error<F::Error>> {
+        let sound = |id: &[u8]| {
+            id.len() == usize::from(s.id_len)
+                && fnv1a32(id) == s.id_hash
+                && core::str::from_utf8(id).is_ok()
+        };
+        match read_id(&mut self.log.io(), s, out) {
+            Ok(n) if sound(&out[..n]) => return Ok(Some(n)),
+            Ok(_) | Err(Error::Corrupted { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if s.root_is_base {
+            return Ok(None);
+        }
+        Ok(match self.log.start_name(s.root, Some(s.uid), out)? {
+            Some((_, n)) if sound(&out[..n]) => Some(n),
+            _ => None,
+        })
+    }
+
+    /// Facts about a session, or `None` if it does not exist.
+    pub fn session_info(&mut self, id: &str) -> Result<Option<SessionInfo>, Error<F::Error>> {
+        self.check_id(id)?;
+        Ok(self.find(id)?.map(|i| {
+            let s = &self.sessions[i];
+            SessionInfo {
+                records: u32::from(s.records),
+                size_bytes: s.size,
+                blocked: s.blocked(),
+            }
+        }))
+    }
+
+    /// Number of sessions stored.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Calls `f` with the id of every session. Returns how many sessions
+    /// were left out because their name is damaged at rest beyond repair
+    /// (they cannot be looked up either).
+    pub fn for_each_session(
+        &mut self,
+        mut f: impl FnMut(&str, SessionInfo),
+    ) -> Result<usize, Error<F::Error>> {
+        let mut lost = 0;
+        for i in 0..self.sessions.len() {
+            let s = self.sessions[i];
+            let mut buf = [0u8; MAX_SESSION_ID_BYTES];
+            let Some(n) = self.session_id(&s, &mut buf)? else {
+                lost += 1;
+                continue;
+            };
+            let Ok(id) = core::str::from_utf8(&buf[..n]) else {
+                lost += 1;
+                continue;
+            };
+            f(
+                id,
+                SessionInfo {
+                    records: u32::from(s.records),
+                    size_bytes: s.size,
+                    blocked: s.blocked(),
+                },
+            );
+        }
+        Ok(lost)
+    }
+
+    /// ESP-Claw's request gate: a request without a session passes; a
+    /// blocked session is refused with the warning, whole. A fault in the
+    /// memory system never blocks a request.
+    pub fn gate(&mut self, session: Option<&str>) -> Gate {
+        let Some(id) = session else {
+            return Gate::Pass;
+        };
+        match self.session_info(id) {
+            Ok(Some(info)) if info.blocked => Gate::Blocked(SESSION_BLOCKED_WARNING),
+            _ => Gate::Pass,
+        }
+    }
+
+    /// Appends records to a session as one atomic batch, creating the
+    /// session on first use. With `turn_completed`, a session left over its
+    /// size limit is compacted (ESP-Claw's turn-aware rules), or blocked if
+    /// compaction cannot bring it under.
+    ///
+    /// Power loss: the batch is all-or-nothing; once this returns `Ok` it
+    /// survives any cut. A cut during the compaction that follows leaves the
+    /// uncompacted history, which the next completed turn compacts.
+    pub fn append(
+        &mut self,
+        session: &str,
+        records: &[Record<'_>],
+        turn_completed: bool,
+    ) -> Result<Appended, Error<F::Error>> {
+        self.check_id(session)?;
+        if records.is_empty() {
+            return Err(Error::InvalidInput("an append needs at least one record"));
+        }
+        if records.len() > MAX_RECORDS_PER_APPEND {
+            return Err(Error::TooLarge {
+                what: "records in one append",
+                size: records.len(),
+                limit: MAX_RECORDS_PER_APPEND,
+            });
+        }
+        let mut total: u64 = 0;
+        for r in records {
+            if r.body.is_empty() {
+                return Err(Error::InvalidInput("a record body is empty"));
+            }
+            total += r.body.len() as u64 + 1;
+        }
+        let limit = self.config.session_size_limit_bytes as usize;
+        if total > limit as u64 {
+            return Err(Error::TooLarge {
+                what: "one append",
+                size: total as usize,
+                limit,
+            });
+        }
+        let found = self.find(session)?;
+        if let Some(i) = found {
+            if self.sessions[i].blocked() {
+                return Err(Error::Blocked);
+            }
+            if self.sessions[i].chain as usize >= CHAIN_MAX {
+                self.rewrite_base(i, Keep::All, None, Embed::None, Priority::User)?;
+            }
+        } else if self.sessions.is_full() {
+            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+        }
+        // Room first: collecting garbage may relocate this session, which
+        // moves its head.
+        let id_len = if found.is_none() {
+            1 + session.len()
+        } else {
+            0
+        };
+        let meta_max = crate::session::BATCH_FIXED as usize + id_len + records.len() * 6;
+        let bodies: usize = records.iter().map(|r| r.body.len()).sum();
+        let found_uid = found.map(|i| self.sessions[i].uid);
+        self.prepare_write((meta_max + bodies) as u32, Priority::User)?;
+        // Garbage collection may have dropped a session damaged at rest,
+        // which moves others in the table.
+        let found = match found_uid {
+            Some(uid) => Some(self.index_of(uid).ok_or(Error::NotFound)?),
+            None => None,
+        };
+        let (uid, prev) = match found {
+            Some(i) => (self.sessions[i].uid, self.sessions[i].head),
+            None => (self.next_uid, NO_ADDR),
+        };
+        let mut meta = [0u8; BATCH_META_MAX];
+        let flags = if turn_completed {
+            BATCH_TURN_COMPLETED
+        } else {
+            0
+        };
+        let id = found.is_none().then_some(session.as_bytes());
+        let meta_len = encode_batch_meta(&mut meta, uid, prev, flags, id, records);
+        let mut payload = AppendPayload {
+            meta: &meta[..meta_len],
+            records,
+        };
+        if found.is_none() {
+            self.next_uid = self.next_uid.wrapping_add(1);
+        }
+        let addr = self.write_prepared(kind::SESSION_BATCH, &mut payload)?;
+        let sector_seq = self.log.head_seq_of(addr);
+        let i = match found {
+            Some(i) => {
+                let s = &mut self.sessions[i];
+                s.head = addr;
+                s.chain += 1;
+                s.records = s.records.saturating_add(records.len() as u16);
+                s.size = s.size.saturating_add(total as u32);
+                s.dirty = true;
+                i
+            }
+            None => {
+                let s = Session {
+                    uid,
+                    id_hash: fnv1a32(session.as_bytes()),
+                    id_len: session.len() as u8,
+                    flags: 0,
+                    records: records.len() as u16,
+                    chain: 0,
+                    head: addr,
+                    root: addr,
+                    root_is_base: false,
+                    oldest: sector_seq,
+                    size: total as u32,
+                    dirty: true,
+                };
+                self.sessions
+                    .push(s)
+                    .map_err(|_| Error::LogicBug("session table full after check"))?;
+                self.sessions.len() - 1
+            }
+        };
+        let mut out = Appended::default();
+        if turn_completed && self.sessions[i].size > self.config.session_size_limit_bytes {
+            out = self.compact_turns(i)?;
+        }
+        Ok(out)
+    }
+
+    /// ESP-Claw's turn-aware compaction of session `i`.
+    fn compact_turns(&mut self, i: usize) -> Result<Appended, Error<F::Error>> {
+        let s = self.sessions[i];
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
+        let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if !r.damaged {
+                plan.push(r.kind, u64::from(r.len));
+            }
+        }
+        let plan = plan.finish();
+        if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
+            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
+            self.write(kind::SESSION_BLOCK, &mut payload, Priority::Maintenance)?;
+            let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
+            self.sessions[i].flags |= FLAG_BLOCKED;
+            self.sessions[i].dirty = true;
+            return Ok(Appended {
+                compacted: false,
+                blocked: true,
+            });
+        }
+        if plan.kept_record_count() == plan.record_count() {
+            return Ok(Appended::default());
+        }
+        self.rewrite_base(
+            i,
+            Keep::Turns(&plan),
+            None,
+            Embed::None,
+            Priority::Maintenance,
+        )?;
+        Ok(Appended {
+            compacted: true,
+            blocked: false,
+        })
+    }
+
+    /// Ameba-Claw's summary compaction: replaces every turn before the last
+    /// `keep_turns` turns by `summary`. Returns `false` (and writes nothing)
+    /// if fewer than two turns would be replaced.
+    ///
+    /// Power loss: atomic; before the new index commits the old history
+    /// stands, after it the summarized one.
+    pub fn compact_with_summary(
+        &mut self,
+        session: &str,
+        keep_turns: u64,
+        summary: Record<'_>,
+    ) -> Result<bool, Error<F::Error>> {
+        self.check_id(session)?;
+        if summary.body.is_empty() {
+            return Err(Error::InvalidInput("the summary is empty"));
+        }
+        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let s = self.sessions[i];
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
+        let mut turns = TurnCursor::new();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if !r.damaged {
+                turns.advance(r.kind);
+            }
+        }
+        let mut finder = SummaryCutFinder::new(turns.turns(), keep_turns);
+        recs.rewind();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if !r.damaged {
+                finder.push(r.kind, u64::from(r.len));
+            }
+        }
+        let Some(cut) = finder.finish() else {
+            return Ok(false);
+        };
+        if cut.replaced_turns < crate::turns::SUMMARY_MIN_REPLACED_TURNS {
+            return Ok(false);
+        }
+        self.rewrite_base(
+            i,
+            Keep::From(cut.record_index),
+            Some(summary),
+            Embed::None,
+            Priority::Maintenance,
+        )?;
+        Ok(true)
+    }
+
+    /// Reads a session's history into `buf`, oldest record first, applying
+    /// ESP-Claw's mixed-backend filter for the `current` backend (tool
+    /// records of another known backend are dropped; a final answer keeps
+    /// only its text). An empty or unknown session is [`Error::NotFound`].
+    ///
+    /// Reads about the bytes it returns: the session's index and bodies and
+    /// the meta of its recent batches, never the rest of the partition.
+    pub fn history<'b>(
+        &mut self,
+        session: &str,
+        current: BackendFormat,
+        buf: &'b mut [u8],
+    ) -> Result<History<'b>, Error<F::Error>> {
+        self.check_id(session)?;
+        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let s = self.sessions[i];
+        let mut needed =
+            (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
+        // The size a base states may be damaged at rest and claim more than
+        // its records hold: before asking for more room, count what they
+        // hold (the next read then repairs the base).
+        let mut resized = false;
+        if buf.len() < needed {
+            let held = self.history_len(&s)?;
+            if held < needed {
+                needed = held;
+                resized = true;
+            }
+            if buf.len() < needed {
+                return Err(Error::BufferTooSmall { needed });
+            }
+        }
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
+        let mut at = 0usize;
+        let mut count = 0u32;
+        let mut damaged = 0u32;
+        // Batch CRCs are checked as the batch is read: remember where each
+        // batch's output began, to drop it whole if its checksum fails.
+        let mut seg_start = 0usize;
+        let mut seg_records = 0u32;
+        let mut cur_seg = usize::MAX;
+        // A batch of the chain is read once, front to back, its CRCs checked
+        // on the way (meta included); a base's bodies have their own CRCs.
+        let mut reader: Option<VerifiedReader> = None;
+        let mut seg_broken = false;
+        loop {
+            let next = recs.next(&mut self.log.io())?;
+            let seg = next.map(|r| r.segment);
+            if seg != Some(cur_seg) {
+                // Close the previous batch.
+                if let Some(r) = reader.take() {
+                    if !r.finish() {
+                        damaged += seg_records;
+                        count -= seg_records;
+                        at = seg_start;
+                    }
+                }
+                if let Some(seg) = seg {
+                    cur_seg = seg;
+                    seg_start = at;
+                    seg_records = 0;
+                    seg_broken = false;
+                    let base_segment = seg == 0 && s.root_is_base;
+                    let damaged_meta = next.is_some_and(|r| r.damaged);
+                    if !base_segment && !damaged_meta {
+                        let addr = recs.chain().addrs[seg];
+                        reader =
+                            VerifiedReader::new(&mut self.log.io(), addr, kind::SESSION_BATCH)?;
+                        // A batch whose header is gone: its records are lost.
+                        seg_broken = reader.is_none();
+                    }
+                }
+            }
+            let Some(r) = next else { break };
+            if r.damaged || seg_broken {
+                damaged += 1;
+                continue;
+            }
+            let body = at + HIST_HEADER;
+            let end = body.saturating_add(r.len as usize);
+            if end > buf.len() {
+                if buf.len() < needed {
+                    return Err(Error::BufferTooSmall { needed });
+                }
+                // `needed` holds the whole session: a record that does not
+                // fit has a length damaged at rest. In a batch, whose bodies
+                // follow one another, the batch is dropped (the reader will
+                // not finish it); a base's entries stand alone, so only that
+                // record is lost. The rest is still read.
+                seg_broken |= !(r.segment == 0 && s.root_is_base);
+                damaged += 1;
+                continue;
+            }
+            let dst = &mut buf[body..end];
+            match reader.as_mut() {
+                Some(v) => {
+                    // Skip (and check) the meta before the first body.
+                    let mut skip = r.offset.saturating_sub(v.read_total());
+                    while skip > 0 {
+                        let n = (skip as usize).min(self.log.buf.len());
+                        let mut io = Io {
+                            flash: &mut self.log.flash,
+                            geo: &self.log.geo,
+                        };
+                        v.read(&mut io, &mut self.log.buf[..n])?;
+                        skip -= n as u32;
+                    }
+                    v.read(&mut self.log.io(), dst)?;
+                }
+                None => self.log.io().read_stream(r.addr, dst)?,
+            }
+            if let Some(crc) = r.crc {
+                if CRC.checksum(dst) != crc {
+                    damaged += 1;
+                    continue;
+                }
+            }
+            // The mixed-backend filter.
+            let mut len = r.len as usize;
+            match crate::backend::history_action(current, r.format, r.kind) {
+                crate::backend::HistoryAction::Keep => {}
+                crate::backend::HistoryAction::Drop => continue,
+                crate::backend::HistoryAction::KeepTextOnly => {
+                    let (head, tail) = buf.split_at_mut(end);
+                    match crate::backend::degrade_assistant_final(&head[body..end], tail) {
+                        Ok(crate::backend::Degraded::Unchanged) | Err(_) => {}
+                        Ok(crate::backend::Degraded::Dropped) => continue,
+                        Ok(crate::backend::Degraded::Rewritten { len_bytes }) => {
+                            buf.copy_within(end..end + len_bytes, body);
+                            len = len_bytes;
+                        }
+                    }
+                }
+            }
+            buf[at] = r.kind.as_u8();
+            buf[at + 1] = r.format.as_u8();
+            buf[at + 2..at + 6].copy_from_slice(&(len as u32).to_le_bytes());
+            at = body + len;
+            count += 1;
+            seg_records += 1;
+        }
+        if recs.degraded() || damaged > 0 || resized {
+            // The index or the chain was damaged: rebuild the index from what
+            // the log still holds, so that the next read is whole again and
+            // nothing points at the damage. A failure here (no room) leaves
+            // the session as it is; the read still answers.
+            let _ = self.rewrite_base(i, Keep::All, None, Embed::None, Priority::Maintenance);
+        }
+        if count == 0 {
+            return Err(Error::NotFound);
+        }
+        Ok(History {
+            buf: &buf[..at],
+            records: count,
+            damaged,
+        })
+    }
+
+    /// Bytes a history read of `s` returns at most: every record's header
+    /// and body, as the index and batch metas give them (a length beyond
+    /// the partition is damage, and not counted).
+    fn history_len(&mut self, s: &Session) -> Result<usize, Error<F::Error>> {
+        let ring = self.ring_view();
+        let capacity = self.log.geo.capacity();
+        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
+        let mut total = 0usize;
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if !r.damaged && r.len <= capacity {
+                total += HIST_HEADER + r.len as usize;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Deletes a session and all its records.
+    ///
+    /// Power loss: atomic; the deletion commits with one small record.
+    pub fn delete_session(&mut self, session: &str) -> Result<(), Error<F::Error>> {
+        self.check_id(session)?;
+        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let uid = self.sessions[i].uid;
+        let mut payload = Slices([&uid.to_le_bytes()[..]]);
+        self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
+        self.remove_uid(uid);
+        Ok(())
+    }
+
+    /// Deletes every session. Returns how many were deleted.
+    ///
+    /// Power loss: each session's deletion is atomic on its own.
+    pub fn clear_sessions(&mut self) -> Result<usize, Error<F::Error>> {
+        let mut n = 0;
+        while let Some(s) = self.sessions.last().copied() {
+            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
+            self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
+            self.remove_uid(s.uid);
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+struct AppendPayload<'a, 'r> {
+    meta: &'a [u8],
+    records: &'a [Record<'r>],
+}
+
+impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
+    fn len(&self) -> u32 {
+        self.meta.len() as u32
+            + self
+                .records
+                .iter()
+                .map(|r| r.body.len() as u32)
+                .sum::<u32>()
+    }
+
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Error<F::Error>> {
+        let parts = core::iter::once(self.meta).chain(self.records.iter().map(|r| r.body));
+        copy_from_parts(parts, offset, out);
+        Ok(())
+    }
+}
