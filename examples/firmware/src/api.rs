@@ -25,7 +25,7 @@ use clawmem::profile::ProfileDoc;
 use clawmem::rebuild::{self, RebuildError, RebuildReport, Verdict};
 use clawmem::text::{self, Normalized};
 use clawmem::{
-    Appended, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
+    Appended, Work, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
     SessionInfo, Space, Stored, WrittenBytes,
 };
 
@@ -37,13 +37,18 @@ type R<T> = core::result::Result<T, Error<FlashError>>;
 // ---- the store: mount, sessions, profiles ---------------------------------
 
 #[inline(never)]
-pub fn mount(flash: InternalFlash, config: Config, mode: MountMode) -> R<Engine> {
-    Engine::mount(flash, config, mode)
+pub fn mount(
+    flash: InternalFlash,
+    work: &'static mut Work,
+    config: Config,
+    mode: MountMode,
+) -> R<Engine> {
+    Engine::mount_in(flash, work, config, mode)
 }
 
 #[inline(never)]
-pub fn format(flash: InternalFlash, config: Config) -> R<Engine> {
-    Engine::format(flash, config)
+pub fn format(flash: InternalFlash, work: &'static mut Work, config: Config) -> R<Engine> {
+    Engine::format_in(flash, work, config)
 }
 
 #[inline(never)]

@@ -41,7 +41,7 @@ use clawmem::naming::SessionFileKind;
 use clawmem::profile::ProfileDoc;
 use clawmem::rebuild::Verdict;
 use clawmem::{
-    BackendFormat, Config, Error, Gate, MemoryConfig, MountMode, Record, RecordType, Store,
+    BackendFormat, Config, Error, Gate, MemoryConfig, MountMode, Record, RecordType, Store, Work,
 };
 use cortex_m_rt::entry;
 
@@ -50,8 +50,26 @@ use flash::{FlashError, InternalFlash};
 /// Sessions the RAM table holds (`Store`'s const generic).
 pub const SESSIONS: usize = 32;
 
-/// The engine with its state: what the firmware keeps in RAM for clawmem.
-pub type Engine = Store<InternalFlash, SESSIONS>;
+/// The engine with its state: what the firmware keeps in RAM for clawmem,
+/// with the engine's work area ([`Work`]) lent from a static of its own.
+pub type Engine = Store<InternalFlash, SESSIONS, &'static mut Work>;
+
+/// The engine's work area, `size_of::<Work>()`, for the same report.
+#[used]
+#[no_mangle]
+pub static CLAWMEM_WORK_BYTES: u32 = size_of::<Work>() as u32;
+
+/// The engine's working RAM, lent to the store for good.
+static mut WORK: Work = Work::new();
+
+/// The work area. Called once per mount attempt: a failed mount drops the
+/// store, and with it the only reference to the area.
+fn take_work() -> &'static mut Work {
+    // SAFETY: single-core, no interrupts use it, and each reference is
+    // handed to a mount that either keeps it in the store for good or
+    // fails and drops it before the next call.
+    unsafe { &mut *core::ptr::addr_of_mut!(WORK) }
+}
 
 type Result<T> = core::result::Result<T, Error<FlashError>>;
 
@@ -121,14 +139,14 @@ fn main() -> ! {
     let Some(flash) = InternalFlash::take() else {
         halt()
     };
-    let store = match api::mount(flash, config(), MountMode::FormatIfBlank) {
+    let store = match api::mount(flash, take_work(), config(), MountMode::FormatIfBlank) {
         Ok(store) => store,
         // Foreign data (an earlier firmware's file system, say): this
         // example claims the partition.
         Err(Error::NotFormatted) => {
             // SAFETY: the only other handle was consumed by the failed mount.
             let flash = unsafe { InternalFlash::steal() };
-            match api::format(flash, config()) {
+            match api::format(flash, take_work(), config()) {
                 Ok(store) => store,
                 Err(_) => halt(),
             }

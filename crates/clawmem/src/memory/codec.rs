@@ -30,7 +30,7 @@
 
 use core::fmt;
 
-use super::item::{Item, ItemId, Label, Labels};
+use super::item::{Item, ItemId, Label};
 use super::text::trim_c;
 use super::{
     CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, SOURCE_MAX_BYTES,
@@ -191,15 +191,14 @@ impl<'a> Reader<'a> {
 
     fn text<const N: usize>(
         &mut self,
+        out: &mut heapless::String<N>,
         len: usize,
         field: ItemField,
-    ) -> Result<heapless::String<N>, DecodeError> {
+    ) -> Result<(), DecodeError> {
         let bytes = self.take(len)?;
         let text = core::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8(field))?;
-        let mut out = heapless::String::new();
-        out.push_str(text)
-            .map_err(|_| DecodeError::TooLong(field))?;
-        Ok(out)
+        out.clear();
+        out.push_str(text).map_err(|_| DecodeError::TooLong(field))
     }
 }
 
@@ -260,6 +259,15 @@ impl Item {
     /// Decodes an item written by [`Item::encode`], validating every byte.
     /// Returns an error (never panics) for any other input.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut item = Item::empty();
+        item.decode_from(bytes)?;
+        Ok(item)
+    }
+
+    /// [`Item::decode`] into `self`, in place (no second item on the
+    /// stack). On an error `self` holds some of the fields read; it is a
+    /// valid value but not a meaningful item.
+    pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
         let mut r = Reader { bytes, pos: 0 };
         let version = r.u8()?;
         if version != ITEM_FORMAT_VERSION {
@@ -269,10 +277,10 @@ impl Item {
         if flags != 0 {
             return Err(DecodeError::ReservedFlags(flags));
         }
-        let id = ItemId::new(r.u32()?);
-        let created_at = r.u32()?;
-        let updated_at = r.u32()?;
-        let access_count = r.u16()?;
+        self.id = ItemId::new(r.u32()?);
+        self.created_at = r.u32()?;
+        self.updated_at = r.u32()?;
+        self.access_count = r.u16()?;
         let source_len = check_len(usize::from(r.u8()?), SOURCE_MAX_BYTES, ItemField::Source)?;
         let content_len = check_len(usize::from(r.u16()?), CONTENT_MAX_BYTES, ItemField::Content)?;
         let tags_len = check_len(usize::from(r.u8()?), TAGS_MAX_BYTES, ItemField::Tags)?;
@@ -286,47 +294,38 @@ impl Item {
             return Err(DecodeError::TooManyLabels(label_count));
         }
 
-        let source = r.text(source_len, ItemField::Source)?;
-        let content = r.text(content_len, ItemField::Content)?;
-        let tags = r.text(tags_len, ItemField::Tags)?;
-        let keywords = r.text(keywords_len, ItemField::Keywords)?;
-        let mut labels = Labels::new();
+        r.text(&mut self.source, source_len, ItemField::Source)?;
+        r.text(&mut self.content, content_len, ItemField::Content)?;
+        r.text(&mut self.tags, tags_len, ItemField::Tags)?;
+        r.text(&mut self.keywords, keywords_len, ItemField::Keywords)?;
+        self.labels.clear();
         for _ in 0..label_count {
             let len = check_len(usize::from(r.u8()?), LABEL_MAX_BYTES, ItemField::Label)?;
-            let label: Label = r.text(len, ItemField::Label)?;
+            let mut label = Label::new();
+            r.text(&mut label, len, ItemField::Label)?;
             if label.is_empty() {
                 return Err(DecodeError::Empty(ItemField::Label));
             }
-            if labels.contains(&label) {
+            if self.labels.contains(&label) {
                 return Err(DecodeError::DuplicateLabel);
             }
-            labels
+            self.labels
                 .push(label)
                 .map_err(|_| DecodeError::TooManyLabels(label_count))?;
         }
         if r.pos != bytes.len() {
             return Err(DecodeError::TrailingBytes);
         }
-        if source.is_empty() {
+        if self.source.is_empty() {
             return Err(DecodeError::Empty(ItemField::Source));
         }
-        if content.is_empty() {
+        if self.content.is_empty() {
             return Err(DecodeError::Empty(ItemField::Content));
         }
-        if trim_c(&content).len() != content.len() {
+        if trim_c(&self.content).len() != self.content.len() {
             return Err(DecodeError::UntrimmedContent);
         }
-        Ok(Self {
-            id,
-            source,
-            content,
-            tags,
-            keywords,
-            labels,
-            created_at,
-            updated_at,
-            access_count,
-        })
+        Ok(())
     }
 }
 

@@ -258,6 +258,22 @@ pub struct Item {
 }
 
 impl Item {
+    /// An item with every field empty and id 0: a place to decode into
+    /// ([`Item::decode_from`]), not an item to store.
+    pub const fn empty() -> Item {
+        Item {
+            id: ItemId::new(0),
+            source: Source::new(),
+            content: Content::new(),
+            tags: Tags::new(),
+            keywords: Keywords::new(),
+            labels: Labels::new(),
+            created_at: 0,
+            updated_at: 0,
+            access_count: 0,
+        }
+    }
+
     /// Applies the store rules to `input` and builds a new item with id `id`,
     /// created and updated at `now` (seconds; 0 is allowed when there is no
     /// clock), never accessed.

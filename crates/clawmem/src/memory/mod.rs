@@ -56,7 +56,8 @@ pub use render::{
 };
 pub use rules::{
     conflicts_for_replace, duplicate_kind, eviction_score, evictions_needed, merge_same_key,
-    recall_cmp, select_evictions, select_evictions_default, DuplicateKind, ItemRank,
+    merge_same_key_into, recall_cmp, select_evictions, select_evictions_default, DuplicateKind,
+    ItemRank,
 };
 pub use text::{
     cut_utf8, item_key, normalize_for_key, ItemKey, NormalizedText, KEY_DROPPED_PUNCTUATION,

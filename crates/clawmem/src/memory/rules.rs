@@ -189,24 +189,39 @@ pub fn select_evictions_default(ranks: &mut [ItemRank]) -> &[ItemRank] {
 /// with the content they were grounded in. The merge is commutative and
 /// associative, so any number of same-key items can be folded in any order.
 pub fn merge_same_key(a: &Item, b: &Item) -> Option<Item> {
-    let key = a.key();
-    if key.is_empty() || key != b.key() {
-        return None;
+    let mut merged = a.clone();
+    merge_same_key_into(&mut merged, b).then_some(merged)
+}
+
+/// [`merge_same_key`] in place: `a` becomes the merged item, and `true`;
+/// `false` (and `a` unchanged) if the keys differ or are empty.
+pub fn merge_same_key_into(a: &mut Item, b: &Item) -> bool {
+    {
+        let key = a.key();
+        if key.is_empty() || key != b.key() {
+            return false;
+        }
     }
-    let (older, newer) = if a.id() <= b.id() { (a, b) } else { (b, a) };
-    let content_from = if newer.updated_at() > older.updated_at() {
-        newer
+    // The older item is the one with the lower id; the content comes from
+    // the newer one only if it was updated later.
+    let take_b = if a.id() <= b.id() {
+        b.updated_at() > a.updated_at()
     } else {
-        older
+        a.updated_at() <= b.updated_at()
     };
-    let mut merged = content_from.clone();
-    merged.id = older.id();
-    merged.access_count = a.access_count().max(b.access_count());
-    merged.created_at = match (a.created_at(), b.created_at()) {
+    let id = a.id().min(b.id());
+    let access_count = a.access_count().max(b.access_count());
+    let created_at = match (a.created_at(), b.created_at()) {
         (0, t) | (t, 0) => t,
         (x, y) => x.min(y),
     };
-    Some(merged)
+    if take_b {
+        a.clone_from(b);
+    }
+    a.id = id;
+    a.access_count = access_count;
+    a.created_at = created_at;
+    true
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use crate::error::{Error, UnknownLabelError};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::memory::{
-    conflicts_for_replace, merge_same_key, Item, ItemId, ItemInput, ItemRank, LabelLimit,
+    conflicts_for_replace, merge_same_key_into, Item, ItemId, ItemInput, ItemRank, LabelLimit,
     ITEM_ENCODED_MAX_BYTES, LONG_TERM_PREAMBLE, MAX_ACTIVE_ITEMS,
 };
 use crate::naming::fnv1a32;
@@ -244,6 +244,35 @@ fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usize> {
     Some(len + need)
 }
 
+/// The payload length of a put of `item`.
+fn put_len<E>(item: &Item) -> Result<u32, Error<E>> {
+    let n = item.encoded_len();
+    if n > ITEM_ENCODED_MAX_BYTES {
+        return Err(Error::LogicBug("item larger than its encoding"));
+    }
+    Ok(PUT_FIXED + n as u32)
+}
+
+/// Encodes a put of `item` (after `prev` and its lineage `origin`) into
+/// `enc`; returns its length.
+fn put_encode<E>(
+    enc: &mut [u8],
+    prev: u32,
+    origin: (u32, u32),
+    item: &Item,
+) -> Result<u32, Error<E>> {
+    let len = put_len(item)?;
+    enc[0..4].copy_from_slice(&prev.to_le_bytes());
+    enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
+    enc[8..12].copy_from_slice(&origin.1.to_le_bytes());
+    let out = enc
+        .get_mut(PUT_FIXED as usize..)
+        .ok_or(Error::LogicBug("put buffer too small"))?;
+    item.encode(out)
+        .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
+    Ok(len)
+}
+
 /// An item's lineage: the id it replaced and the first id of its lineage
 /// (0: none).
 type Lineage = (u32, u32);
@@ -261,6 +290,17 @@ pub(crate) struct Active {
 }
 
 impl Active {
+    /// The entry of `item`, put at `addr`.
+    fn of(item: &Item, addr: u32) -> Active {
+        Active {
+            id: item.id().get(),
+            addr,
+            updated_at: item.updated_at(),
+            access: item.access_count(),
+            bloom: item_bloom(item),
+        }
+    }
+
     fn rank(&self) -> ItemRank {
         ItemRank {
             id: ItemId::new(self.id),
@@ -378,26 +418,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(len)
     }
 
-    /// Reads the item put at `addr`, and its lineage: the id it replaced and
-    /// the first id of its lineage (0: none). The put is read into the work
-    /// area, not onto the stack.
+    /// Reads the item put at `addr` into the work area's item slot `slot`,
+    /// and returns its lineage: the id it replaced and the first id of its
+    /// lineage (0: none). The put is read into the work area, not onto the
+    /// stack.
     #[inline(never)]
-    pub(crate) fn mem_item(&mut self, addr: u32) -> Result<(Item, Lineage), Error<F::Error>> {
+    fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Error<F::Error>> {
         let len = self.mem_check(addr, kind::MEM_PUT)?;
-        let buf = &mut self.work.borrow_mut().enc;
-        let n = len.min(buf.len());
+        let w: &mut Work = self.work.borrow_mut();
+        let n = len.min(w.enc.len());
         self.log
             .io()
-            .read_stream(addr + CHUNK_HEADER_LEN, &mut buf[..n])?;
+            .read_stream(addr + CHUNK_HEADER_LEN, &mut w.enc[..n])?;
         let bad = Error::Corrupted {
             address: addr,
             what: "a memory item does not decode",
         };
-        let body = buf
+        let body = w
+            .enc
             .get(PUT_FIXED as usize..len)
             .ok_or(bad.clone_corrupted())?;
-        let item = Item::decode(body).map_err(|_| bad)?;
-        Ok((item, (u32_at(buf, 4), u32_at(buf, 8))))
+        w.items[slot].decode_from(body).map_err(|_| bad)?;
+        Ok((u32_at(&w.enc, 4), u32_at(&w.enc, 8)))
+    }
+
+    /// The item in the work area's slot `slot`.
+    fn slot(&self, slot: usize) -> &Item {
+        &self.work.borrow().items[slot]
     }
 
     /// The memory chain after the root, oldest first.
@@ -502,21 +549,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             // A garbage entry past the real ones names no sound put: that
             // is not damage met, so it is not counted.
-            let item = match self.mem_item(addr) {
-                Ok((item, _)) => item,
+            match self.mem_read(addr, 0) {
+                Ok(_) => {}
                 Err(Error::Corrupted { .. }) => continue,
                 Err(e) => return Err(e),
-            };
-            if item.id().get() != id {
+            }
+            let w: &mut Work = self.work.borrow_mut();
+            if w.items[0].id().get() != id {
                 continue;
             }
-            let _ = self.work.borrow_mut().active[lvl].push(Active {
-                id,
-                addr,
-                updated_at: item.updated_at(),
-                access: item.access_count(),
-                bloom: item_bloom(&item),
-            });
+            let _ = w.active[lvl].push(Active::of(&w.items[0], addr));
         }
         Ok(())
     }
@@ -590,18 +632,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for (addr, k) in self.mem_chain()? {
             match k {
                 kind::MEM_PUT => {
-                    let r = self.mem_item(addr);
-                    let Some((item, _)) = self.mem_tolerate(r)? else {
+                    let r = self.mem_read(addr, 0);
+                    if self.mem_tolerate(r)?.is_none() {
                         continue;
-                    };
-                    let a = Active {
-                        id: item.id().get(),
-                        addr,
-                        updated_at: item.updated_at(),
-                        access: item.access_count(),
-                        bloom: item_bloom(&item),
-                    };
-                    let out = &mut self.work.borrow_mut().active[lvl];
+                    }
+                    let w: &mut Work = self.work.borrow_mut();
+                    let a = Active::of(&w.items[0], addr);
+                    let out = &mut w.active[lvl];
                     match out.iter_mut().find(|x| x.id == a.id) {
                         Some(x) => *x = a,
                         None => out
@@ -656,12 +693,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
-    /// The item with the applied access count and update time.
-    fn mem_load(&mut self, a: &Active) -> Result<Item, Error<F::Error>> {
-        let (mut item, _) = self.mem_item(a.addr)?;
+    /// The item with the applied access count and update time, into slot
+    /// `slot`; returns its lineage.
+    fn mem_load_in(&mut self, a: &Active, slot: usize) -> Result<Lineage, Error<F::Error>> {
+        let lineage = self.mem_read(a.addr, slot)?;
+        let item = &mut self.work.borrow_mut().items[slot];
         item.set_access_count(a.access);
         item.set_updated_at(a.updated_at);
-        Ok(item)
+        Ok(lineage)
+    }
+
+    /// [`mem_load_in`](Self::mem_load_in), `false` for a damaged item.
+    fn mem_load_ok_in(&mut self, a: &Active, slot: usize) -> Result<bool, Error<F::Error>> {
+        let r = self.mem_load_in(a, slot);
+        Ok(self.mem_tolerate(r)?.is_some())
+    }
+
+    /// The item with the applied access count and update time, onto the
+    /// caller's stack.
+    fn mem_load(&mut self, a: &Active) -> Result<Item, Error<F::Error>> {
+        self.mem_load_in(a, 0)?;
+        Ok(self.slot(0).clone())
     }
 
     /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
@@ -678,12 +730,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// [`mem_load`](Self::mem_load), `None` for a damaged item.
-    fn mem_load_ok(&mut self, a: &Active) -> Result<Option<Item>, Error<F::Error>> {
-        let r = self.mem_load(a);
-        self.mem_tolerate(r)
     }
 
     /// Memory records that failed their checksum (damage at rest) and were
@@ -742,19 +788,32 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if chained {
             self.mem_before_write(p)?;
         }
-        let n = item.encoded_len();
-        if n > ITEM_ENCODED_MAX_BYTES {
-            return Err(Error::LogicBug("item larger than its encoding"));
-        }
-        let len = PUT_FIXED + n as u32;
-        self.prepare_write(len, p)?;
+        self.prepare_write(put_len(item)?, p)?;
         let prev = if chained { self.mem_prev() } else { UNCHAINED };
-        let enc = &mut self.work.borrow_mut().enc;
-        enc[0..4].copy_from_slice(&prev.to_le_bytes());
-        enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
-        enc[8..12].copy_from_slice(&origin.1.to_le_bytes());
-        item.encode(&mut enc[PUT_FIXED as usize..])
-            .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
+        let len = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
+        self.mem_put_encoded(len, chained)
+    }
+
+    /// An unchained put of the item in the work area's slot `slot`: a
+    /// compaction's merge or relocation copy. No collection runs inside a
+    /// compaction, so the encoding made before room is made stays.
+    fn mem_put_slot(
+        &mut self,
+        slot: usize,
+        origin: (u32, u32),
+        p: Priority,
+    ) -> Result<u32, Error<F::Error>> {
+        if !self.in_gc {
+            return Err(Error::LogicBug("an unchained put outside a compaction"));
+        }
+        let w: &mut Work = self.work.borrow_mut();
+        let len = put_encode(&mut w.enc, UNCHAINED, origin, &w.items[slot])?;
+        self.prepare_write(len, p)?;
+        self.mem_put_encoded(len, false)
+    }
+
+    /// Writes the put encoded in the work area, `len` bytes.
+    fn mem_put_encoded(&mut self, len: u32, chained: bool) -> Result<u32, Error<F::Error>> {
         let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
         let (addr, _) = self.log.write_batch(kind::MEM_PUT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -816,22 +875,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.work.borrow_mut().active[OP][i],
                         self.work.borrow_mut().active[OP][j],
                     );
-                    let Some(a) = self.mem_load_ok(&ai)? else {
+                    // Both in the work area's slots; the merged item goes to
+                    // the stack, since writing it may compact (which uses
+                    // the slots).
+                    if !self.mem_load_ok_in(&ai, 0)? || !self.mem_load_ok_in(&aj, 1)? {
                         j += 1;
                         continue;
-                    };
-                    let Some(b) = self.mem_load_ok(&aj)? else {
-                        j += 1;
-                        continue;
-                    };
-                    if let Some(m) = merge_same_key(&a, &b) {
+                    }
+                    let w: &mut Work = self.work.borrow_mut();
+                    let [a, b] = &mut w.items;
+                    let (a_id, b_id) = (a.id(), b.id());
+                    if merge_same_key_into(a, b) {
                         merges += 1;
-                        let other = if m.id() == a.id() { b.id() } else { a.id() };
-                        let kept_i = m.id() == a.id();
-                        drop((a, b));
+                        let kept_i = a.id() == a_id;
+                        let other = if kept_i { b_id } else { a_id };
+                        let m = a.clone();
                         self.mem_put(&m, (0, 0), true, p)?;
                         self.mem_forget_record(other.get(), p)?;
-                        drop(m);
                         self.mem_active(OP)?;
                         self.mem_keys(OP)?;
                         if !kept_i {
@@ -915,8 +975,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for k in 0..self.work.borrow_mut().active[lvl].len() {
             let a = self.work.borrow_mut().active[lvl][k];
             // A damaged item has no key: it merges with nothing.
-            let key = match self.mem_load_ok(&a)? {
-                Some(i) if !i.key().is_empty() => fnv1a32(i.key().as_bytes()),
+            let key = match self.mem_load_ok_in(&a, 0)? {
+                true if !self.slot(0).key().is_empty() => fnv1a32(self.slot(0).key().as_bytes()),
                 _ => 0,
             };
             set_word(&mut self.work.borrow_mut().scratch, k, key);
@@ -956,9 +1016,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut replaced = Marks::NONE;
         for k in 0..self.work.borrow_mut().active[GC].len() {
             let a = self.work.borrow_mut().active[GC][k];
-            let r = self.mem_item(a.addr);
+            let r = self.mem_read(a.addr, 0);
             match self.mem_tolerate(r)? {
-                Some((_, (origin, _))) => {
+                Some((origin, _)) => {
                     if origin != 0 && origin != a.id {
                         if let Some(o) = self.work.borrow_mut().active[GC]
                             .iter()
@@ -999,26 +1059,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.work.borrow_mut().active[GC][i],
                         self.work.borrow_mut().active[GC][j],
                     );
-                    let Some(a) = self.mem_load_ok(&ai)? else {
+                    if !self.mem_load_ok_in(&ai, 0)? || !self.mem_load_ok_in(&aj, 1)? {
                         j += 1;
                         continue;
-                    };
-                    let Some(b) = self.mem_load_ok(&aj)? else {
-                        j += 1;
-                        continue;
-                    };
-                    if let Some(m) = merge_same_key(&a, &b) {
-                        drop((a, b));
-                        let addr = self.mem_put(&m, (0, 0), false, p)?;
+                    }
+                    let w: &mut Work = self.work.borrow_mut();
+                    let [a, b] = &mut w.items;
+                    if merge_same_key_into(a, b) {
+                        let addr = self.mem_put_slot(0, (0, 0), p)?;
                         let work: &mut Work = self.work.borrow_mut();
+                        let merged = Active::of(&work.items[0], addr);
                         let set = &mut work.active[GC];
-                        set[i] = Active {
-                            id: m.id().get(),
-                            addr,
-                            updated_at: m.updated_at(),
-                            access: m.access_count(),
-                            bloom: item_bloom(&m),
-                        };
+                        set[i] = merged;
                         set.remove(j);
                         let keys = &mut work.scratch;
                         for k in j..set.len() {
@@ -1043,9 +1095,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             for k in 0..self.work.borrow_mut().active[GC].len() {
                 let a = self.work.borrow_mut().active[GC][k];
                 if self.log.head_seq_of(a.addr) <= upto {
-                    let item = self.mem_load(&a)?;
-                    let (_, origin) = self.mem_item(a.addr)?;
-                    let addr = self.mem_put(&item, origin, false, p)?;
+                    let origin = self.mem_load_in(&a, 0)?;
+                    let addr = self.mem_put_slot(0, origin, p)?;
                     self.work.borrow_mut().active[GC][k].addr = addr;
                 }
             }
@@ -1057,10 +1108,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         while let Some(k) = self.mem_next_by_id(GC, last) {
             let a = self.work.borrow_mut().active[GC][k];
             last = Some(a.id);
-            let item = self.mem_load(&a)?;
-            for l in item.labels() {
+            self.mem_load_in(&a, 0)?;
+            let w: &mut Work = self.work.borrow_mut();
+            for l in w.items[0].labels() {
                 if let Some(n) = catalog_len {
-                    catalog_len = catalog_add(&mut self.work.borrow_mut().scratch, n, l);
+                    catalog_len = catalog_add(&mut w.scratch, n, l);
                 }
             }
         }
@@ -1192,12 +1244,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_active(OP)?;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
-            let Some(existing) = self.mem_load_ok(&a)? else {
+            if !self.mem_load_ok_in(&a, 0)? {
                 continue;
-            };
-            if item.duplicate_of(&existing).is_some() {
+            }
+            if item.duplicate_of(self.slot(0)).is_some() {
                 return Ok(Stored {
-                    item: existing,
+                    item: self.slot(0).clone(),
                     changed: false,
                     replaced: 0,
                 });
@@ -1219,12 +1271,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 if a.id == item.id().get() {
                     continue;
                 }
-                let Some(existing) = self.mem_load_ok(&a)? else {
+                if !self.mem_load_ok_in(&a, 0)? {
                     continue;
-                };
-                if conflicts_for_replace(&existing, &item) {
+                }
+                if conflicts_for_replace(self.slot(0), &item) {
+                    // The stage note first: forgetting may compact, which
+                    // reuses the slot.
+                    let w: &mut Work = self.work.borrow_mut();
+                    let _ = self.stage.note_item(&w.items[0]);
                     self.mem_forget_record(a.id, Priority::User)?;
-                    self.stage_touch(&existing);
                     replaced += 1;
                 }
             }
@@ -1269,10 +1324,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut listed = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
-            let Some(item) = self.mem_load_ok(&a)? else {
+            if !self.mem_load_ok_in(&a, 0)? {
                 continue;
-            };
-            f(&item);
+            }
+            f(self.slot(0));
             listed += 1;
         }
         Ok(listed)
@@ -1306,16 +1361,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut hashes = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
-            let Some(item) = self.mem_load_ok(&a)? else {
+            if !self.mem_load_ok_in(&a, 0)? {
                 continue;
-            };
-            for l in item.labels() {
+            }
+            let w: &mut Work = self.work.borrow_mut();
+            for l in w.items[0].labels() {
                 if hashes < cap {
-                    set_word(
-                        &mut self.work.borrow_mut().scratch,
-                        hashes,
-                        fnv1a32(l.as_bytes()),
-                    );
+                    set_word(&mut w.scratch, hashes, fnv1a32(l.as_bytes()));
                     hashes += 1;
                 }
             }
@@ -1324,12 +1376,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut pos = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
-            let Some(item) = self.mem_load_ok(&a)? else {
+            if !self.mem_load_ok_in(&a, 0)? {
                 continue;
-            };
-            for l in item.labels() {
+            }
+            let w: &Work = self.work.borrow();
+            for l in w.items[0].labels() {
                 let h = fnv1a32(l.as_bytes());
-                let b = &self.work.borrow_mut().scratch;
+                let b = &w.scratch;
                 let here = pos.min(hashes);
                 pos += 1;
                 if (0..here).any(|x| word(b, x) == h) {
@@ -1441,11 +1494,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if x.change <= 0 || x.used {
                 continue;
             }
-            let r = self.mem_item(x.addr);
-            let Some((item, _)) = self.mem_tolerate(r)? else {
+            let r = self.mem_read(x.addr, 0);
+            if self.mem_tolerate(r)?.is_none() {
                 return Ok(None);
-            };
-            if let Some(l) = item
+            }
+            if let Some(l) = self
+                .slot(0)
                 .labels()
                 .iter()
                 .find(|l| fnv1a32(l.as_bytes()) == x.hash)
@@ -1466,12 +1520,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         by: i16,
     ) -> Result<bool, Error<F::Error>> {
-        let r = self.mem_item(addr);
-        let Some((item, _)) = self.mem_tolerate(r)? else {
+        let r = self.mem_read(addr, 0);
+        if self.mem_tolerate(r)?.is_none() {
             return Ok(false);
-        };
-        let b = &mut self.work.borrow_mut().scratch;
-        for l in item.labels() {
+        }
+        let w: &mut Work = self.work.borrow_mut();
+        let b = &mut w.scratch;
+        for l in w.items[0].labels() {
             let h = fnv1a32(l.as_bytes());
             match (0..*deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
                 Some(d) => {
@@ -1569,11 +1624,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if a.bloom & want == 0 {
                 continue;
             }
-            let Some(item) = self.mem_load_ok(&a)? else {
+            if !self.mem_load_ok_in(&a, 0)? {
                 continue;
-            };
+            }
             for (k2, l) in labels.iter().enumerate() {
-                if item.has_label(l) {
+                if self.slot(0).has_label(l) {
                     seen[k2] = true;
                     hits.set(k);
                 }
@@ -1623,10 +1678,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .find(|a| a.id == id)
                 .copied()
             {
-                let Some(item) = self.mem_load_ok(&a)? else {
+                if !self.mem_load_ok_in(&a, 0)? {
                     continue;
-                };
-                f(&item);
+                }
+                f(self.slot(0));
             }
         }
         self.mem_maybe_compact()?;
@@ -1650,8 +1705,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
     ) -> Result<Option<Stored>, Error<F::Error>> {
         let old_a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
-        let old = self.mem_load(&old_a)?;
-        let (_, (_, old_root)) = self.mem_item(old_a.addr)?;
+        let (_, old_root) = self.mem_load_in(&old_a, 0)?;
+        let old = self.slot(0).clone();
         let root = if old_root == 0 { id.get() } else { old_root };
         let new_id = ItemId::new(self.mem.next_id);
         let Some(new) = old
@@ -1666,11 +1721,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if a.id == id.get() {
                 continue;
             }
-            let Some(existing) = self.mem_load_ok(&a)? else {
+            if !self.mem_load_ok_in(&a, 0)? {
                 continue;
-            };
-            if new.duplicate_of(&existing).is_some() {
-                dup = Some(existing);
+            }
+            if new.duplicate_of(self.slot(0)).is_some() {
+                dup = Some(self.slot(0).clone());
                 break;
             }
         }
@@ -1721,8 +1776,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
-            let r = self.mem_item(a.addr);
-            let Some((_, (origin, root))) = self.mem_tolerate(r)? else {
+            let r = self.mem_read(a.addr, 0);
+            let Some((origin, root)) = self.mem_tolerate(r)? else {
                 continue;
             };
             if origin == want || root == want {

@@ -41,7 +41,7 @@ use crate::log::{Io, Log, Slot, STAGE};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
     /// [`format_in`](Self::format_in) with a work area of its own inside
-    /// the `Store` (about 8 KiB more of it).
+    /// the `Store` ([`Work`] more of it).
     ///
     /// Power loss: as [`format_in`](Self::format_in).
     pub fn format(flash: F, config: Config) -> Result<Self, Error<F::Error>> {
@@ -49,7 +49,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
     }
 
     /// [`mount_in`](Self::mount_in) with a work area of its own inside the
-    /// `Store` (about 8 KiB more of it). A firmware that wants the `Store`
+    /// `Store` ([`Work`] more of it). A firmware that wants the `Store`
     /// small, or the work area in a RAM of its choice, lends one with
     /// [`mount_in`](Self::mount_in).
     ///

@@ -3,21 +3,24 @@
 //!
 //! Owns: the active sets of long-term memory (one for the public operation
 //! in progress, one for a compaction that garbage collection starts under
-//! it), a scratch area, and the buffer an item's put is read into.
+//! it), a scratch area, the buffer an item's put is read into or encoded
+//! in, and two item slots.
 //!
 //! Invariants: nothing in it outlives the operation that filled it; every
 //! reader fills what it reads first. The operation level ([`OP`]) is never
 //! touched by a compaction, so a public operation may keep its active set
 //! across a write that collects garbage. The scratch area is never held
 //! across a write that may collect garbage, except by a compaction itself,
-//! which runs with no collection nested in it.
+//! which runs with no collection nested in it. The item slots follow the
+//! scratch area's rule: a compaction holds them across its own writes; any
+//! other reader fills one and is done with it before its next write.
 //!
 //! Power loss: it is RAM only and holds nothing that a mount needs.
 
 use heapless::Vec;
 
 use super::memory::{Active, ACTIVE_CAP, PUT_FIXED, SCRATCH_BYTES};
-use crate::memory::ITEM_ENCODED_MAX_BYTES;
+use crate::memory::{Item, ITEM_ENCODED_MAX_BYTES};
 
 /// The active set of a public memory operation.
 pub(crate) const OP: usize = 0;
@@ -25,7 +28,7 @@ pub(crate) const OP: usize = 0;
 /// collection starts under another operation).
 pub(crate) const GC: usize = 1;
 
-/// The engine's working RAM (about 8 KiB), kept apart from the stack.
+/// The engine's working RAM (about 9 KiB), kept apart from the stack.
 ///
 /// A [`Store`](crate::Store) owns one by default; a firmware that wants the
 /// `Store` itself small, or the work area in a particular RAM, lends one
@@ -35,6 +38,9 @@ pub struct Work {
     pub(crate) active: [Vec<Active, ACTIVE_CAP>; 2],
     pub(crate) scratch: [u8; SCRATCH_BYTES],
     pub(crate) enc: [u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
+    /// Items being read: by a compaction (two at a merge), or for a moment
+    /// by a read that holds none across a write.
+    pub(crate) items: [Item; 2],
 }
 
 impl Work {
@@ -44,6 +50,7 @@ impl Work {
             active: [Vec::new(), Vec::new()],
             scratch: [0; SCRATCH_BYTES],
             enc: [0; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
+            items: [Item::empty(), Item::empty()],
         }
     }
 }
