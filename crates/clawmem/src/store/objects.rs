@@ -14,11 +14,9 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 
-use super::{Priority, Store};
+use super::{Priority, Store, Work};
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::error::Error;
 use crate::layout::{kind, CHUNK_HEADER_LEN};
@@ -116,6 +114,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         key: u32,
         out: &mut [u8],
     ) -> Result<Option<usize>, Error<F::Error>> {
+        let Some((at, len)) = self.object_data(ty, key)? else {
+            return Ok(None);
+        };
+        let dst = out
+            .get_mut(..len)
+            .ok_or(Error::BufferTooSmall { needed: len })?;
+        self.log.io().read_stream(at, dst)?;
+        Ok(Some(len))
+    }
+
+    /// Where the newest object of this type and key has its data, and how
+    /// long it is (its CRC checked); `None` if there is none.
+    fn object_data(&mut self, ty: u8, key: u32) -> Result<Option<(u32, usize)>, Error<F::Error>> {
         let Some(o) = self
             .objects
             .iter()
@@ -128,15 +139,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             address: o.addr,
             what: "a stored document failed its checksum",
         })? as usize;
-        let dst = out
-            .get_mut(..len)
-            .ok_or(Error::BufferTooSmall { needed: len })?;
         let at = self
             .log
             .io()
             .stream_advance(o.addr + CHUNK_HEADER_LEN, OBJ_FIXED);
-        self.log.io().read_stream(at, dst)?;
-        Ok(Some(len))
+        Ok(Some((at, len)))
     }
 
     /// Reads a profile document whole into `out` and returns its length.
@@ -199,9 +206,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// gets `default_01` as its current session, which is stored.
     pub fn chat_sessions(&mut self, chat: &ChatKey) -> Result<ChatSessions, Error<F::Error>> {
         let key = fnv1a32(chat.as_str().as_bytes());
-        let mut buf = [0u8; crate::chat::MAP_ENCODED_MAX_BYTES];
-        if let Some(n) = self.read_object(OBJ_CHAT_MAP, key, &mut buf)? {
-            if let Ok(map) = ChatSessions::decode_for(chat, &buf[..n]) {
+        // Read into the work area's scratch, not onto the stack.
+        if let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? {
+            let w: &mut Work = self.work.borrow_mut();
+            let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
+                address: at,
+                what: "a chat session map is longer than any map",
+            })?;
+            self.log.io().read_stream(at, buf)?;
+            if let Ok(map) = ChatSessions::decode_for(chat, buf) {
                 return Ok(map);
             }
             // Another chat key with the same hash: not supported.
@@ -212,16 +225,37 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(map)
     }
 
+    /// Stores a chat's session map. It is encoded into the work area's
+    /// scratch once room is made (making room may use the scratch).
     fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Error<F::Error>> {
-        let mut buf = [0u8; crate::chat::MAP_ENCODED_MAX_BYTES];
-        let n = map
-            .encode(&mut buf)
+        let (ty, key) = (OBJ_CHAT_MAP, fnv1a32(map.key().as_str().as_bytes()));
+        let n = map.encoded_len();
+        if n > crate::chat::MAP_ENCODED_MAX_BYTES {
+            return Err(Error::LogicBug("chat map larger than its maximum"));
+        }
+        let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
+        if !exists && self.objects.is_full() {
+            return Err(Error::TooManySessions { max: MAX_OBJECTS });
+        }
+        let len = OBJ_FIXED + n as u32;
+        self.prepare_write(len, Priority::User)?;
+        let w: &mut Work = self.work.borrow_mut();
+        map.encode(&mut w.scratch)
             .map_err(|_| Error::LogicBug("chat map larger than its maximum"))?;
-        self.write_object(
-            OBJ_CHAT_MAP,
-            fnv1a32(map.key().as_str().as_bytes()),
-            &buf[..n],
-        )
+        let mut head = [0u8; OBJ_FIXED as usize];
+        head[0] = ty;
+        head[4..8].copy_from_slice(&key.to_le_bytes());
+        let mut payload = Slices([&head[..], &w.scratch[..n]]);
+        let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        let seq = self.log.head_seq_of(addr);
+        self.upsert_object(ObjectSlot {
+            ty,
+            key,
+            addr,
+            seq,
+            len: n as u32,
+        })
     }
 
     /// Runs a `/session` command for a chat (parse it with

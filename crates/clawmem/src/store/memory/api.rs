@@ -1,0 +1,728 @@
+//! The public long-term memory API: store, import, get, list, catalog,
+//! recall, update, forget, newest, clear, compact, the prompt section and
+//! `MEMORY.md`, and the stage note.
+//!
+//! Invariants: each operation works on the work area's [`OP`] active set,
+//! which no compaction under it touches; an item read into a slot is done
+//! with before the next write.
+//!
+//! Power loss: each function says what a cut during it leaves.
+
+use super::*;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Starts a stage: from now on, the labels of items that stores,
+    /// updates and forgets touch are collected (in RAM) for
+    /// [`write_memory_stage_note`](Self::write_memory_stage_note).
+    pub fn memory_stage_begin(&mut self) {
+        self.stage.clear();
+    }
+
+    /// Writes `Memory update: [label1;label2]` for the labels memory writes
+    /// touched since [`memory_stage_begin`](Self::memory_stage_begin),
+    /// deduplicated; writes nothing and returns `false` if there are none.
+    pub fn write_memory_stage_note<O: fmt::Write>(&self, w: &mut O) -> Result<bool, fmt::Error> {
+        self.stage.write_to(w)
+    }
+
+    pub(super) fn stage_touch(&mut self, item: &Item) {
+        // A note beyond its capacity keeps its first labels.
+        let _ = self.stage.note_item(item);
+    }
+
+    /// Stores a long-term memory item (ESP-Claw's `store`): the input is
+    /// trimmed and normalized (tags, grounded keywords, summary labels); an
+    /// empty content is an error. An input that duplicates an active item
+    /// (same key, same normalized content, or containment) writes nothing and
+    /// returns that item with `changed = false`. With `replace`, active items
+    /// sharing a tag or keyword with the new one are forgotten afterwards.
+    ///
+    /// Power loss: the item is one atomic batch; with `replace`, each
+    /// forgetting after it is atomic on its own.
+    pub fn memory_store(
+        &mut self,
+        input: &ItemInput<'_>,
+        now: u32,
+        replace: bool,
+    ) -> Result<Stored, Error<F::Error>> {
+        let id = ItemId::new(self.mem.next_id);
+        let item = Item::new(id, input, now, self.config.memory.label_limit)
+            .map_err(|_| Error::InvalidInput("memory content is empty"))?;
+        self.mem_store_new(item, replace)
+    }
+
+    /// Stores an item carried over from another store (an ESP-Claw
+    /// `memory_records.jsonl` being imported, say): as
+    /// [`memory_store`](Self::memory_store) without `replace`, but the item
+    /// keeps its creation and update times and its access count. It gets a
+    /// new id, as every stored item does.
+    pub fn memory_import(
+        &mut self,
+        input: &ItemInput<'_>,
+        created_at: u32,
+        updated_at: u32,
+        access_count: u16,
+    ) -> Result<Stored, Error<F::Error>> {
+        let id = ItemId::new(self.mem.next_id);
+        let mut item = Item::new(id, input, created_at, self.config.memory.label_limit)
+            .map_err(|_| Error::InvalidInput("memory content is empty"))?;
+        item.set_updated_at(updated_at);
+        item.set_access_count(access_count);
+        self.mem_store_new(item, false)
+    }
+
+    /// The common part of storing `item`, a new item with the next id.
+    pub(super) fn mem_store_new(
+        &mut self,
+        item: Item,
+        replace: bool,
+    ) -> Result<Stored, Error<F::Error>> {
+        self.mem_active(OP)?;
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            if item.duplicate_of(self.slot(0)).is_some() {
+                return Ok(Stored {
+                    item: self.slot(0).clone(),
+                    changed: false,
+                    replaced: 0,
+                });
+            }
+        }
+        if self.work.borrow_mut().active[OP].len() >= ACTIVE_CAP - 1 {
+            self.mem_compact_with(None, Priority::User)?;
+        }
+        self.mem.next_id = self.mem.next_id.wrapping_add(1);
+        self.mem_put(&item, (0, 0), true, Priority::User)?;
+        self.stage_touch(&item);
+        let mut replaced = 0;
+        if replace {
+            // Forgetting may compact memory: that works on its own active
+            // set, so this one stays as read here.
+            self.mem_active(OP)?;
+            for k in 0..self.work.borrow_mut().active[OP].len() {
+                let a = self.work.borrow_mut().active[OP][k];
+                if a.id == item.id().get() {
+                    continue;
+                }
+                if !self.mem_load_ok_in(&a, 0)? {
+                    continue;
+                }
+                if conflicts_for_replace(self.slot(0), &item) {
+                    // The stage note first: forgetting may compact, which
+                    // reuses the slot.
+                    let w: &mut Work = self.work.borrow_mut();
+                    let _ = self.stage.note_item(&w.items[0]);
+                    self.mem_forget_record(a.id, Priority::User)?;
+                    replaced += 1;
+                }
+            }
+        }
+        self.mem_maybe_compact()?;
+        Ok(Stored {
+            item,
+            changed: true,
+            replaced,
+        })
+    }
+
+    /// The active item with this id.
+    pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
+        let a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
+        self.mem_load(&a)
+    }
+
+    /// The active-set entry of item `id`, if it is active.
+    pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Error<F::Error>> {
+        self.mem_active(OP)?;
+        Ok(self.work.borrow_mut().active[OP]
+            .iter()
+            .find(|a| a.id == id)
+            .copied())
+    }
+
+    /// Calls `f` with every active item in priority order (access count,
+    /// then update time, descending; then id). Returns how many. An item
+    /// that fails its checksum (damage at rest) is left out and counted in
+    /// [`memory_damaged_reads`](Self::memory_damaged_reads); so is every
+    /// other memory read.
+    pub fn memory_list(&mut self, mut f: impl FnMut(&Item)) -> Result<usize, Error<F::Error>> {
+        self.memory_list_dyn(&mut f)
+    }
+
+    /// [`memory_list`](Self::memory_list), compiled once whatever the
+    /// caller's closure.
+    pub(super) fn memory_list_dyn(
+        &mut self,
+        f: &mut dyn FnMut(&Item),
+    ) -> Result<usize, Error<F::Error>> {
+        self.mem_active(OP)?;
+        self.work.borrow_mut().active[OP].sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        let mut listed = 0;
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            f(self.slot(0));
+            listed += 1;
+        }
+        Ok(listed)
+    }
+
+    /// Calls `f` with every summary label and its reference count, in the
+    /// order items first carry them (oldest item first).
+    pub fn memory_catalog(
+        &mut self,
+        mut f: impl FnMut(&str, u16),
+    ) -> Result<usize, Error<F::Error>> {
+        self.memory_catalog_dyn(&mut f)
+    }
+
+    /// [`memory_catalog`](Self::memory_catalog), compiled once whatever the
+    /// caller's closure.
+    pub(super) fn memory_catalog_dyn(
+        &mut self,
+        f: &mut dyn FnMut(&str, u16),
+    ) -> Result<usize, Error<F::Error>> {
+        self.mem_active(OP)?;
+        if let Some(n) = self.mem_catalog_from_index(f)? {
+            return Ok(n);
+        }
+        // No catalog in the index (none yet, or it did not fit): count the
+        // labels of every active item, oldest item first. The labels' hashes
+        // go to the scratch area in that order; a label is emitted where its
+        // hash first appears, with the number of times it appears.
+        self.work.borrow_mut().active[OP].sort_unstable_by_key(|a| a.id);
+        let cap = SCRATCH_BYTES / 4;
+        let mut hashes = 0;
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            let w: &mut Work = self.work.borrow_mut();
+            for l in w.items[0].labels() {
+                if hashes < cap {
+                    set_word(&mut w.scratch, hashes, fnv1a32(l.as_bytes()));
+                    hashes += 1;
+                }
+            }
+        }
+        let mut emitted = 0;
+        let mut pos = 0;
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            let w: &Work = self.work.borrow();
+            for l in w.items[0].labels() {
+                let h = fnv1a32(l.as_bytes());
+                let b = &w.scratch;
+                let here = pos.min(hashes);
+                pos += 1;
+                if (0..here).any(|x| word(b, x) == h) {
+                    continue;
+                }
+                let refs = (0..hashes).filter(|&x| word(b, x) == h).count() as u16;
+                emitted += 1;
+                f(l, refs);
+            }
+        }
+        Ok(emitted)
+    }
+
+    /// The catalog from the newest index, corrected for what the chain
+    /// changed since: reads the index's catalog and entries and only the
+    /// items added or removed since. `None` if the index has no catalog.
+    /// Works on active set [`OP`] as read; the label deltas go to the
+    /// scratch area.
+    #[inline(never)]
+    pub(super) fn mem_catalog_from_index(
+        &mut self,
+        f: &mut dyn FnMut(&str, u16),
+    ) -> Result<Option<usize>, Error<F::Error>> {
+        let root = self.mem.root;
+        if root == NO_ADDR {
+            return Ok(None);
+        }
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        let at = root + CHUNK_HEADER_LEN;
+        self.log.io().read_stream(at, &mut fixed)?;
+        let count = u32_at(&fixed, 8).min(ACTIVE_CAP as u32);
+        let catalog_len = u32_at(&fixed, 16);
+        if catalog_len == NO_ADDR || catalog_len as usize > CATALOG_MAX {
+            return Ok(None);
+        }
+        // Label deltas since the index: (label hash, change, a put holding
+        // the label for labels the index does not have).
+        let mut deltas = 0;
+        // Active entries the index lists as they are.
+        let mut listed = Marks::NONE;
+        for k in 0..count {
+            let mut e = [0u8; INDEX_ENTRY as usize];
+            let a = self
+                .log
+                .io()
+                .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
+            self.log.io().read_stream(a, &mut e)?;
+            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            match self.work.borrow_mut().active[OP]
+                .iter()
+                .position(|x| x.id == id && x.addr == addr)
+            {
+                Some(x) => listed.set(x),
+                None => {
+                    if !self.mem_label_deltas(&mut deltas, addr, -1)? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            if !listed.get(k) {
+                let addr = self.work.borrow_mut().active[OP][k].addr;
+                if !self.mem_label_deltas(&mut deltas, addr, 1)? {
+                    return Ok(None);
+                }
+            }
+        }
+        // The index's labels in their order, then the new ones.
+        let mut emitted = 0;
+        // Offsets in the index's payload (a stream that may cross sectors).
+        let mut pos = INDEX_FIXED + INDEX_ENTRY * count;
+        let end = pos + catalog_len;
+        while pos < end {
+            let mut hdr = [0u8; 1];
+            let addr = self.log.io().stream_advance(at, pos);
+            self.log.io().read_stream(addr, &mut hdr)?;
+            let n = hdr[0] as usize;
+            let mut label = [0u8; crate::memory::LABEL_MAX_BYTES + 2];
+            if n > crate::memory::LABEL_MAX_BYTES || pos + 1 + n as u32 + 2 > end {
+                return Ok(None);
+            }
+            let rest = self.log.io().stream_advance(at, pos + 1);
+            self.log.io().read_stream(rest, &mut label[..n + 2])?;
+            let text = core::str::from_utf8(&label[..n]).map_err(|_| Error::Corrupted {
+                address: addr,
+                what: "a memory catalog label is not UTF-8",
+            })?;
+            let h = fnv1a32(text.as_bytes());
+            let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
+            let b = &mut self.work.borrow_mut().scratch;
+            let change = match (0..deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+                Some(d) => {
+                    let mut x = LabelDelta::load(b, d);
+                    x.used = true;
+                    x.store(b, d);
+                    i32::from(x.change)
+                }
+                None => 0,
+            };
+            if refs + change > 0 {
+                f(text, (refs + change) as u16);
+                emitted += 1;
+            }
+            pos += 1 + n as u32 + 2;
+        }
+        for d in 0..deltas {
+            let x = LabelDelta::load(&self.work.borrow_mut().scratch, d);
+            if x.change <= 0 || x.used {
+                continue;
+            }
+            let r = self.mem_read(x.addr, 0);
+            if self.mem_tolerate(r)?.is_none() {
+                return Ok(None);
+            }
+            if let Some(l) = self
+                .slot(0)
+                .labels()
+                .iter()
+                .find(|l| fnv1a32(l.as_bytes()) == x.hash)
+            {
+                f(l, x.change as u16);
+                emitted += 1;
+            }
+        }
+        Ok(Some(emitted))
+    }
+
+    /// Adds the labels of the item put at `addr` to the `deltas` label
+    /// deltas in the scratch area, `by` references each. `false` if the
+    /// item is damaged or the deltas do not fit.
+    pub(super) fn mem_label_deltas(
+        &mut self,
+        deltas: &mut usize,
+        addr: u32,
+        by: i16,
+    ) -> Result<bool, Error<F::Error>> {
+        let r = self.mem_read(addr, 0);
+        if self.mem_tolerate(r)?.is_none() {
+            return Ok(false);
+        }
+        let w: &mut Work = self.work.borrow_mut();
+        let b = &mut w.scratch;
+        for l in w.items[0].labels() {
+            let h = fnv1a32(l.as_bytes());
+            match (0..*deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+                Some(d) => {
+                    let mut x = LabelDelta::load(b, d);
+                    x.change += by;
+                    x.store(b, d);
+                }
+                None if *deltas < DELTAS_MAX => {
+                    let x = LabelDelta {
+                        hash: h,
+                        change: by,
+                        addr,
+                        used: false,
+                    };
+                    x.store(b, *deltas);
+                    *deltas += 1;
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
+    pub(super) fn unknown_label(
+        &mut self,
+        label: &str,
+    ) -> Result<UnknownLabelError, Error<F::Error>> {
+        let mut e = UnknownLabelError {
+            label: heapless::String::new(),
+            available: heapless::String::new(),
+        };
+        push_str(&mut e.label, crate::text::utf8_prefix(label, 32));
+        let mut first = true;
+        let mut cut = false;
+        let mut available = heapless::String::<64>::new();
+        self.memory_catalog(|l, _| {
+            let sep = if first { 0 } else { 2 };
+            if cut || available.len() + sep + l.len() > 60 {
+                cut = true;
+                return;
+            }
+            if !first {
+                push_str(&mut available, ", ");
+            }
+            first = false;
+            push_str(&mut available, l);
+        })?;
+        if cut {
+            push_str(&mut available, "...");
+        }
+        e.available = available;
+        Ok(e)
+    }
+
+    /// Recalls the active items carrying any of `labels` (at most 3, copied
+    /// exactly from the catalog), in priority order, at most `limit`
+    /// (1..=128; ESP-Claw's default is 8), calling `f` with each. Each
+    /// returned item's access count grows by one: a small access record is
+    /// appended, the items are not rewritten. An unknown label is
+    /// [`Error::UnknownLabel`], naming it and listing the labels there are.
+    ///
+    /// Power loss: the access record is atomic; a cut loses at most this
+    /// recall's count increments.
+    pub fn memory_recall(
+        &mut self,
+        labels: &[&str],
+        limit: usize,
+        now: u32,
+        mut f: impl FnMut(&Item),
+    ) -> Result<usize, Error<F::Error>> {
+        self.memory_recall_dyn(labels, limit, now, &mut f)
+    }
+
+    /// [`memory_recall`](Self::memory_recall), compiled once whatever the
+    /// caller's closure.
+    pub(super) fn memory_recall_dyn(
+        &mut self,
+        labels: &[&str],
+        limit: usize,
+        now: u32,
+        f: &mut dyn FnMut(&Item),
+    ) -> Result<usize, Error<F::Error>> {
+        if labels.is_empty() || labels.len() > 3 {
+            return Err(Error::InvalidInput("recall takes 1 to 3 labels"));
+        }
+        if limit == 0 || limit > MAX_ACTIVE_ITEMS {
+            return Err(Error::InvalidInput("recall limit must be 1 to 128"));
+        }
+        self.mem_active(OP)?;
+        // Every label must exist in the catalog.
+        let mut seen = [false; 3];
+        let mut hits = Marks::NONE;
+        let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if a.bloom & want == 0 {
+                continue;
+            }
+            if !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            for (k2, l) in labels.iter().enumerate() {
+                if self.slot(0).has_label(l) {
+                    seen[k2] = true;
+                    hits.set(k);
+                }
+            }
+        }
+        if let Some(k) = seen.iter().take(labels.len()).position(|s| !s) {
+            let e = self.unknown_label(labels[k])?;
+            return Err(Error::UnknownLabel(e));
+        }
+        // The matches, in priority order: the active set keeps only them.
+        let set = &mut self.work.borrow_mut().active[OP];
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if hits.get(k) {
+                set[kept] = set[k];
+                kept += 1;
+            }
+        }
+        set.truncate(kept);
+        set.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        set.truncate(limit);
+        let matched = set.len();
+        self.mem_before_write(Priority::User)?;
+        self.prepare_write(8 + 4 * matched as u32, Priority::User)?;
+        // The access record, built in the scratch area once room is made.
+        let prev = self.mem_prev();
+        let work: &mut Work = self.work.borrow_mut();
+        let ids = &mut work.scratch;
+        ids[0..4].copy_from_slice(&prev.to_le_bytes());
+        ids[4..8].copy_from_slice(&now.to_le_bytes());
+        for (k, a) in work.active[OP].iter().enumerate() {
+            set_word(ids, 2 + k, a.id);
+        }
+        let n = 8 + 4 * matched;
+        let mut payload = crate::log::Slices([&self.work.borrow().scratch[..n]]);
+        let (addr, _) = self.log.write_batch(kind::MEM_ACCESS, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(n as u32);
+        self.mem_written(addr, n as u32, 0);
+        // Read back through the (possibly relocated) active set: the access
+        // record is applied there. The matched ids stay in the scratch
+        // area, which nothing below writes until the last one is read.
+        self.mem_active(OP)?;
+        for m in 0..matched {
+            let id = word(&self.work.borrow_mut().scratch, 2 + m);
+            if let Some(a) = self.work.borrow_mut().active[OP]
+                .iter()
+                .find(|a| a.id == id)
+                .copied()
+            {
+                if !self.mem_load_ok_in(&a, 0)? {
+                    continue;
+                }
+                f(self.slot(0));
+            }
+        }
+        self.mem_maybe_compact()?;
+        Ok(matched)
+    }
+
+    /// Updates an item (ESP-Claw's `update`): the non-empty fields of `patch`
+    /// replace the item's, and the result is stored as a new item with a new
+    /// id and access count 0, after which the old item is forgotten.
+    /// [`memory_newest`](Self::memory_newest) follows the lineage from the
+    /// old id. Returns the new item (or the item it duplicates), or `None`
+    /// if the patch changes nothing.
+    ///
+    /// Power loss: the new item and the tombstone are two batches; a cut
+    /// between them leaves both, and the next compaction forgets the old
+    /// one through the lineage the new item records.
+    pub fn memory_update(
+        &mut self,
+        id: ItemId,
+        patch: &ItemInput<'_>,
+        now: u32,
+    ) -> Result<Option<Stored>, Error<F::Error>> {
+        let old_a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
+        let (_, old_root) = self.mem_load_in(&old_a, 0)?;
+        let old = self.slot(0).clone();
+        let root = if old_root == 0 { id.get() } else { old_root };
+        let new_id = ItemId::new(self.mem.next_id);
+        let Some(new) = old
+            .updated(patch, new_id, now, self.config.memory.label_limit)
+            .map_err(|_| Error::InvalidInput("memory content is empty"))?
+        else {
+            return Ok(None);
+        };
+        let mut dup = None;
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if a.id == id.get() {
+                continue;
+            }
+            if !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            if new.duplicate_of(self.slot(0)).is_some() {
+                dup = Some(self.slot(0).clone());
+                break;
+            }
+        }
+        let stored = match dup {
+            Some(existing) => Stored {
+                item: existing,
+                changed: false,
+                replaced: 0,
+            },
+            None => {
+                self.mem.next_id = self.mem.next_id.wrapping_add(1);
+                self.mem_put(&new, (id.get(), root), true, Priority::User)?;
+                self.stage_touch(&new);
+                Stored {
+                    item: new,
+                    changed: true,
+                    replaced: 0,
+                }
+            }
+        };
+        self.mem_forget_record(id.get(), Priority::User)?;
+        self.stage_touch(&old);
+        self.mem_maybe_compact()?;
+        Ok(Some(stored))
+    }
+
+    /// Forgets an active item: appends a tombstone. Its content stays on
+    /// flash until garbage collection erases it; use
+    /// [`memory_forget_scrub`](Self::memory_forget_scrub) to remove it now.
+    ///
+    /// Power loss: atomic.
+    pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
+        let item = self.memory_get(id)?;
+        self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        self.stage_touch(&item);
+        self.mem_maybe_compact()?;
+        Ok(item)
+    }
+
+    /// The newest version of an item: `id` itself if active, else the
+    /// active item that replaced it or that descends from it (every put
+    /// records the id it replaced and the first id of its lineage).
+    /// `NotFound` if the lineage ends in a forgotten item.
+    pub fn memory_newest(&mut self, id: ItemId) -> Result<ItemId, Error<F::Error>> {
+        let want = id.get();
+        if self.mem_find(want)?.is_some() {
+            return Ok(id);
+        }
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            let r = self.mem_read(a.addr, 0);
+            let Some((origin, root)) = self.mem_tolerate(r)? else {
+                continue;
+            };
+            if origin == want || root == want {
+                return Ok(ItemId::new(a.id));
+            }
+        }
+        Err(Error::NotFound)
+    }
+
+    /// Forgets every long-term memory item.
+    ///
+    /// Power loss: atomic (one empty index).
+    pub fn memory_clear(&mut self) -> Result<(), Error<F::Error>> {
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
+        let seq = self.log.head_seq;
+        fixed[12..16].copy_from_slice(&seq.to_le_bytes());
+        let mut payload = IndexPayload {
+            fixed,
+            entries: &[],
+            catalog: &[],
+        };
+        let addr = self.write(kind::MEM_INDEX, &mut payload, Priority::Maintenance)?;
+        let seq = self.log.head_seq_of(addr);
+        self.mem_links.clear();
+        self.mem = MemState {
+            root: addr,
+            head: addr,
+            oldest: seq,
+            ..MemState {
+                chain: 0,
+                changes: 0,
+                bytes: 0,
+                next_id: self.mem.next_id,
+                ..MemState::EMPTY
+            }
+        };
+        Ok(())
+    }
+
+    /// Compacts long-term memory now (it also runs by itself after
+    /// [`MemoryConfig::compact_after_changes`] changes or
+    /// [`MemoryConfig::compact_after_bytes`] bytes).
+    pub fn memory_compact(&mut self) -> Result<(), Error<F::Error>> {
+        self.mem_compact_with(None, Priority::Maintenance)
+            .map(|_| ())
+    }
+
+    /// Number of active items.
+    pub fn memory_len(&mut self) -> Result<usize, Error<F::Error>> {
+        self.mem_active(OP)?;
+        Ok(self.work.borrow_mut().active[OP].len())
+    }
+
+    /// Writes the full-mode prompt context: ESP-Claw's preamble, then
+    /// `Summary label catalog:` and one `- <label>` line per label, or
+    /// `- (empty)`.
+    pub fn write_memory_prompt<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Error<F::Error>> {
+        let mut failed = w.write_str(LONG_TERM_PREAMBLE).is_err();
+        let mut any = false;
+        self.memory_catalog(|l, _| {
+            any = true;
+            failed |= writeln!(w, "- {l}").is_err();
+        })?;
+        if !any {
+            failed |= w.write_str(crate::memory::CATALOG_EMPTY_LINE).is_err();
+        }
+        if failed {
+            return Err(Error::InvalidInput("the prompt writer failed"));
+        }
+        Ok(())
+    }
+
+    /// Writes `MEMORY.md` in ESP-Claw's layout (lite mode injects it whole).
+    pub fn write_memory_md<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Error<F::Error>> {
+        let mut failed = false;
+        failed |= writeln!(w, "{}\n", crate::memory::MEMORY_MD_TITLE).is_err();
+        let mut any_label = false;
+        self.memory_catalog(|l, refs| {
+            if !any_label {
+                failed |= w.write_str("## Summary Labels\n\n").is_err();
+            }
+            any_label = true;
+            failed |= writeln!(w, "- {l} (refs={refs})").is_err();
+        })?;
+        if any_label {
+            failed |= w.write_char('\n').is_err();
+        }
+        let mut first = true;
+        let count = self.memory_list(|item| {
+            if first {
+                failed |= w.write_str("## Active Memories\n\n").is_err();
+                first = false;
+            }
+            failed |= crate::memory::write_memory_md_item(w, item).is_err();
+        })?;
+        if count == 0 {
+            failed |= writeln!(w, "{}", crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
+        }
+        if failed {
+            return Err(Error::InvalidInput("the MEMORY.md writer failed"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,378 @@
+//! Reading long-term memory: a record checked whole, an item decoded into
+//! the work area, the chain walked from its head, and the active set built
+//! from the index and the chain (damage at rest confined to the record it
+//! hit, see `docs/DESIGN.md`).
+//!
+//! Invariants: every record is CRC-checked before any of it is used; a
+//! read fills the work area's slot or active set it names and nothing else.
+//!
+//! Power loss: nothing here writes.
+
+use super::*;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Checks the memory record at `addr` (its kind, and the CRC of the
+    /// whole batch); returns its payload length.
+    pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Error<F::Error>> {
+        let h = self.log.io().chunk_header(addr)?;
+        let bad = Error::Corrupted {
+            address: addr,
+            what: "a memory record is damaged",
+        };
+        if h.is_none_or(|h| h.kind != want || !h.is_first()) {
+            return Err(bad);
+        }
+        Ok(self.log.verify(addr)?.ok_or(bad)? as usize)
+    }
+
+    /// Reads a memory record's payload (CRC checked) into `buf`; returns its
+    /// length.
+    pub(super) fn mem_record(
+        &mut self,
+        addr: u32,
+        want: u8,
+        buf: &mut [u8],
+    ) -> Result<usize, Error<F::Error>> {
+        let len = self.mem_check(addr, want)?;
+        let n = len.min(buf.len());
+        self.log
+            .io()
+            .read_stream(addr + CHUNK_HEADER_LEN, &mut buf[..n])?;
+        Ok(len)
+    }
+
+    /// Reads the item put at `addr` into the work area's item slot `slot`,
+    /// and returns its lineage: the id it replaced and the first id of its
+    /// lineage (0: none). The put is read into the work area, not onto the
+    /// stack.
+    #[inline(never)]
+    pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Error<F::Error>> {
+        let len = self.mem_check(addr, kind::MEM_PUT)?;
+        let w: &mut Work = self.work.borrow_mut();
+        let n = len.min(w.enc.len());
+        self.log
+            .io()
+            .read_stream(addr + CHUNK_HEADER_LEN, &mut w.enc[..n])?;
+        let bad = Error::Corrupted {
+            address: addr,
+            what: "a memory item does not decode",
+        };
+        let body = w
+            .enc
+            .get(PUT_FIXED as usize..len)
+            .ok_or(bad.clone_corrupted())?;
+        w.items[slot].decode_from(body).map_err(|_| bad)?;
+        Ok((u32_at(&w.enc, 4), u32_at(&w.enc, 8)))
+    }
+
+    /// The item in the work area's slot `slot`.
+    pub(super) fn slot(&self, slot: usize) -> &Item {
+        &self.work.borrow().items[slot]
+    }
+
+    /// The memory chain after the root, oldest first.
+    // Out of line: its buffers stay off every caller's stack frame.
+    #[inline(never)]
+    pub(super) fn mem_chain(
+        &mut self,
+    ) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Error<F::Error>> {
+        let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
+        let mut at = self.mem.head;
+        // Bounded: each step either records a link or crosses a damaged
+        // one, and the chain holds at most `MEM_CHAIN_MAX` records.
+        for _ in 0..2 * (MEM_CHAIN_MAX + 1) {
+            if at == self.mem.root || at == NO_ADDR {
+                break;
+            }
+            let h = self.log.io().chunk_header(at);
+            let sound = match self.mem_tolerate(h)? {
+                Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => Some(h),
+                _ => None,
+            };
+            let prev = match self.mem_links.iter().find(|l| l.0 == at) {
+                // A link the mount repaired: the one on flash rotted.
+                Some(&(_, before)) => Some(before),
+                None => self.mem_prev_of(at)?,
+            };
+            match sound {
+                Some(h) => {
+                    if out.push((at, h.kind)).is_err() {
+                        self.mem_damaged = self.mem_damaged.saturating_add(1);
+                        break;
+                    }
+                }
+                None => {
+                    // Damage at rest in a record's header: the record is
+                    // lost, but its link may still be good. Follow it only
+                    // to a sound record (or the index); otherwise the
+                    // records older than this one are lost.
+                    self.mem_damaged = self.mem_damaged.saturating_add(1);
+                    let Some(prev) = prev else { break };
+                    if prev != self.mem.root && !self.mem_sound(prev)? {
+                        break;
+                    }
+                }
+            }
+            match prev {
+                Some(p) => at = p,
+                None => break,
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The active items of a memory index that fails its checksum (damage
+    /// at rest): each entry names an item and the put that holds it, so an
+    /// entry is kept when that put checks out and holds that id. The item's
+    /// time and access count are the put's: the recalls the index had
+    /// counted since are lost, and nothing is taken from the damaged bytes
+    /// but the id and the address, which the put confirms. Entries are read
+    /// up to the count the index states or its length allows, whichever is
+    /// more (a damaged count), and at most `ACTIVE_CAP`.
+    #[inline(never)]
+    pub(super) fn mem_salvage_index(
+        &mut self,
+        root: u32,
+        lvl: usize,
+    ) -> Result<(), Error<F::Error>> {
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        let r = self
+            .log
+            .io()
+            .read_stream(root + CHUNK_HEADER_LEN, &mut fixed);
+        if self.mem_tolerate(r)?.is_none() {
+            return Ok(());
+        }
+        let by_len = match self.log.io().chunk_header(root) {
+            Ok(Some(h)) => {
+                let r = crate::cursor::batch_len(&mut self.log.io(), root, &h);
+                match self.mem_tolerate(r)? {
+                    Some(len) if len != u32::MAX => {
+                        (len.saturating_sub(INDEX_FIXED) / INDEX_ENTRY) as usize
+                    }
+                    _ => 0,
+                }
+            }
+            _ => 0,
+        };
+        let count = (u32_at(&fixed, 8) as usize).max(by_len).min(ACTIVE_CAP);
+        let capacity = self.log.geo.capacity();
+        for k in 0..count {
+            let mut e = [0u8; INDEX_ENTRY as usize];
+            let at = self.log.io().stream_advance(
+                root + CHUNK_HEADER_LEN,
+                INDEX_FIXED + INDEX_ENTRY * k as u32,
+            );
+            let r = self.log.io().read_stream(at, &mut e);
+            if self.mem_tolerate(r)?.is_none() {
+                break;
+            }
+            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            if addr >= capacity
+                || self.work.borrow_mut().active[lvl]
+                    .iter()
+                    .any(|x| x.id == id)
+            {
+                continue;
+            }
+            // A garbage entry past the real ones names no sound put: that
+            // is not damage met, so it is not counted.
+            match self.mem_read(addr, 0) {
+                Ok(_) => {}
+                Err(Error::Corrupted { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+            let w: &mut Work = self.work.borrow_mut();
+            if w.items[0].id().get() != id {
+                continue;
+            }
+            let _ = w.active[lvl].push(Active::of(&w.items[0], addr));
+        }
+        Ok(())
+    }
+
+    /// The link (the previous record's address) at the start of the
+    /// memory record at `at`, `None` if it cannot be read.
+    pub(super) fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Error<F::Error>> {
+        let mut prev = [0u8; 4];
+        let r = self.log.io().read_stream(at + CHUNK_HEADER_LEN, &mut prev);
+        Ok(self.mem_tolerate(r)?.map(|()| u32::from_le_bytes(prev)))
+    }
+
+    /// Whether a sound memory chain record (header and CRC) starts at `at`.
+    pub(super) fn mem_sound(&mut self, at: u32) -> Result<bool, Error<F::Error>> {
+        let h = self.log.io().chunk_header(at);
+        match self.mem_tolerate(h)? {
+            Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => {
+                let v = self.log.verify(at);
+                Ok(matches!(self.mem_tolerate(v)?, Some(Some(_))))
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The active items, into the work area's active set `lvl` ([`OP`] or
+    /// [`GC`]): the index's entries with the chain applied.
+    #[inline(never)]
+    pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
+        self.work.borrow_mut().active[lvl].clear();
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        let root = self.mem.root;
+        let index = if root == NO_ADDR {
+            None
+        } else {
+            let r = self.mem_record(root, kind::MEM_INDEX, &mut fixed);
+            self.mem_tolerate(r)?
+        };
+        if let Some(len) = index {
+            let count = u32_at(&fixed, 8) as usize;
+            let catalog = match u32_at(&fixed, 16) {
+                NO_ADDR => 0,
+                n => n as usize,
+            };
+            if len != (INDEX_FIXED + INDEX_ENTRY * count as u32) as usize + catalog
+                || count > ACTIVE_CAP
+                || catalog > CATALOG_MAX
+            {
+                return Err(Error::Corrupted {
+                    address: root,
+                    what: "the memory index has a bad length",
+                });
+            }
+            for k in 0..count {
+                let mut e = [0u8; INDEX_ENTRY as usize];
+                let at = self.log.io().stream_advance(
+                    root + CHUNK_HEADER_LEN,
+                    INDEX_FIXED + INDEX_ENTRY * k as u32,
+                );
+                self.log.io().read_stream(at, &mut e)?;
+                let _ = self.work.borrow_mut().active[lvl].push(Active {
+                    id: u32_at(&e, 0),
+                    addr: u32_at(&e, 4),
+                    updated_at: u32_at(&e, 8),
+                    access: u16_at(&e, 12),
+                    bloom: u16_at(&e, 14),
+                });
+            }
+        } else if root != NO_ADDR {
+            self.mem_salvage_index(root, lvl)?;
+        }
+        for (addr, k) in self.mem_chain()? {
+            match k {
+                kind::MEM_PUT => {
+                    let r = self.mem_read(addr, 0);
+                    if self.mem_tolerate(r)?.is_none() {
+                        continue;
+                    }
+                    let w: &mut Work = self.work.borrow_mut();
+                    let a = Active::of(&w.items[0], addr);
+                    let out = &mut w.active[lvl];
+                    match out.iter_mut().find(|x| x.id == a.id) {
+                        Some(x) => *x = a,
+                        None => out
+                            .push(a)
+                            .map_err(|_| Error::LogicBug("active set overflow"))?,
+                    }
+                }
+                kind::MEM_FORGET => {
+                    let mut b = [0u8; 8];
+                    let r = self.mem_record(addr, kind::MEM_FORGET, &mut b);
+                    if self.mem_tolerate(r)?.is_none() {
+                        continue;
+                    }
+                    let id = u32_at(&b, 4);
+                    let out = &mut self.work.borrow_mut().active[lvl];
+                    if let Some(i) = out.iter().position(|x| x.id == id) {
+                        out.remove(i);
+                    }
+                }
+                _ => {
+                    // Checked whole, then read a few ids at a time.
+                    let r = self.mem_check(addr, kind::MEM_ACCESS);
+                    let Some(len) = self.mem_tolerate(r)? else {
+                        continue;
+                    };
+                    let len = len.min(8 + 4 * MAX_ACTIVE_ITEMS) as u32;
+                    let start = addr + CHUNK_HEADER_LEN;
+                    let mut b = [0u8; 64];
+                    let mut pos = 4;
+                    let mut now = 0;
+                    while pos + 4 <= len {
+                        let n = (len - pos).min(b.len() as u32) / 4 * 4;
+                        let at = self.log.io().stream_advance(start, pos);
+                        self.log.io().read_stream(at, &mut b[..n as usize])?;
+                        let mut ids = b[..n as usize].chunks_exact(4);
+                        if pos == 4 {
+                            now = ids.next().map_or(0, |t| u32_at(t, 0));
+                        }
+                        let out = &mut self.work.borrow_mut().active[lvl];
+                        for id in ids {
+                            let id = u32_at(id, 0);
+                            if let Some(x) = out.iter_mut().find(|x| x.id == id) {
+                                x.access = x.access.saturating_add(1);
+                                x.updated_at = x.updated_at.max(now);
+                            }
+                        }
+                        pos += n;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The item with the applied access count and update time, into slot
+    /// `slot`; returns its lineage.
+    pub(super) fn mem_load_in(
+        &mut self,
+        a: &Active,
+        slot: usize,
+    ) -> Result<Lineage, Error<F::Error>> {
+        let lineage = self.mem_read(a.addr, slot)?;
+        let item = &mut self.work.borrow_mut().items[slot];
+        item.set_access_count(a.access);
+        item.set_updated_at(a.updated_at);
+        Ok(lineage)
+    }
+
+    /// [`mem_load_in`](Self::mem_load_in), `false` for a damaged item.
+    pub(super) fn mem_load_ok_in(
+        &mut self,
+        a: &Active,
+        slot: usize,
+    ) -> Result<bool, Error<F::Error>> {
+        let r = self.mem_load_in(a, slot);
+        Ok(self.mem_tolerate(r)?.is_some())
+    }
+
+    /// The item with the applied access count and update time, onto the
+    /// caller's stack.
+    pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Error<F::Error>> {
+        self.mem_load_in(a, 0)?;
+        Ok(self.slot(0).clone())
+    }
+
+    /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
+    /// where `r` failed a checksum; flash errors pass through.
+    pub(super) fn mem_tolerate<T>(
+        &mut self,
+        r: Result<T, Error<F::Error>>,
+    ) -> Result<Option<T>, Error<F::Error>> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(Error::Corrupted { .. }) => {
+                self.mem_damaged = self.mem_damaged.saturating_add(1);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Memory records that failed their checksum (damage at rest) and were
+    /// left out of a read since the mount. Each read that meets one counts
+    /// it again; 0 means no memory read has met damage.
+    pub fn memory_damaged_reads(&self) -> u32 {
+        self.mem_damaged
+    }
+}

@@ -1,0 +1,162 @@
+//! Scrubbing: removing every copy of a forgotten item from flash, by moving
+//! what else lives in the sectors that hold one and erasing them (any
+//! flash), or by zeroing the copies in place (flash that allows a second
+//! write).
+//!
+//! Power loss: the tombstone and a compaction commit first; each step after
+//! is safe to cut, and calling again with the same id finishes.
+
+use super::*;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Every put of item `id` anywhere on flash (current, relocated and
+    /// released-but-not-erased copies): calls `f(addr, len)` with each
+    /// chunk's address and payload length.
+    pub(super) fn mem_find_copies(
+        &mut self,
+        id: u32,
+        mut f: impl FnMut(u32, u32),
+    ) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
+        // Every sector, whatever its header says: a sector whose erase was
+        // cut (its header gone, its chunks still there) holds copies too.
+        for sector in 0..geo.count {
+            let mut pos = geo.first_chunk(sector);
+            for _ in 0..geo.sector {
+                let c = match self.log.slot_at(sector, pos)? {
+                    crate::log::Slot::Chunk(c) => c,
+                    _ => break,
+                };
+                if c.header.kind == kind::MEM_PUT && c.header.is_first() {
+                    let mut b = [0u8; PUT_FIXED as usize + 6];
+                    let n = (c.header.len as usize).min(b.len());
+                    self.log
+                        .io()
+                        .read_stream(pos + CHUNK_HEADER_LEN, &mut b[..n])?;
+                    if n == b.len() && u32_at(&b, PUT_FIXED as usize + 2) == id {
+                        f(pos, c.header.len);
+                    }
+                }
+                pos += geo.chunk_size(c.header.len);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Forgets an item and removes every copy of it from flash, on any flash
+    /// (write-once included): each sector holding a copy has everything else
+    /// that lives in it moved to the head, and is erased. Costs up to a few
+    /// sectors of relocation and one erase per sector holding a copy; on
+    /// flash that allows rewrites,
+    /// [`memory_forget_scrub_in_place`](Self::memory_forget_scrub_in_place)
+    /// is cheaper.
+    ///
+    /// Power loss: the tombstone and a compaction commit first (the item is
+    /// forgotten from then on); each sector is then wiped only after its live
+    /// contents are moved and a checkpoint records where they went. After a
+    /// cut, call again with the same id to finish.
+    pub fn memory_forget_scrub(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
+        if self.memory_get(id).is_ok() {
+            self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        }
+        self.mem_compact_with(None, Priority::Maintenance)?;
+        let geo = self.log.geo;
+        // Sectors holding a copy (at most every sector, bounded).
+        let mut sectors: Vec<u32, 64> = Vec::new();
+        let mut more = false;
+        self.mem_find_copies(id.get(), |a, _| {
+            let s = a / geo.sector;
+            if !sectors.contains(&s) && sectors.push(s).is_err() {
+                more = true;
+            }
+        })?;
+        for &sector in sectors.iter() {
+            self.wipe_sector_contents(sector)?;
+        }
+        if more {
+            // More than 64 sectors held copies: the next call goes on.
+            return self.memory_forget_scrub(id);
+        }
+        Ok(())
+    }
+
+    /// Moves everything live out of `sector` and erases it.
+    pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Error<F::Error>> {
+        let Some(seq) = self.log.seq_of_sector(sector) else {
+            // Free (released, not yet erased): nothing lives there.
+            let start = self.log.geo.sector_start(sector);
+            return self
+                .log
+                .flash
+                .erase(start, start + self.log.geo.sector)
+                .map_err(Error::Flash);
+        };
+        if sector == self.log.head {
+            // Seal the head so that writing moves on to a new sector.
+            self.log.write_pos = self.log.geo.sector_start(sector) + self.log.geo.sector;
+            self.ensure_room(1, Priority::Maintenance)?;
+            self.log.open_next_sector()?;
+        }
+        // Move what lives in it (and, to keep this simple, what lives in
+        // older sectors too: the same relocation garbage collection does).
+        self.ensure_room(self.log.geo.sector * 2, Priority::Maintenance)?;
+        self.in_gc = true;
+        let moved = self.relocate_tail(seq);
+        self.in_gc = false;
+        if !moved? {
+            return Err(Error::Full {
+                needed_bytes: self.log.geo.sector,
+                available_bytes: 0,
+            });
+        }
+        self.write_checkpoint_with(Priority::Maintenance)?;
+        self.log.wipe_sector(sector)
+    }
+}
+
+impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
+    Store<F, MAX_SESSIONS, W>
+{
+    /// Forgets an item and zeroes every copy of it on flash in place, so the
+    /// raw flash no longer holds its content. Needs flash that allows a word
+    /// to be programmed again (`MultiwriteNorFlash`); on other flash use
+    /// [`memory_forget_scrub`](Self::memory_forget_scrub).
+    ///
+    /// Power loss: the tombstone and a compaction (so no chain runs through
+    /// the zeroed copies) commit first; a cut while zeroing leaves the item
+    /// forgotten, with some copies still to zero (call again with the same
+    /// id: it is found by its copies even once forgotten).
+    pub fn memory_forget_scrub_in_place(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
+        if self.memory_get(id).is_ok() {
+            self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        }
+        self.mem_compact_with(None, Priority::Maintenance)?;
+        let mut copies: Vec<(u32, u32), 64> = Vec::new();
+        self.mem_find_copies(id.get(), |a, l| {
+            let _ = copies.push((a, l));
+        })?;
+        let w = self.log.geo.write;
+        for (addr, len) in copies {
+            // Zero every payload byte; bytes of the chunk header and of the
+            // next chunk that share a word are written as 0xFF (unchanged).
+            let start = addr + CHUNK_HEADER_LEN;
+            let end = start + len;
+            let mut at = start / w * w;
+            while at < end {
+                let n = (self.log.buf.len() as u32).min(end.div_ceil(w) * w - at);
+                for (k, b) in self.log.buf[..n as usize].iter_mut().enumerate() {
+                    let p = at + k as u32;
+                    *b = if p >= start && p < end { 0x00 } else { 0xFF };
+                }
+                self.log
+                    .flash
+                    .write(at, &self.log.buf[..n as usize])
+                    .map_err(Error::Flash)?;
+                at += n;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,460 @@
+//! Writing long-term memory: puts, tombstones, access records, ESP-Claw's
+//! compaction trigger and the compaction that writes a new index.
+//!
+//! Invariants: a chained record's `prev` is the chain's head once room is
+//! made for it (making room may move memory); a compaction runs with no
+//! collection nested in it and works on the work area's [`GC`] active set
+//! and slots only.
+//!
+//! Power loss: each record is one atomic batch; a compaction commits with
+//! its index, and the puts it writes before (merges, relocation copies)
+//! replace items by the same id, so they are harmless if the index never
+//! lands.
+
+use super::*;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Makes room in the chain for one more record.
+    pub(super) fn mem_before_write(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+        if self.mem.chain as usize >= MEM_CHAIN_MAX {
+            self.mem_compact_with(None, p)?;
+        }
+        Ok(())
+    }
+
+    /// Appends a record to the memory chain. The caller built `payload`
+    /// with `prev` = the chain's head after [`Store::prepare_write`].
+    pub(super) fn mem_write<P: Payload<F>>(
+        &mut self,
+        k: u8,
+        payload: &mut P,
+        changes: u16,
+    ) -> Result<u32, Error<F::Error>> {
+        let len = payload.len();
+        let addr = self.write_prepared(k, payload)?;
+        self.mem_written(addr, len, changes);
+        Ok(addr)
+    }
+
+    /// The chain's state after a record of `len` payload bytes at `addr`.
+    pub(super) fn mem_written(&mut self, addr: u32, len: u32, changes: u16) {
+        let seq = self.log.head_seq_of(addr);
+        self.mem.head = addr;
+        self.mem.chain += 1;
+        self.mem.changes = self.mem.changes.saturating_add(changes);
+        self.mem.bytes = self.mem.bytes.saturating_add(len);
+        self.mem.oldest = self.mem.oldest.min(seq);
+    }
+
+    /// Writes a put. A chained put extends the memory chain; an unchained
+    /// one (a merge or a relocation copy, `prev` none) is reachable only from
+    /// the index written after it, and is garbage if that index never lands.
+    /// The item is encoded into the work area once room is made (making
+    /// room may read other items there).
+    pub(super) fn mem_put(
+        &mut self,
+        item: &Item,
+        origin: (u32, u32),
+        chained: bool,
+        p: Priority,
+    ) -> Result<u32, Error<F::Error>> {
+        if chained {
+            self.mem_before_write(p)?;
+        }
+        self.prepare_write(put_len(item)?, p)?;
+        let prev = if chained { self.mem_prev() } else { UNCHAINED };
+        let len = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
+        self.mem_put_encoded(len, chained)
+    }
+
+    /// An unchained put of the item in the work area's slot `slot`: a
+    /// compaction's merge or relocation copy. No collection runs inside a
+    /// compaction, so the encoding made before room is made stays.
+    pub(super) fn mem_put_slot(
+        &mut self,
+        slot: usize,
+        origin: (u32, u32),
+        p: Priority,
+    ) -> Result<u32, Error<F::Error>> {
+        if !self.in_gc {
+            return Err(Error::LogicBug("an unchained put outside a compaction"));
+        }
+        let w: &mut Work = self.work.borrow_mut();
+        let len = put_encode(&mut w.enc, UNCHAINED, origin, &w.items[slot])?;
+        self.prepare_write(len, p)?;
+        self.mem_put_encoded(len, false)
+    }
+
+    /// Writes the put encoded in the work area, `len` bytes.
+    pub(super) fn mem_put_encoded(
+        &mut self,
+        len: u32,
+        chained: bool,
+    ) -> Result<u32, Error<F::Error>> {
+        let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
+        let (addr, _) = self.log.write_batch(kind::MEM_PUT, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        if chained {
+            self.mem_written(addr, len, 1);
+        } else {
+            self.mem.oldest = self.mem.oldest.min(self.log.head_seq_of(addr));
+        }
+        Ok(addr)
+    }
+
+    pub(super) fn mem_prev(&self) -> u32 {
+        self.mem.head
+    }
+
+    pub(super) fn mem_forget_record(
+        &mut self,
+        id: u32,
+        p: Priority,
+    ) -> Result<(), Error<F::Error>> {
+        self.mem_before_write(p)?;
+        self.prepare_write(8, p)?;
+        let mut b = [0u8; 8];
+        b[4..8].copy_from_slice(&id.to_le_bytes());
+        b[0..4].copy_from_slice(&self.mem_prev().to_le_bytes());
+        let mut payload = crate::log::Slices([&b[..]]);
+        self.mem_write(kind::MEM_FORGET, &mut payload, 1)?;
+        Ok(())
+    }
+
+    /// ESP-Claw's compaction trigger (after so many changes or bytes).
+    ///
+    /// The compaction's effects are applied at once: items with the same key
+    /// are merged (the merged item is put, the other forgotten) and items
+    /// beyond the limit evicted (forgotten, lowest score first); access
+    /// deltas and tombstones already read as applied. The physical
+    /// consolidation, a new index, is written only when the chain reaches
+    /// [`MEM_CHAIN_MAX`] records, so the index (16 bytes an item) is not
+    /// rewritten every five changes.
+    #[inline(never)]
+    pub(super) fn mem_maybe_compact(&mut self) -> Result<(), Error<F::Error>> {
+        let c = self.config.memory;
+        if self.mem.changes < c.compact_after_changes && self.mem.bytes < c.compact_after_bytes {
+            return Ok(());
+        }
+        let p = Priority::Maintenance;
+        self.mem_active(OP)?;
+        // Merges. The keys live in the scratch area, which a write may
+        // reuse: after each merge the active set and keys are read again
+        // (they then hold what the merge wrote).
+        self.mem_keys(OP)?;
+        let mut merges = 0;
+        let mut i = 0;
+        while i < self.work.borrow_mut().active[OP].len() {
+            let mut j = i + 1;
+            while j < self.work.borrow_mut().active[OP].len() {
+                let (ki, kj) = (
+                    word(&self.work.borrow_mut().scratch, i),
+                    word(&self.work.borrow_mut().scratch, j),
+                );
+                if ki != 0 && ki == kj && merges < MAX_MERGES {
+                    let (ai, aj) = (
+                        self.work.borrow_mut().active[OP][i],
+                        self.work.borrow_mut().active[OP][j],
+                    );
+                    // Both in the work area's slots; the merged item goes to
+                    // the stack, since writing it may compact (which uses
+                    // the slots).
+                    if !self.mem_load_ok_in(&ai, 0)? || !self.mem_load_ok_in(&aj, 1)? {
+                        j += 1;
+                        continue;
+                    }
+                    let w: &mut Work = self.work.borrow_mut();
+                    let [a, b] = &mut w.items;
+                    let (a_id, b_id) = (a.id(), b.id());
+                    if merge_same_key_into(a, b) {
+                        merges += 1;
+                        let kept_i = a.id() == a_id;
+                        let other = if kept_i { b_id } else { a_id };
+                        let m = a.clone();
+                        self.mem_put(&m, (0, 0), true, p)?;
+                        self.mem_forget_record(other.get(), p)?;
+                        self.mem_active(OP)?;
+                        self.mem_keys(OP)?;
+                        if !kept_i {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        // Evictions, lowest score first: each is taken out of the active
+        // set, which no write below reuses.
+        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
+        while self.work.borrow_mut().active[OP].len() > max {
+            let Some(k) = self.mem_lowest(OP) else { break };
+            let id = self.work.borrow_mut().active[OP].remove(k).id;
+            self.mem_forget_record(id, p)?;
+        }
+        self.mem.changes = 0;
+        self.mem.bytes = 0;
+        Ok(())
+    }
+
+    /// The entry of active set `lvl` to evict first (lowest score, then id).
+    pub(super) fn mem_lowest(&self, lvl: usize) -> Option<usize> {
+        let set = &self.work.borrow().active[lvl];
+        (0..set.len()).min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()))
+    }
+
+    /// Compacts: applies access deltas, drops tombstones, merges items with
+    /// the same key, evicts beyond the item limit, and writes a new index.
+    /// With `relocate`, items whose puts start in sectors up to that sector
+    /// sequence are first copied to the head (garbage collection).
+    ///
+    /// Power loss: the new index commits atomically; before that the old
+    /// index and chain stand (merge and relocation puts written before it
+    /// replace items by the same id, so they are harmless either way).
+    pub(crate) fn mem_compact_with(
+        &mut self,
+        relocate: Option<u32>,
+        p: Priority,
+    ) -> Result<bool, Error<F::Error>> {
+        if self.in_gc {
+            return self.mem_compact_now(relocate, p);
+        }
+        // Room first: collecting garbage may itself move memory, so the
+        // need is measured, room made, and measured again until no
+        // collection is needed.
+        let mut need = 0;
+        for _ in 0..3 {
+            self.mem_active(GC)?;
+            let merges = self.mem_merge_count(GC)?;
+            need = INDEX_FIXED
+                + INDEX_ENTRY * self.work.borrow_mut().active[GC].len() as u32
+                + merges * (PUT_FIXED + ITEM_ENCODED_MAX_BYTES as u32 + 16);
+            let (_, opens) = self.log.plan(need);
+            if self.log.free_sectors() >= opens + self.reserve_for(p) {
+                break;
+            }
+            self.ensure_room(need, p)?;
+        }
+        self.in_gc = true;
+        let result = self.mem_compact_now(relocate, p);
+        self.in_gc = false;
+        match result {
+            Ok(false) => Err(Error::Full {
+                needed_bytes: need,
+                available_bytes: 0,
+            }),
+            r => r,
+        }
+    }
+
+    /// The hash of each entry's dedup key in active set `lvl` (0 for an
+    /// empty key, which matches nothing), into the scratch area as words in
+    /// the order of the set.
+    #[inline(never)]
+    pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
+        for k in 0..self.work.borrow_mut().active[lvl].len() {
+            let a = self.work.borrow_mut().active[lvl][k];
+            // A damaged item has no key: it merges with nothing.
+            let key = match self.mem_load_ok_in(&a, 0)? {
+                true if !self.slot(0).key().is_empty() => fnv1a32(self.slot(0).key().as_bytes()),
+                _ => 0,
+            };
+            set_word(&mut self.work.borrow_mut().scratch, k, key);
+        }
+        Ok(())
+    }
+
+    /// How many merges a compaction of active set `lvl` would write (at
+    /// most [`MAX_MERGES`]).
+    pub(super) fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Error<F::Error>> {
+        self.mem_keys(lvl)?;
+        let work: &Work = self.work.borrow();
+        let keys = &work.scratch;
+        let mut merges = 0;
+        for i in 0..work.active[lvl].len() {
+            let ki = word(keys, i);
+            if ki != 0 && (0..i).any(|j| word(keys, j) == ki) {
+                merges += 1;
+            }
+        }
+        Ok(merges.min(MAX_MERGES as u32))
+    }
+
+    #[inline(never)]
+    pub(super) fn mem_compact_now(
+        &mut self,
+        relocate: Option<u32>,
+        p: Priority,
+    ) -> Result<bool, Error<F::Error>> {
+        self.mem_active(GC)?;
+        // A cut inside an update, between the new item and the old one's
+        // tombstone, leaves both active: the new item's lineage names the
+        // item it replaced, which is forgotten here (as `memory_update`
+        // documents).
+        // Items that fail their checksum are dropped: they cannot be read
+        // back, and the new index must not keep them.
+        let mut replaced = Marks::NONE;
+        for k in 0..self.work.borrow_mut().active[GC].len() {
+            let a = self.work.borrow_mut().active[GC][k];
+            let r = self.mem_read(a.addr, 0);
+            match self.mem_tolerate(r)? {
+                Some((origin, _)) => {
+                    if origin != 0 && origin != a.id {
+                        if let Some(o) = self.work.borrow_mut().active[GC]
+                            .iter()
+                            .position(|x| x.id == origin)
+                        {
+                            replaced.set(o);
+                        }
+                    }
+                }
+                None => replaced.set(k),
+            }
+        }
+        let set = &mut self.work.borrow_mut().active[GC];
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if !replaced.get(k) {
+                set[kept] = set[k];
+                kept += 1;
+            }
+        }
+        set.truncate(kept);
+        // Merge items with the same key (rare: stores refuse same-key
+        // duplicates, so only updates can create them). No collection runs
+        // inside a compaction, so the keys stay in the scratch area.
+        self.mem_keys(GC)?;
+        let mut i = 0;
+        let mut merges = 0;
+        while i < self.work.borrow_mut().active[GC].len() {
+            let mut j = i + 1;
+            while j < self.work.borrow_mut().active[GC].len() {
+                let (ki, kj) = (
+                    word(&self.work.borrow_mut().scratch, i),
+                    word(&self.work.borrow_mut().scratch, j),
+                );
+                if ki != 0 && ki == kj && merges < MAX_MERGES {
+                    merges += 1;
+                    let (ai, aj) = (
+                        self.work.borrow_mut().active[GC][i],
+                        self.work.borrow_mut().active[GC][j],
+                    );
+                    if !self.mem_load_ok_in(&ai, 0)? || !self.mem_load_ok_in(&aj, 1)? {
+                        j += 1;
+                        continue;
+                    }
+                    let w: &mut Work = self.work.borrow_mut();
+                    let [a, b] = &mut w.items;
+                    if merge_same_key_into(a, b) {
+                        let addr = self.mem_put_slot(0, (0, 0), p)?;
+                        let work: &mut Work = self.work.borrow_mut();
+                        let merged = Active::of(&work.items[0], addr);
+                        let set = &mut work.active[GC];
+                        set[i] = merged;
+                        set.remove(j);
+                        let keys = &mut work.scratch;
+                        for k in j..set.len() {
+                            let next = word(keys, k + 1);
+                            set_word(keys, k, next);
+                        }
+                        continue;
+                    }
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        // Evict beyond the limit: lowest access*3 + updated_at/3600 first.
+        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
+        while self.work.borrow_mut().active[GC].len() > max {
+            let Some(k) = self.mem_lowest(GC) else { break };
+            self.work.borrow_mut().active[GC].remove(k);
+        }
+        // Relocation: copy the items in the sectors about to be released.
+        if let Some(upto) = relocate {
+            for k in 0..self.work.borrow_mut().active[GC].len() {
+                let a = self.work.borrow_mut().active[GC][k];
+                if self.log.head_seq_of(a.addr) <= upto {
+                    let origin = self.mem_load_in(&a, 0)?;
+                    let addr = self.mem_put_slot(0, origin, p)?;
+                    self.work.borrow_mut().active[GC][k].addr = addr;
+                }
+            }
+        }
+        // The label catalog, in id order, if it fits (the keys are done
+        // with: the scratch area holds the catalog now).
+        let mut catalog_len = Some(0usize);
+        let mut last = None;
+        while let Some(k) = self.mem_next_by_id(GC, last) {
+            let a = self.work.borrow_mut().active[GC][k];
+            last = Some(a.id);
+            self.mem_load_in(&a, 0)?;
+            let w: &mut Work = self.work.borrow_mut();
+            for l in w.items[0].labels() {
+                if let Some(n) = catalog_len {
+                    catalog_len = catalog_add(&mut w.scratch, n, l);
+                }
+            }
+        }
+        let catalog_bytes = catalog_len.unwrap_or(0);
+        // The new index.
+        let count = self.work.borrow_mut().active[GC].len() as u32;
+        let len = INDEX_FIXED + INDEX_ENTRY * count + catalog_bytes as u32;
+        let (_, opens) = self.log.plan(len);
+        if opens > self.log.free_sectors() {
+            return Ok(false);
+        }
+        let (start, _) = self.log.plan(len);
+        let index_seq = if self.log.geo.sector_of(start) == self.log.head {
+            self.log.head_seq
+        } else {
+            self.log.head_seq + 1
+        };
+        let oldest = self.work.borrow_mut().active[GC]
+            .iter()
+            .map(|a| self.log.head_seq_of(a.addr))
+            .min()
+            .unwrap_or(index_seq)
+            .min(index_seq);
+        let mut fixed = [0u8; INDEX_FIXED as usize];
+        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
+        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
+        fixed[8..12].copy_from_slice(&count.to_le_bytes());
+        fixed[12..16].copy_from_slice(&oldest.to_le_bytes());
+        let catalog_field = if catalog_len.is_some() {
+            catalog_bytes as u32
+        } else {
+            NO_ADDR
+        };
+        fixed[16..20].copy_from_slice(&catalog_field.to_le_bytes());
+        let work: &Work = self.work.borrow();
+        let mut payload = IndexPayload {
+            fixed,
+            entries: &work.active[GC],
+            catalog: &work.scratch[..catalog_bytes],
+        };
+        let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        self.mem_links.clear();
+        self.mem = MemState {
+            root: addr,
+            head: addr,
+            chain: 0,
+            changes: 0,
+            bytes: 0,
+            oldest,
+            next_id: self.mem.next_id,
+        };
+        Ok(true)
+    }
+
+    /// The entry of active set `lvl` with the smallest id above `after`
+    /// (any id for `None`): walks the set in id order without sorting it.
+    pub(super) fn mem_next_by_id(&self, lvl: usize, after: Option<u32>) -> Option<usize> {
+        let set = &self.work.borrow().active[lvl];
+        (0..set.len())
+            .filter(|&k| after.is_none_or(|x| set[k].id > x))
+            .min_by_key(|&k| set[k].id)
+    }
+}
