@@ -19,6 +19,7 @@ pub mod chdx;
 pub mod memory;
 pub mod naming;
 pub mod profile;
+#[cfg(feature = "rebuild")]
 pub mod rebuild;
 pub mod text;
 pub mod turns;
