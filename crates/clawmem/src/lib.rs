@@ -30,6 +30,8 @@ mod layout;
 mod log;
 mod session;
 mod store;
+#[cfg(test)]
+mod testing;
 
 pub use chdx::{BackendFormat, RecordType};
 pub use error::Error;

@@ -374,13 +374,7 @@ fn never_panics_on_arbitrary_bytes() {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let alphabet = br#"{}[]":,\u0123abtrufesnl-+.eE 09"#;
     for _ in 0..20_000 {
-        let mut doc = Vec::new();
-        for _ in 0..(state % 24) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            doc.push(alphabet[(state % alphabet.len() as u64) as usize]);
-        }
+        let doc = crate::testing::random_bytes(&mut state, alphabet, 24);
         let _ = degrade_assistant_final(&doc, &mut out);
         let _ = extract_final_text(&doc, &mut out);
     }

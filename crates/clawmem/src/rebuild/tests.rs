@@ -928,13 +928,7 @@ fn random_bytes_never_panic() {
     let alphabet = b"{}[]\":,\n \\ur0ltasenu1";
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     for _ in 0..3_000 {
-        let mut log = Vec::new();
-        for _ in 0..(state % 64) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            log.push(alphabet[(state % alphabet.len() as u64) as usize]);
-        }
+        let log = crate::testing::random_bytes(&mut state, alphabet, 64);
         check_any_log(&log);
         let _ = repair(&log, &log);
     }
