@@ -175,7 +175,7 @@ pub struct Entries<'a> {
 }
 
 /// The entries of the index rebuilt from `log`, in log order, without a
-/// buffer: exactly the entries [`rebuild_index`] writes.
+/// buffer: exactly the entries [`rebuild_index`](super::rebuild_index) writes.
 ///
 /// Fails only if the log is larger than [`MAX_LOG_SIZE_BYTES`].
 pub fn entries(log: &[u8]) -> Result<Entries<'_>, RebuildError> {

@@ -3,9 +3,9 @@
 //!
 //! This module owns three things: splitting a log into records
 //! ([`segments`]), recognising each record's type and backend format from its
-//! JSON ([`infer_record`], [`entries`]), and writing a complete [`chdx`] index
-//! for them ([`rebuild_index`]). [`repair`] decides whether an existing index
-//! can be kept.
+//! JSON ([`infer_record`], [`entries`]), and writing a complete
+//! [`chdx`](crate::chdx) index for them ([`rebuild_index`]). [`repair`]
+//! decides whether an existing index can be kept.
 //!
 //! # What ESP-Claw writes
 //!
