@@ -19,6 +19,7 @@ pub mod chdx;
 pub mod memory;
 pub mod naming;
 pub mod profile;
+#[cfg(feature = "rebuild")]
 pub mod rebuild;
 pub mod text;
 pub mod turns;
@@ -29,6 +30,8 @@ mod layout;
 mod log;
 mod session;
 mod store;
+#[cfg(test)]
+mod testing;
 
 pub use chdx::{BackendFormat, RecordType};
 pub use error::Error;

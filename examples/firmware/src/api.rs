@@ -18,11 +18,10 @@ use core::fmt::{self, Write};
 use clawmem::backend::{self, ScanError};
 use clawmem::chat::{self, ChatKey, ChatKeyError, ChatSessions, SessionCommand, SessionError};
 use clawmem::chat::{SessionId, SessionReply, UsageError};
-use clawmem::chdx::{self, Entry};
+use clawmem::chdx::{self, ChdxError, Entry};
 use clawmem::memory::{Item, ItemId, ItemInput};
 use clawmem::naming::{self, SessionFileKind, SessionFileName};
 use clawmem::profile::ProfileDoc;
-use clawmem::rebuild::{self, RebuildError, RebuildReport, Verdict};
 use clawmem::text::{self, Normalized};
 use clawmem::{
     Appended, Work, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
@@ -332,17 +331,8 @@ pub fn session_file_name(session: &str, kind: SessionFileKind) -> SessionFileNam
 }
 
 #[inline(never)]
-pub fn repair(index: &[u8], log: &[u8]) -> Verdict {
-    rebuild::repair(index, log)
-}
-
-#[inline(never)]
-pub fn rebuild_index_with_old(
-    log: &[u8],
-    old_index: &[u8],
-    out: &mut [u8],
-) -> Result<RebuildReport, RebuildError> {
-    rebuild::rebuild_index_with_old(log, old_index, out)
+pub fn validate_index(index: &[u8], data_size_bytes: u64) -> Result<usize, ChdxError> {
+    chdx::validate_index(index, data_size_bytes)
 }
 
 #[inline(never)]

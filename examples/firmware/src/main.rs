@@ -35,11 +35,9 @@ use core::mem::size_of;
 use core::panic::PanicInfo;
 
 use clawmem::chat::{self, SessionCommand};
-use clawmem::chdx;
 use clawmem::memory::{ItemInput, SOURCE_AUTO_LLM, SOURCE_MANUAL};
 use clawmem::naming::SessionFileKind;
 use clawmem::profile::ProfileDoc;
-use clawmem::rebuild::Verdict;
 use clawmem::{
     BackendFormat, Config, Error, Gate, MemoryConfig, MountMode, Record, RecordType, Store, Work,
 };
@@ -531,44 +529,31 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
     // device, for instance over USB, into the work buffer.
     let (log, index) = work.split_at_mut(WORK_BYTES / 2);
     let log_len = black_box(0usize).min(log.len());
-    let index_len = black_box(0usize).min(index.len() / 2);
+    let index_len = black_box(0usize).min(index.len());
     import_espclaw_session(
         store,
         out,
         "import:espclaw",
         &log[..log_len],
-        index,
-        index_len,
+        &index[..index_len],
     )
 }
 
-/// Imports one ESP-Claw session: keeps its index if it matches the log,
-/// else rebuilds it (into the second half of `index`), then appends its
-/// records.
+/// Imports one ESP-Claw session whose index matches its log: appends its
+/// records. An index that does not match is refused here; rebuilding it from
+/// the log is host work (clawmem's `rebuild` feature, `clawmem-sim import`),
+/// kept out of the firmware.
 fn import_espclaw_session(
     store: &mut Engine,
     out: &mut Console,
     session: &str,
     log: &[u8],
-    index: &mut [u8],
-    index_len: usize,
+    index: &[u8],
 ) -> Result<()> {
-    let (old, scratch) = index.split_at_mut(index_len);
-    let index: &[u8] = match api::repair(old, log) {
-        Verdict::Keep { .. } => old,
-        Verdict::Rebuild(reason) => {
-            let _ = writeln!(out, "rebuilding the index: {reason}");
-            match api::rebuild_index_with_old(log, old, scratch) {
-                Ok(report) => {
-                    &scratch[..chdx::CHDX_HEADER_SIZE + report.entries * chdx::CHDX_ENTRY_SIZE]
-                }
-                Err(e) => {
-                    let _ = writeln!(out, "cannot import: {e}");
-                    return Ok(());
-                }
-            }
-        }
-    };
+    if let Err(e) = api::validate_index(index, log.len() as u64) {
+        let _ = writeln!(out, "cannot import: {e}; rebuild the index on a host");
+        return Ok(());
+    }
     let mut result = Ok(());
     api::index_entries(index, log.len() as u64, &mut |entry| {
         let start = entry.offset as usize;

@@ -1,0 +1,764 @@
+//! The small JSON scanner the backend filter (and the index rebuild) needs.
+//!
+//! The scanner validates a whole document before reading it (RFC 8259 grammar,
+//! nesting at most [`MAX_JSON_DEPTH`] as cJSON's `CJSON_NESTING_LIMIT`, escapes
+//! including surrogate pairs, strictly valid UTF-8), is not recursive, and
+//! never panics: malformed input is a [`ScanError::Malformed`] with the byte
+//! offset and the reason, a short output buffer is
+//! [`ScanError::BufferTooSmall`] with the size needed. Like cJSON it accepts raw
+//! control characters inside strings; unlike cJSON it rejects invalid UTF-8,
+//! leading zeros (`01`) and a bare trailing dot (`1.`). [`JsonValue`] gives
+//! other modules read-only navigation over a validated document (members,
+//! array elements, string comparison).
+//!
+//! Written strings are escaped as cJSON prints them: `\"`, `\\`, `\b`, `\f`,
+//! `\n`, `\r`, `\t`, other characters below U+0020 as `\u00xx`, everything else
+//! (including `/` and non-ASCII) as is.
+//!
+//! Pure logic: no flash I/O, so nothing here is affected by power loss.
+
+use core::fmt;
+
+use crate::text::json_escape;
+
+/// Deepest nesting of arrays and objects the scanner accepts (cJSON's limit).
+pub const MAX_JSON_DEPTH: usize = 1000;
+
+/// Why a document could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JsonErrorKind {
+    /// The document ends in the middle of a value.
+    UnexpectedEnd,
+    /// A byte that cannot appear here.
+    UnexpectedByte(u8),
+    /// A backslash followed by something other than `" \ / b f n r t u`.
+    InvalidEscape,
+    /// `\u` not followed by four hex digits.
+    InvalidUnicodeEscape,
+    /// A UTF-16 surrogate escape without its pair.
+    LoneSurrogate,
+    /// Bytes inside a string that are not valid UTF-8.
+    InvalidUtf8,
+    /// A number that does not follow the JSON grammar.
+    InvalidNumber,
+    /// Arrays and objects nested deeper than [`MAX_JSON_DEPTH`].
+    TooDeep,
+    /// Something other than whitespace after the document.
+    TrailingData,
+}
+
+impl fmt::Display for JsonErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            JsonErrorKind::UnexpectedEnd => f.write_str("unexpected end of document"),
+            JsonErrorKind::UnexpectedByte(byte) => write!(f, "unexpected byte {byte:#04x}"),
+            JsonErrorKind::InvalidEscape => f.write_str("invalid escape sequence"),
+            JsonErrorKind::InvalidUnicodeEscape => f.write_str("invalid \\u escape"),
+            JsonErrorKind::LoneSurrogate => f.write_str("unpaired UTF-16 surrogate escape"),
+            JsonErrorKind::InvalidUtf8 => f.write_str("invalid UTF-8 in a string"),
+            JsonErrorKind::InvalidNumber => f.write_str("invalid number"),
+            JsonErrorKind::TooDeep => write!(f, "nested deeper than {MAX_JSON_DEPTH} levels"),
+            JsonErrorKind::TrailingData => f.write_str("data after the end of the document"),
+        }
+    }
+}
+
+/// Why a scan failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScanError {
+    /// The input is not a valid JSON document.
+    Malformed {
+        /// Byte offset of the problem in the input.
+        offset: usize,
+        /// What is wrong there.
+        kind: JsonErrorKind,
+    },
+    /// The output buffer is too small; nothing usable was written.
+    BufferTooSmall {
+        /// Output size that would have been enough, in bytes.
+        needed_bytes: usize,
+    },
+}
+
+impl fmt::Display for ScanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ScanError::Malformed { offset, kind } => {
+                write!(f, "malformed JSON at byte {offset}: {kind}")
+            }
+            ScanError::BufferTooSmall { needed_bytes } => {
+                write!(f, "output buffer too small: {needed_bytes} bytes needed")
+            }
+        }
+    }
+}
+
+type ScanResult<T> = Result<T, ScanError>;
+
+const fn malformed(offset: usize, kind: JsonErrorKind) -> ScanError {
+    ScanError::Malformed { offset, kind }
+}
+
+/// Output buffer that keeps counting after it is full, to report the size
+/// needed.
+pub(super) struct Out<'a> {
+    buf: &'a mut [u8],
+    pub(super) needed: usize,
+    overflow: bool,
+}
+
+impl<'a> Out<'a> {
+    pub(super) fn new(buf: &'a mut [u8]) -> Self {
+        Out {
+            buf,
+            needed: 0,
+            overflow: false,
+        }
+    }
+
+    pub(super) fn push_bytes(&mut self, bytes: &[u8]) {
+        let end = self.needed.checked_add(bytes.len());
+        if !self.overflow {
+            match end.and_then(|end| self.buf.get_mut(self.needed..end)) {
+                Some(target) => target.copy_from_slice(bytes),
+                None => self.overflow = true,
+            }
+        }
+        self.needed = end.unwrap_or(usize::MAX);
+    }
+
+    fn push_char(&mut self, c: char) {
+        let mut tmp = [0u8; 4];
+        self.push_bytes(c.encode_utf8(&mut tmp).as_bytes());
+    }
+
+    pub(super) fn push_escaped(&mut self, c: char) {
+        let mut buf = [0u8; 6];
+        match json_escape(c, &mut buf) {
+            Some(escaped) => self.push_bytes(escaped.as_bytes()),
+            None => self.push_char(c),
+        }
+    }
+
+    pub(super) fn finish(self) -> ScanResult<usize> {
+        if self.overflow {
+            Err(ScanError::BufferTooSmall {
+                needed_bytes: self.needed,
+            })
+        } else {
+            Ok(self.needed)
+        }
+    }
+}
+
+/// Stack of open containers (`true` for an object), as bits.
+struct Nesting {
+    bits: [u64; MAX_JSON_DEPTH.div_ceil(64)],
+    depth: usize,
+}
+
+impl Nesting {
+    pub(super) const fn new() -> Self {
+        Nesting {
+            bits: [0; MAX_JSON_DEPTH.div_ceil(64)],
+            depth: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, is_object: bool) -> bool {
+        if self.depth >= MAX_JSON_DEPTH {
+            return false;
+        }
+        let Some(word) = self.bits.get_mut(self.depth / 64) else {
+            return false;
+        };
+        let mask = 1u64 << (self.depth % 64);
+        if is_object {
+            *word |= mask;
+        } else {
+            *word &= !mask;
+        }
+        self.depth += 1;
+        true
+    }
+
+    fn top(&self) -> Option<bool> {
+        let index = self.depth.checked_sub(1)?;
+        let word = self.bits.get(index / 64)?;
+        Some(word & (1u64 << (index % 64)) != 0)
+    }
+
+    fn pop(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+}
+
+/// Decodes the characters of the JSON string whose opening quote is at a
+/// given offset.
+struct StrChars<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    done: bool,
+}
+
+impl<'a> StrChars<'a> {
+    pub(super) fn new(bytes: &'a [u8], quote_at: usize) -> ScanResult<Self> {
+        match bytes.get(quote_at) {
+            Some(b'"') => Ok(StrChars {
+                bytes,
+                pos: quote_at.saturating_add(1),
+                done: false,
+            }),
+            Some(&other) => Err(malformed(quote_at, JsonErrorKind::UnexpectedByte(other))),
+            None => Err(malformed(quote_at, JsonErrorKind::UnexpectedEnd)),
+        }
+    }
+
+    pub(super) fn byte(&self, at: usize) -> ScanResult<u8> {
+        self.bytes
+            .get(at)
+            .copied()
+            .ok_or(malformed(at, JsonErrorKind::UnexpectedEnd))
+    }
+
+    fn hex4(&self, at: usize) -> ScanResult<u32> {
+        let mut value = 0u32;
+        for i in 0..4 {
+            let offset = at.saturating_add(i);
+            let digit = match self.byte(offset)? {
+                b @ b'0'..=b'9' => b - b'0',
+                b @ b'a'..=b'f' => b - b'a' + 10,
+                b @ b'A'..=b'F' => b - b'A' + 10,
+                _ => return Err(malformed(offset, JsonErrorKind::InvalidUnicodeEscape)),
+            };
+            value = (value << 4) | u32::from(digit);
+        }
+        Ok(value)
+    }
+
+    /// The next character, or `None` after the closing quote.
+    fn next_char(&mut self) -> ScanResult<Option<char>> {
+        if self.done {
+            return Ok(None);
+        }
+        let at = self.pos;
+        let (c, width) = match self.byte(at)? {
+            b'"' => {
+                self.done = true;
+                self.pos = at.saturating_add(1);
+                return Ok(None);
+            }
+            b'\\' => self.escape(at)?,
+            b @ 0x00..=0x7F => (char::from(b), 1),
+            lead => {
+                let width = match lead {
+                    0xC2..=0xDF => 2,
+                    0xE0..=0xEF => 3,
+                    0xF0..=0xF4 => 4,
+                    _ => return Err(malformed(at, JsonErrorKind::InvalidUtf8)),
+                };
+                let end = at.saturating_add(width);
+                let c = self
+                    .bytes
+                    .get(at..end)
+                    .and_then(|seq| core::str::from_utf8(seq).ok())
+                    .and_then(|s| s.chars().next())
+                    .ok_or(malformed(at, JsonErrorKind::InvalidUtf8))?;
+                (c, width)
+            }
+        };
+        self.pos = at.saturating_add(width);
+        Ok(Some(c))
+    }
+
+    /// Decodes the escape at `at` (a backslash): the character and the
+    /// escape's length in bytes.
+    fn escape(&self, at: usize) -> ScanResult<(char, usize)> {
+        let simple = match self.byte(at.saturating_add(1))? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => return self.unicode_escape(at),
+            _ => return Err(malformed(at, JsonErrorKind::InvalidEscape)),
+        };
+        Ok((simple, 2))
+    }
+
+    fn unicode_escape(&self, at: usize) -> ScanResult<(char, usize)> {
+        let first = self.hex4(at.saturating_add(2))?;
+        let (code, width) = match first {
+            0xD800..=0xDBFF => {
+                let next = at.saturating_add(6);
+                if self.bytes.get(next) != Some(&b'\\')
+                    || self.bytes.get(next.saturating_add(1)) != Some(&b'u')
+                {
+                    return Err(malformed(at, JsonErrorKind::LoneSurrogate));
+                }
+                let second = self.hex4(next.saturating_add(2))?;
+                if !(0xDC00..=0xDFFF).contains(&second) {
+                    return Err(malformed(at, JsonErrorKind::LoneSurrogate));
+                }
+                (0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00), 12)
+            }
+            0xDC00..=0xDFFF => return Err(malformed(at, JsonErrorKind::LoneSurrogate)),
+            other => (other, 6),
+        };
+        let c = char::from_u32(code).ok_or(malformed(at, JsonErrorKind::InvalidUnicodeEscape))?;
+        Ok((c, width))
+    }
+}
+
+/// A validating, non-recursive reader over one JSON document.
+pub(super) struct Json<'a> {
+    bytes: &'a [u8],
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ListState {
+    Start,
+    AfterValue,
+    Done,
+}
+
+/// Walks the members of an object or the elements of an array.
+pub(super) struct List {
+    pos: usize,
+    state: ListState,
+    object: bool,
+}
+
+impl<'a> Json<'a> {
+    pub(super) const fn new(bytes: &'a [u8]) -> Self {
+        Json { bytes }
+    }
+
+    pub(super) fn byte(&self, at: usize) -> Option<u8> {
+        self.bytes.get(at).copied()
+    }
+
+    pub(super) fn skip_ws(&self, mut at: usize) -> usize {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.byte(at) {
+            at += 1;
+        }
+        at
+    }
+
+    fn unexpected(&self, at: usize) -> ScanError {
+        match self.byte(at) {
+            Some(byte) => malformed(at, JsonErrorKind::UnexpectedByte(byte)),
+            None => malformed(at, JsonErrorKind::UnexpectedEnd),
+        }
+    }
+
+    /// Validates the whole input and returns the offset of the root value.
+    pub(super) fn validate(&self) -> ScanResult<usize> {
+        let root = self.skip_ws(0);
+        let end = self.value_end(root)?;
+        let rest = self.skip_ws(end);
+        if rest != self.bytes.len() {
+            return Err(malformed(rest, JsonErrorKind::TrailingData));
+        }
+        Ok(root)
+    }
+
+    fn string_end(&self, quote_at: usize) -> ScanResult<usize> {
+        let mut chars = StrChars::new(self.bytes, quote_at)?;
+        while chars.next_char()?.is_some() {}
+        Ok(chars.pos)
+    }
+
+    fn digits_end(&self, mut at: usize) -> usize {
+        while let Some(b'0'..=b'9') = self.byte(at) {
+            at += 1;
+        }
+        at
+    }
+
+    fn number_end(&self, start: usize) -> ScanResult<usize> {
+        let mut at = start;
+        if self.byte(at) == Some(b'-') {
+            at += 1;
+        }
+        match self.byte(at) {
+            Some(b'0') => at += 1,
+            Some(b'1'..=b'9') => at = self.digits_end(at),
+            _ => return Err(malformed(at, JsonErrorKind::InvalidNumber)),
+        }
+        if self.byte(at) == Some(b'.') {
+            let digits = self.digits_end(at + 1);
+            if digits == at + 1 {
+                return Err(malformed(digits, JsonErrorKind::InvalidNumber));
+            }
+            at = digits;
+        }
+        if let Some(b'e' | b'E') = self.byte(at) {
+            at += 1;
+            if let Some(b'+' | b'-') = self.byte(at) {
+                at += 1;
+            }
+            let digits = self.digits_end(at);
+            if digits == at {
+                return Err(malformed(digits, JsonErrorKind::InvalidNumber));
+            }
+            at = digits;
+        }
+        Ok(at)
+    }
+
+    fn literal_end(&self, at: usize, literal: &[u8]) -> ScanResult<usize> {
+        for (i, &expected) in literal.iter().enumerate() {
+            let offset = at.saturating_add(i);
+            if self.byte(offset) != Some(expected) {
+                return Err(self.unexpected(offset));
+            }
+        }
+        Ok(at.saturating_add(literal.len()))
+    }
+
+    /// Parses `"key" :` at `key_at` and returns the offset of the value.
+    fn member_value_start(&self, key_at: usize) -> ScanResult<usize> {
+        if self.byte(key_at) != Some(b'"') {
+            return Err(self.unexpected(key_at));
+        }
+        let colon = self.skip_ws(self.string_end(key_at)?);
+        if self.byte(colon) != Some(b':') {
+            return Err(self.unexpected(colon));
+        }
+        Ok(self.skip_ws(colon + 1))
+    }
+
+    /// Validates the value at `start` and returns the offset just past it.
+    pub(super) fn value_end(&self, start: usize) -> ScanResult<usize> {
+        let mut nesting = Nesting::new();
+        let mut at = self.skip_ws(start);
+        loop {
+            let after_value = match self.byte(at) {
+                Some(open @ (b'{' | b'[')) => {
+                    // Empty containers count as a level too, as in cJSON.
+                    if nesting.depth >= MAX_JSON_DEPTH {
+                        return Err(malformed(at, JsonErrorKind::TooDeep));
+                    }
+                    let is_object = open == b'{';
+                    let inner = self.skip_ws(at + 1);
+                    let close = if is_object { b'}' } else { b']' };
+                    if self.byte(inner) == Some(close) {
+                        inner + 1
+                    } else {
+                        if !nesting.push(is_object) {
+                            return Err(malformed(at, JsonErrorKind::TooDeep));
+                        }
+                        at = if is_object {
+                            self.member_value_start(inner)?
+                        } else {
+                            inner
+                        };
+                        continue;
+                    }
+                }
+                Some(b'"') => self.string_end(at)?,
+                Some(b'-' | b'0'..=b'9') => self.number_end(at)?,
+                Some(b't') => self.literal_end(at, b"true")?,
+                Some(b'f') => self.literal_end(at, b"false")?,
+                Some(b'n') => self.literal_end(at, b"null")?,
+                _ => return Err(self.unexpected(at)),
+            };
+            at = after_value;
+            // Close every container that ends here, or move to the next item.
+            loop {
+                let Some(is_object) = nesting.top() else {
+                    return Ok(at);
+                };
+                let next = self.skip_ws(at);
+                match self.byte(next) {
+                    Some(b',') => {
+                        let item = self.skip_ws(next + 1);
+                        at = if is_object {
+                            self.member_value_start(item)?
+                        } else {
+                            item
+                        };
+                        break;
+                    }
+                    Some(b'}') if is_object => {
+                        nesting.pop();
+                        at = next + 1;
+                    }
+                    Some(b']') if !is_object => {
+                        nesting.pop();
+                        at = next + 1;
+                    }
+                    _ => return Err(self.unexpected(next)),
+                }
+            }
+        }
+    }
+
+    /// A walk over the container at `open`, which must be `{` or `[`.
+    pub(super) fn list(&self, open: usize) -> List {
+        List {
+            pos: open.saturating_add(1),
+            state: ListState::Start,
+            object: self.byte(open) == Some(b'{'),
+        }
+    }
+
+    /// The next item of a walk: `(key offset, value offset)` for an object
+    /// (the key offset is that of its quote), `(value, value)` for an array.
+    pub(super) fn next_item(&self, list: &mut List) -> ScanResult<Option<(usize, usize)>> {
+        let close = if list.object { b'}' } else { b']' };
+        let item = match list.state {
+            ListState::Done => return Ok(None),
+            ListState::Start => {
+                let at = self.skip_ws(list.pos);
+                if self.byte(at) == Some(close) {
+                    list.state = ListState::Done;
+                    return Ok(None);
+                }
+                at
+            }
+            ListState::AfterValue => {
+                let at = self.skip_ws(list.pos);
+                match self.byte(at) {
+                    Some(b',') => self.skip_ws(at + 1),
+                    Some(byte) if byte == close => {
+                        list.state = ListState::Done;
+                        return Ok(None);
+                    }
+                    _ => return Err(self.unexpected(at)),
+                }
+            }
+        };
+        let value = if list.object {
+            self.member_value_start(item)?
+        } else {
+            item
+        };
+        list.pos = self.value_end(value)?;
+        list.state = ListState::AfterValue;
+        Ok(Some((item, value)))
+    }
+
+    /// `true` if the string at `quote_at` equals `expected` (ignoring ASCII
+    /// case if asked).
+    fn string_eq(&self, quote_at: usize, expected: &str, ignore_case: bool) -> ScanResult<bool> {
+        if self.byte(quote_at) != Some(b'"') {
+            return Ok(false);
+        }
+        let mut chars = StrChars::new(self.bytes, quote_at)?;
+        for want in expected.chars() {
+            match chars.next_char()? {
+                Some(got) if got == want => {}
+                Some(got) if ignore_case && got.eq_ignore_ascii_case(&want) => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(chars.next_char()?.is_none())
+    }
+
+    /// The value of the first member of the object at `object_at` named
+    /// `name` (ASCII case ignored, as `cJSON_GetObjectItem`).
+    pub(super) fn member(&self, object_at: usize, name: &str) -> ScanResult<Option<usize>> {
+        if self.byte(object_at) != Some(b'{') {
+            return Ok(None);
+        }
+        let mut list = self.list(object_at);
+        while let Some((key, value)) = self.next_item(&mut list)? {
+            if self.string_eq(key, name, true)? {
+                return Ok(Some(value));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `true` if the object at `object_at` has a member `name` whose value is
+    /// the string `expected` (compared exactly, as `strcmp`).
+    pub(super) fn member_is(
+        &self,
+        object_at: usize,
+        name: &str,
+        expected: &str,
+    ) -> ScanResult<bool> {
+        match self.member(object_at, name)? {
+            Some(value) => self.string_eq(value, expected, false),
+            None => Ok(false),
+        }
+    }
+
+    /// The string value of member `name`, if it is a string.
+    pub(super) fn string_member(&self, object_at: usize, name: &str) -> ScanResult<Option<usize>> {
+        Ok(self
+            .member(object_at, name)?
+            .filter(|&value| self.byte(value) == Some(b'"')))
+    }
+
+    /// Copies the decoded string at `quote_at` to `out`, escaped or not;
+    /// returns the number of UTF-8 bytes of decoded text.
+    pub(super) fn copy_string(
+        &self,
+        quote_at: usize,
+        out: &mut Out<'_>,
+        escape: bool,
+    ) -> ScanResult<usize> {
+        let mut chars = StrChars::new(self.bytes, quote_at)?;
+        let mut text_bytes = 0usize;
+        while let Some(c) = chars.next_char()? {
+            text_bytes = text_bytes.saturating_add(c.len_utf8());
+            if escape {
+                out.push_escaped(c);
+            } else {
+                out.push_char(c);
+            }
+        }
+        Ok(text_bytes)
+    }
+
+    /// Copies the `text` of every block of the array at `array_at` whose
+    /// `type` is one of `types`; returns the text bytes copied.
+    pub(super) fn copy_text_blocks(
+        &self,
+        array_at: usize,
+        types: &[&str],
+        out: &mut Out<'_>,
+        escape: bool,
+    ) -> ScanResult<usize> {
+        let mut total = 0usize;
+        let mut blocks = self.list(array_at);
+        while let Some((_, block)) = self.next_item(&mut blocks)? {
+            if self.byte(block) != Some(b'{') {
+                continue;
+            }
+            let mut matched = false;
+            for ty in types {
+                if self.member_is(block, "type", ty)? {
+                    matched = true;
+                    break;
+                }
+            }
+            if !matched {
+                continue;
+            }
+            if let Some(text) = self.string_member(block, "text")? {
+                total = total.saturating_add(self.copy_string(text, out, escape)?);
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// Checks that `body` is one complete JSON document.
+pub fn validate_json(body: &[u8]) -> Result<(), ScanError> {
+    Json::new(body).validate().map(|_| ())
+}
+
+/// The kind of a [`JsonValue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    /// `{...}`
+    Object,
+    /// `[...]`
+    Array,
+    /// `"..."`
+    String,
+    /// A number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// `null`.
+    Null,
+}
+
+/// One value of a validated JSON document, for read-only navigation without
+/// allocation (used by `rebuild` to recognise record shapes).
+///
+/// Only [`JsonValue::parse`] makes one, after validating the whole document,
+/// so every method is total: a lookup that cannot succeed gives `None`,
+/// `false` or no elements.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonValue<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> JsonValue<'a> {
+    /// Validates `body` as one JSON document (see [`validate_json`]) and
+    /// returns its root value.
+    pub fn parse(body: &'a [u8]) -> Result<JsonValue<'a>, ScanError> {
+        let at = Json::new(body).validate()?;
+        Ok(JsonValue { bytes: body, at })
+    }
+
+    /// What kind of value this is.
+    pub fn kind(self) -> JsonKind {
+        match self.bytes.get(self.at) {
+            Some(b'{') => JsonKind::Object,
+            Some(b'[') => JsonKind::Array,
+            Some(b'"') => JsonKind::String,
+            Some(b't' | b'f') => JsonKind::Bool,
+            Some(b'n') => JsonKind::Null,
+            _ => JsonKind::Number,
+        }
+    }
+
+    /// The first member named `name`, ignoring ASCII case as
+    /// `cJSON_GetObjectItem` does; `None` if this is not an object or has no
+    /// such member.
+    pub fn member(self, name: &str) -> Option<JsonValue<'a>> {
+        let at = Json::new(self.bytes).member(self.at, name).ok()??;
+        Some(JsonValue {
+            bytes: self.bytes,
+            at,
+        })
+    }
+
+    /// `true` if this is a string equal to `expected` (compared exactly, as
+    /// `strcmp`).
+    pub fn is_string(self, expected: &str) -> bool {
+        Json::new(self.bytes)
+            .string_eq(self.at, expected, false)
+            .unwrap_or(false)
+    }
+
+    /// The elements of this array, in order; none if this is not an array.
+    pub fn elements(self) -> JsonElements<'a> {
+        let json = Json::new(self.bytes);
+        JsonElements {
+            bytes: self.bytes,
+            list: json.list(self.at),
+            done: self.kind() != JsonKind::Array,
+        }
+    }
+}
+
+/// Iterator over the elements of a [`JsonValue`] array.
+pub struct JsonElements<'a> {
+    bytes: &'a [u8],
+    list: List,
+    done: bool,
+}
+
+impl<'a> Iterator for JsonElements<'a> {
+    type Item = JsonValue<'a>;
+
+    fn next(&mut self) -> Option<JsonValue<'a>> {
+        if self.done {
+            return None;
+        }
+        match Json::new(self.bytes).next_item(&mut self.list) {
+            Ok(Some((_, at))) => Some(JsonValue {
+                bytes: self.bytes,
+                at,
+            }),
+            _ => {
+                self.done = true;
+                None
+            }
+        }
+    }
+}
