@@ -800,13 +800,25 @@ impl ChatSessions {
 
     /// Decodes and fully validates an encoded map.
     pub fn decode(bytes: &[u8]) -> Result<ChatSessions, MapDecodeError> {
+        let mut map = ChatSessions {
+            key: ChatKey(String::new()),
+            aliases: Vec::new(),
+            current: 0,
+        };
+        map.decode_from(bytes)?;
+        Ok(map)
+    }
+
+    /// [`ChatSessions::decode`] into `self`, in place (no second map on the
+    /// stack). On an error `self` is left a valid but meaningless map.
+    pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), MapDecodeError> {
         let mut reader = Reader { bytes, pos: 0 };
         let version = reader.u8()?;
         if version != MAP_FORMAT_VERSION {
             return Err(MapDecodeError::UnsupportedVersion(version));
         }
         let key_len = usize::from(reader.u8()?);
-        let key =
+        self.key =
             ChatKey::from_stored(reader.take(key_len)?).map_err(MapDecodeError::BadChatKey)?;
         let count = reader.u8()?;
         if count == 0 || usize::from(count) > MAX_SESSIONS_PER_CHAT {
@@ -816,15 +828,15 @@ impl ChatSessions {
         if current >= count {
             return Err(MapDecodeError::BadCurrent { current, count });
         }
-        let mut aliases: Vec<Alias, MAX_SESSIONS_PER_CHAT> = Vec::new();
+        self.aliases.clear();
         for index in 0..usize::from(count) {
             let len = usize::from(reader.u8()?);
             let alias = Alias::from_bytes(reader.take(len)?)
                 .map_err(|reason| MapDecodeError::BadAlias { index, reason })?;
-            if aliases.contains(&alias) {
+            if self.aliases.contains(&alias) {
                 return Err(MapDecodeError::DuplicateAlias { index });
             }
-            aliases
+            self.aliases
                 .push(alias)
                 .map_err(|_| MapDecodeError::BadSessionCount(count))?;
         }
@@ -832,11 +844,8 @@ impl ChatSessions {
         if trailing != 0 {
             return Err(MapDecodeError::TrailingBytes { count: trailing });
         }
-        Ok(ChatSessions {
-            key,
-            aliases,
-            current: usize::from(current),
-        })
+        self.current = usize::from(current);
+        Ok(())
     }
 
     /// [`ChatSessions::decode`], also checking that the map belongs to `key`

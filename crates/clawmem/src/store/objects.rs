@@ -205,24 +205,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// A chat's session map (ESP-Claw `/session`). On first use the chat
     /// gets `default_01` as its current session, which is stored.
     pub fn chat_sessions(&mut self, chat: &ChatKey) -> Result<ChatSessions, Error<F::Error>> {
-        let key = fnv1a32(chat.as_str().as_bytes());
-        // Read into the work area's scratch, not onto the stack.
-        if let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? {
-            let w: &mut Work = self.work.borrow_mut();
-            let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
-                address: at,
-                what: "a chat session map is longer than any map",
-            })?;
-            self.log.io().read_stream(at, buf)?;
-            if let Ok(map) = ChatSessions::decode_for(chat, buf) {
-                return Ok(map);
-            }
-            // Another chat key with the same hash: not supported.
-            return Err(Error::InvalidInput("chat key collides with another chat's"));
+        // One map on the stack: the stored one is decoded into it in place.
+        let mut map = ChatSessions::first_use(chat.clone());
+        if !self.load_chat_sessions(chat, &mut map)? {
+            self.save_chat_sessions(&map)?;
         }
-        let map = ChatSessions::first_use(chat.clone());
-        self.save_chat_sessions(&map)?;
         Ok(map)
+    }
+
+    /// Decodes the stored map of `chat` into `map`; `false` if none is
+    /// stored (`map` is then unchanged). The map is read into the work
+    /// area's scratch, not onto the stack.
+    #[inline(never)]
+    fn load_chat_sessions(
+        &mut self,
+        chat: &ChatKey,
+        map: &mut ChatSessions,
+    ) -> Result<bool, Error<F::Error>> {
+        let key = fnv1a32(chat.as_str().as_bytes());
+        let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
+            return Ok(false);
+        };
+        let w: &mut Work = self.work.borrow_mut();
+        let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
+            address: at,
+            what: "a chat session map is longer than any map",
+        })?;
+        self.log.io().read_stream(at, buf)?;
+        match map.decode_from(buf) {
+            Ok(()) if map.key() == chat => Ok(true),
+            // Another chat key with the same hash: not supported.
+            _ => Err(Error::InvalidInput("chat key collides with another chat's")),
+        }
     }
 
     /// Stores a chat's session map. It is encoded into the work area's

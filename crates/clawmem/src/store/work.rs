@@ -24,6 +24,8 @@ use crate::memory::{Item, ITEM_ENCODED_MAX_BYTES};
 
 /// The active set of a public memory operation.
 pub(crate) const OP: usize = 0;
+/// The item slot of a public operation's merge (no compaction uses it).
+pub(crate) const MERGED: usize = 2;
 /// The active set of a memory compaction (a public one, or one that garbage
 /// collection starts under another operation).
 pub(crate) const GC: usize = 1;
@@ -38,9 +40,11 @@ pub struct Work {
     pub(crate) active: [Vec<Active, ACTIVE_CAP>; 2],
     pub(crate) scratch: [u8; SCRATCH_BYTES],
     pub(crate) enc: [u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
-    /// Items being read: by a compaction (two at a merge), or for a moment
-    /// by a read that holds none across a write.
-    pub(crate) items: [Item; 2],
+    /// Items being read: slots 0 and 1 by a compaction (two at a merge),
+    /// or for a moment by a read that holds none across a write; slot
+    /// [`MERGED`] by a public operation's merge, across the compaction its
+    /// write may start.
+    pub(crate) items: [Item; 3],
 }
 
 impl Work {
@@ -50,7 +54,7 @@ impl Work {
             active: [Vec::new(), Vec::new()],
             scratch: [0; SCRATCH_BYTES],
             enc: [0; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
-            items: [Item::empty(), Item::empty()],
+            items: [Item::empty(), Item::empty(), Item::empty()],
         }
     }
 }

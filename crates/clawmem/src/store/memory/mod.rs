@@ -36,7 +36,7 @@ use core::fmt;
 use embedded_storage::nor_flash::{MultiwriteNorFlash, NorFlash};
 use heapless::Vec;
 
-use super::work::{GC, OP};
+use super::work::{GC, MERGED, OP};
 use super::{Priority, Store, Work};
 use crate::error::{Error, UnknownLabelError};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};

@@ -67,6 +67,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_put_encoded(len, chained)
     }
 
+    /// A chained put of the item in the work area's slot [`MERGED`].
+    pub(super) fn mem_put_merged(&mut self, p: Priority) -> Result<u32, Error<F::Error>> {
+        self.mem_before_write(p)?;
+        let len = put_len(&self.work.borrow().items[MERGED])?;
+        self.prepare_write(len, p)?;
+        let prev = self.mem_prev();
+        let w: &mut Work = self.work.borrow_mut();
+        put_encode(&mut w.enc, prev, (0, 0), &w.items[MERGED])?;
+        self.mem_put_encoded(len, true)
+    }
+
     /// An unchained put of the item in the work area's slot `slot`: a
     /// compaction's merge or relocation copy. No collection runs inside a
     /// compaction, so the encoding made before room is made stays.
@@ -164,14 +175,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         continue;
                     }
                     let w: &mut Work = self.work.borrow_mut();
-                    let [a, b] = &mut w.items;
+                    let [a, b, _] = &mut w.items;
                     let (a_id, b_id) = (a.id(), b.id());
                     if merge_same_key_into(a, b) {
                         merges += 1;
                         let kept_i = a.id() == a_id;
                         let other = if kept_i { b_id } else { a_id };
-                        let m = a.clone();
-                        self.mem_put(&m, (0, 0), true, p)?;
+                        // The merged item waits in the operation's own slot,
+                        // which the compaction its put may start leaves alone.
+                        w.items[MERGED].clone_from(&w.items[0]);
+                        self.mem_put_merged(p)?;
                         self.mem_forget_record(other.get(), p)?;
                         self.mem_active(OP)?;
                         self.mem_keys(OP)?;
@@ -345,7 +358,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         continue;
                     }
                     let w: &mut Work = self.work.borrow_mut();
-                    let [a, b] = &mut w.items;
+                    let [a, b, _] = &mut w.items;
                     if merge_same_key_into(a, b) {
                         let addr = self.mem_put_slot(0, (0, 0), p)?;
                         let work: &mut Work = self.work.borrow_mut();
