@@ -1113,20 +1113,28 @@ fn decode_result(r: &mut Reader<'_>) -> Result<Result<WireResult, Summary>, Stre
 /// Decodes a results file: the results in order, and the summary (`None`
 /// if the firmware stopped before writing it).
 pub fn decode_results(bytes: &[u8]) -> Result<(Vec<WireResult>, Option<Summary>), StreamError> {
+    match decode_results_lenient(bytes) {
+        (out, summary, None) => Ok((out, summary)),
+        (_, _, Some(e)) => Err(e),
+    }
+}
+
+/// As [`decode_results`], but keeps what decoded before a damaged or cut
+/// record (a firmware stopped mid-write) and says what was wrong.
+fn decode_results_lenient(bytes: &[u8]) -> (Vec<WireResult>, Option<Summary>, Option<StreamError>) {
     let mut r = Reader::new(bytes);
     let mut out = Vec::new();
     while !r.done() {
-        match decode_result(&mut r)? {
-            Ok(res) => out.push(res),
-            Err(summary) => {
-                if !r.done() {
-                    return err("bytes after the summary");
-                }
-                return Ok((out, Some(summary)));
+        match decode_result(&mut r) {
+            Ok(Ok(res)) => out.push(res),
+            Ok(Err(summary)) => {
+                let e = (!r.done()).then(|| StreamError("bytes after the summary".into()));
+                return (out, Some(summary), e);
             }
+            Err(e) => return (out, None, Some(e)),
         }
     }
-    Ok((out, None))
+    (out, None, None)
 }
 
 /// Encodes one result (the firmware writes the same bytes).
@@ -1200,6 +1208,17 @@ pub struct CheckOptions {
     /// Corrupt the expected digest of the first history, to prove that a
     /// mismatch is caught (the check must then fail).
     pub selftest_mismatch: bool,
+    /// Also run the stream through [`execute`] on the simulator and say
+    /// whether the firmware's flash did the same work (erases, bytes
+    /// programmed, erases per sector).
+    pub compare_host: bool,
+    /// Fail unless every sector was erased during the replay (the test
+    /// that a run went all the way round the flash ring).
+    pub require_wrap: bool,
+    /// QEMU's exit status, if it ran; non-zero is an error.
+    pub qemu_status: Option<i32>,
+    /// QEMU's wall time, for the report.
+    pub qemu_seconds: Option<f64>,
 }
 
 /// Geometry as the report shows it.
@@ -1304,7 +1323,21 @@ pub struct QemuReport {
     pub over_stack_budget: bool,
     /// The expected digest of the first history was corrupted on purpose.
     pub selftest_mismatch: bool,
-    /// No mismatch, no error, no overflow, within the budget.
+    /// Erases of the same stream run on the host simulator (`execute`), if
+    /// compared.
+    pub host_erases: Option<u64>,
+    /// The firmware's flash did exactly the host simulator's work: erases,
+    /// bytes programmed and erased, every sector's erase count (if
+    /// compared).
+    pub same_flash_work_as_host: Option<bool>,
+    /// QEMU's exit status.
+    pub qemu_status: Option<i32>,
+    /// QEMU's wall time in seconds.
+    pub qemu_seconds: Option<f64>,
+    /// `--require-wrap` was given.
+    pub require_wrap: bool,
+    /// No mismatch, no error, no overflow, within the budget (and wrapped,
+    /// if required).
     pub ok: bool,
     /// Erase count of every sector.
     pub erase_counts: Vec<u32>,
@@ -1405,7 +1438,7 @@ pub fn check(
 ) -> Result<QemuReport, StreamError> {
     let encoded = encode_stream(trace, opts)?;
     let (steps, _, _) = expand(trace, opts);
-    let (results, summary) = decode_results(results)?;
+    let (results, summary, damage) = decode_results_lenient(results);
     let sectors = (opts.size_bytes / 4096) as u32;
     let mut t = Tally {
         report: QemuReport {
@@ -1459,10 +1492,18 @@ pub fn check(
             stack_budget_bytes: copts.stack_budget,
             over_stack_budget: false,
             selftest_mismatch: copts.selftest_mismatch,
+            host_erases: None,
+            same_flash_work_as_host: None,
+            qemu_status: copts.qemu_status,
+            qemu_seconds: copts.qemu_seconds,
+            require_wrap: copts.require_wrap,
             ok: false,
             erase_counts: Vec::new(),
         },
     };
+    if let Some(e) = damage {
+        t.error("results file".into(), e);
+    }
     let mut it = results.iter();
     let file = trace.file.clone();
     // The initial format.
@@ -1744,13 +1785,40 @@ pub fn check(
             r.erase_counts = s.erase_counts;
         }
     }
+    if let Some(status) = copts.qemu_status.filter(|s| *s != 0) {
+        t.error(
+            "qemu".into(),
+            format!("QEMU exited with status {status} (timeout: 124)"),
+        );
+    }
+    if copts.compare_host {
+        let model = opts
+            .preset
+            .model(opts.size_bytes)
+            .map_err(|e| StreamError(e.0))?;
+        let mut driver =
+            crate::replay::ClawmemDriver::<Esp32Flash>::format(crate::flash::SimFlash::new(model))
+                .map_err(|e| StreamError(e.0))?;
+        let host = execute(&encoded.bytes, &mut driver)?;
+        let (_, host) = decode_results(&host)?;
+        let host = host.expect("execute writes a summary");
+        let r = &mut t.report;
+        r.host_erases = Some(u64::from(host.erases));
+        r.same_flash_work_as_host = Some(
+            u64::from(host.erases) == r.erases
+                && host.programmed_bytes == r.programmed_bytes
+                && host.erased_bytes == r.erased_bytes
+                && host.erase_counts == r.erase_counts,
+        );
+    }
     let r = &mut t.report;
     r.over_stack_budget = copts.stack_budget.is_some_and(|b| r.peak_stack_bytes > b);
     r.ok = r.history_mismatches == 0
         && r.profile_mismatches == 0
         && r.errors == 0
         && !r.stack_overflow
-        && !r.over_stack_budget;
+        && !r.over_stack_budget
+        && (r.ring_wrapped || !copts.require_wrap);
     Ok(t.report)
 }
 

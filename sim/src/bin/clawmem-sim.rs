@@ -162,6 +162,16 @@ enum Command {
         /// then fail (proves that it can).
         #[arg(long)]
         selftest_mismatch: bool,
+        /// Fail unless every sector was erased during the replay (the
+        /// run went all the way round the flash ring).
+        #[arg(long)]
+        require_wrap: bool,
+        /// QEMU's exit status (non-zero is an error), for the report.
+        #[arg(long, allow_hyphen_values = true)]
+        qemu_status: Option<i32>,
+        /// QEMU's wall time in seconds, for the report.
+        #[arg(long)]
+        qemu_seconds: Option<f64>,
     },
     /// Dump a flash image (raw partition bytes): per-sector headers,
     /// sessions, memory items, profiles, `check()`. Damage is reported, not
@@ -271,35 +281,39 @@ fn opcheck(
     results: PathBuf,
     args: StreamArgs,
     copts: clawmem_sim::opstream::CheckOptions,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
     let bytes = std::fs::read(&results).map_err(|e| format!("{}: {e}", results.display()))?;
     let report = clawmem_sim::opstream::check(&trace, &args.options(), &bytes, &copts)
         .map_err(|e| e.to_string())?;
+    // The reason first, on stderr: the JSON stays the last line.
+    if !report.ok {
+        eprintln!(
+            "clawmem-sim: opcheck failed: {} history mismatches, {} profile mismatches, {} errors{}{}",
+            report.history_mismatches,
+            report.profile_mismatches,
+            report.errors,
+            if report.stack_overflow { ", stack overflow" } else { "" },
+            if report.over_stack_budget { ", over the stack budget" } else { "" }
+        );
+        if report.require_wrap && !report.ring_wrapped {
+            eprintln!(
+                "clawmem-sim: the ring did not wrap: {} of {} sectors erased after the format",
+                report.sectors_erased_in_replay, report.geometry.sector_count
+            );
+        }
+        for m in [&report.first_mismatch, &report.first_error]
+            .into_iter()
+            .flatten()
+        {
+            eprintln!("clawmem-sim: {m}");
+        }
+    }
     println!(
         "{}",
         serde_json::to_string(&report).expect("report serializes")
     );
-    if report.ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "check failed: {} history mismatches, {} profile mismatches, {} errors{}{}",
-            report.history_mismatches,
-            report.profile_mismatches,
-            report.errors,
-            if report.stack_overflow {
-                ", stack overflow"
-            } else {
-                ""
-            },
-            if report.over_stack_budget {
-                ", over the stack budget"
-            } else {
-                ""
-            }
-        ))
-    }
+    Ok(report.ok)
 }
 
 /// `I/N` with I < N.
@@ -610,15 +624,26 @@ fn main() -> ExitCode {
             stream,
             stack_budget,
             selftest_mismatch,
-        } => opcheck(
+            require_wrap,
+            qemu_status,
+            qemu_seconds,
+        } => match opcheck(
             trace,
             results,
             stream,
             clawmem_sim::opstream::CheckOptions {
                 stack_budget,
                 selftest_mismatch,
+                compare_host: true,
+                require_wrap,
+                qemu_status,
+                qemu_seconds,
             },
-        ),
+        ) {
+            // Failed checks have said why, before the JSON line.
+            Ok(false) => return ExitCode::FAILURE,
+            other => other.map(|_| ()),
+        },
         Command::Inspect {
             image,
             preset,
