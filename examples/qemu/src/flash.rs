@@ -136,7 +136,10 @@ pub fn init(size: usize) -> Result<(), &'static str> {
         return Err("partition size must be a non-zero multiple of 4 KiB, at most 12 MiB");
     }
     // SAFETY: single core, before any flash handle exists.
-    unsafe { SIZE = size };
+    unsafe {
+        SIZE = size;
+        *ptr::addr_of_mut!(STATS) = Stats::default();
+    }
     data().fill(0xFF);
     written()[..size / WORD / 32].fill(0);
     counts(COUNTS)[..size / SECTOR].fill(0);
@@ -247,4 +250,38 @@ impl NorFlash for RamFlash {
         stats_mut().programmed += bytes.len() as u64;
         Ok(())
     }
+}
+
+/// Checks on the target that the rules above are enforced: a rewrite, a
+/// misaligned or out-of-bounds write, read or erase is refused and counted;
+/// an erase makes a word writable again. Leaves a partition to be laid out
+/// again by [`init`].
+pub fn selftest() -> Result<(), &'static str> {
+    init(2 * SECTOR)?;
+    let mut f = RamFlash::take();
+    let word = [0x12, 0x34, 0x56, 0x78];
+    let refused = [
+        f.write(0, &word).is_ok() && f.write(0, &[0x02, 0x04, 0x06, 0x08]).is_err(),
+        f.write(2, &word).is_err(),
+        f.write(8, &word[..2]).is_err(),
+        f.write((2 * SECTOR) as u32, &word).is_err(),
+        f.read((2 * SECTOR - 1) as u32, &mut [0; 2]).is_err(),
+        f.erase(0, 100).is_err(),
+        f.erase(0, (3 * SECTOR) as u32).is_err(),
+    ];
+    if refused.iter().any(|ok| !ok) || stats().violations != 7 {
+        return Err("flash self-test: a call that breaks the NOR rules was not refused");
+    }
+    let mut back = [0; 4];
+    let again = f.erase(0, SECTOR as u32).is_ok()
+        && f.read(0, &mut back).is_ok()
+        && back == [0xFF; 4]
+        && f.write(0, &word).is_ok()
+        && f.read(0, &mut back).is_ok()
+        && back == word
+        && erase_count(0).0 == 1;
+    if !again {
+        return Err("flash self-test: an erased word could not be written again");
+    }
+    Ok(())
 }

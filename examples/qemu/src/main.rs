@@ -825,6 +825,8 @@ fn replay() -> Result<(), Fatal> {
     if slots as usize > MAX_SLOTS || stores as usize > MAX_TARGETS || max_op as usize > OP_BUF {
         return Err(fatal!("ops.bin is beyond the firmware's tables"));
     }
+    flash::selftest().map_err(|e| fatal!("{e}"))?;
+    stack::selftest().map_err(|e| fatal!("{e}"))?;
     flash::init(size as usize).map_err(|e| fatal!("{e}"))?;
     let mut run = Run {
         config: Config {
@@ -840,8 +842,8 @@ fn replay() -> Result<(), Fatal> {
         ops_done: 0,
     };
     hprintln!(
-        "clawmem-qemu: {} ops, partition {} B ({} sectors of 4 KiB), session limit {} B, \
-         stack {} B at {:#x}, Store<_, {}> {} B",
+        "clawmem-qemu: flash and stack self-tests passed; {} ops, partition {} B ({} sectors \
+         of 4 KiB), session limit {} B, stack {} B at {:#x}, Store<_, {}> {} B",
         op_count,
         size,
         size / 4096,

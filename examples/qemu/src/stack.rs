@@ -76,3 +76,27 @@ pub fn used(sp: usize) -> (u32, bool) {
     }
     ((sp - p) as u32, p == start && end > start)
 }
+
+/// Uses `N` bytes of stack in a frame of its own.
+#[inline(never)]
+fn burn<const N: usize>() -> u32 {
+    let mut a = [0u32; N];
+    for (i, w) in a.iter_mut().enumerate() {
+        // SAFETY: a local; volatile so that the writes stay.
+        unsafe { ptr::write_volatile(w, i as u32) };
+    }
+    // SAFETY: as above.
+    unsafe { ptr::read_volatile(&a[N / 2]) }
+}
+
+/// Checks on the target that a known use (4 KiB of locals) measures as at
+/// least 4 KiB and not much more.
+pub fn selftest() -> Result<(), &'static str> {
+    let sp = paint();
+    let _ = burn::<1024>();
+    let (used, overflow) = used(sp);
+    if overflow || !(4096..4096 + 256).contains(&(used as usize)) {
+        return Err("stack self-test: 4 KiB of locals did not measure as 4 KiB");
+    }
+    Ok(())
+}
