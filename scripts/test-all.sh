@@ -2,7 +2,9 @@
 # Installs what clawmem's tests need on a fresh machine (rustup targets and
 # components; Debian packages once the peers need them) and runs them all:
 # format, lints, the whole test suite, the no_std builds of the core, and
-# the firmware example with its size report (scripts/firmware-size.sh).
+# the firmware example with its size report (scripts/firmware-size.sh), and
+# the engine on a Cortex-M4F under QEMU (scripts/qemu-replay.sh, which
+# installs qemu-system-arm itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +37,18 @@ done
 
 step "firmware example (examples/firmware, outside the workspace): build and size report"
 bash scripts/firmware-size.sh
+
+step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
+bash scripts/qemu-replay.sh traces/smoke.jsonl
+# 600 ops of bfcl-multi-turn in 5 rounds on 640 KiB: every sector is erased
+# after the format (--require-wrap), so the log wraps the ring. A prefix
+# alone never wraps: it holds all it wrote, and the reserves for a 150 KiB
+# session fill a smaller partition first.
+bash scripts/qemu-replay.sh traces/bfcl-multi-turn.jsonl --ops 600 --repeat 5 --size 640K --require-wrap
+# The check must be able to fail: a corrupted expectation is a mismatch.
+if bash scripts/qemu-replay.sh traces/smoke.jsonl --selftest-mismatch >/dev/null 2>&1; then
+    echo "qemu-replay.sh --selftest-mismatch passed: the history check cannot fail" >&2
+    exit 1
+fi
 
 step "all checks passed"

@@ -18,6 +18,8 @@
 //! - [`inspect`](mod@inspect): a readable dump of a flash image, damage
 //!   reported rather than fatal.
 //! - [`espfiles`]: export to and import from ESP-Claw's file layout.
+//! - [`opstream`]: traces converted into the binary op stream of the QEMU
+//!   firmware (`examples/qemu`), and the checker of its results.
 //! - [`torture`]: power-loss campaigns over a trace, with fresh mounts and
 //!   invariant checks after every cut.
 #![forbid(unsafe_code)]
@@ -31,6 +33,7 @@ pub mod heatmap;
 pub mod inspect;
 pub mod model;
 pub mod nor;
+pub mod opstream;
 pub mod peers;
 pub mod replay;
 pub mod torture;

@@ -133,6 +133,46 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Convert a trace into the binary op stream that the QEMU firmware
+    /// (examples/qemu, scripts/qemu-replay.sh) executes.
+    Opstream {
+        /// The trace file (JSON Lines).
+        trace: PathBuf,
+        /// The op stream file to write.
+        out: PathBuf,
+        #[command(flatten)]
+        stream: StreamArgs,
+    },
+    /// Check the results file the QEMU firmware wrote for an op stream made
+    /// with the same options, the way `replay` checks (histories against
+    /// the model, with the firmware's compaction and blocked decisions).
+    /// Prints one JSON line; exits non-zero on a mismatch, an error, a
+    /// stack overflow or a stack over --stack-budget.
+    Opcheck {
+        /// The trace file (JSON Lines).
+        trace: PathBuf,
+        /// The results file the firmware wrote.
+        results: PathBuf,
+        #[command(flatten)]
+        stream: StreamArgs,
+        /// Fail when the peak engine stack exceeds this many bytes.
+        #[arg(long)]
+        stack_budget: Option<u64>,
+        /// Corrupt the expected digest of the first history: the check must
+        /// then fail (proves that it can).
+        #[arg(long)]
+        selftest_mismatch: bool,
+        /// Fail unless every sector was erased during the replay (the
+        /// run went all the way round the flash ring).
+        #[arg(long)]
+        require_wrap: bool,
+        /// QEMU's exit status (non-zero is an error), for the report.
+        #[arg(long, allow_hyphen_values = true)]
+        qemu_status: Option<i32>,
+        /// QEMU's wall time in seconds, for the report.
+        #[arg(long)]
+        qemu_seconds: Option<f64>,
+    },
     /// Dump a flash image (raw partition bytes): per-sector headers,
     /// sessions, memory items, profiles, `check()`. Damage is reported, not
     /// fatal; an image that does not mount is still dumped per sector.
@@ -188,6 +228,92 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The options an op stream is made with (`opstream` and `opcheck` must
+/// get the same).
+#[derive(clap::Args)]
+struct StreamArgs {
+    /// Replay only the first N operations of the trace.
+    #[arg(long)]
+    ops: Option<usize>,
+    /// Partition size in bytes (suffixes K, KiB, M, MiB allowed).
+    #[arg(long, value_parser = parse_size, default_value = "1MiB")]
+    size: usize,
+    /// Flash part; the firmware models esp32 only.
+    #[arg(long, default_value = "esp32")]
+    preset: Preset,
+    /// Rounds to replay (as `replay --repeat`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+}
+
+impl StreamArgs {
+    fn options(&self) -> clawmem_sim::opstream::StreamOptions {
+        clawmem_sim::opstream::StreamOptions {
+            ops: self.ops,
+            repeat: self.repeat,
+            size_bytes: self.size,
+            preset: self.preset,
+        }
+    }
+}
+
+fn opstream(trace: PathBuf, out: PathBuf, args: StreamArgs) -> Result<(), String> {
+    let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
+    let enc =
+        clawmem_sim::opstream::encode_stream(&trace, &args.options()).map_err(|e| e.to_string())?;
+    std::fs::write(&out, &enc.bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!(
+        "opstream: {} trace ops ({} stream ops, {} B) to {}; partition {} B, session limit {} B",
+        enc.trace_ops,
+        enc.op_count,
+        enc.bytes.len(),
+        out.display(),
+        args.size,
+        enc.session_size_limit_bytes
+    );
+    Ok(())
+}
+
+fn opcheck(
+    trace: PathBuf,
+    results: PathBuf,
+    args: StreamArgs,
+    copts: clawmem_sim::opstream::CheckOptions,
+) -> Result<bool, String> {
+    let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
+    let bytes = std::fs::read(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+    let report = clawmem_sim::opstream::check(&trace, &args.options(), &bytes, &copts)
+        .map_err(|e| e.to_string())?;
+    // The reason first, on stderr: the JSON stays the last line.
+    if !report.ok {
+        eprintln!(
+            "clawmem-sim: opcheck failed: {} history mismatches, {} profile mismatches, {} errors{}{}",
+            report.history_mismatches,
+            report.profile_mismatches,
+            report.errors,
+            if report.stack_overflow { ", stack overflow" } else { "" },
+            if report.over_stack_budget { ", over the stack budget" } else { "" }
+        );
+        if report.require_wrap && !report.ring_wrapped {
+            eprintln!(
+                "clawmem-sim: the ring did not wrap: {} of {} sectors erased after the format",
+                report.sectors_erased_in_replay, report.geometry.sector_count
+            );
+        }
+        for m in [&report.first_mismatch, &report.first_error]
+            .into_iter()
+            .flatten()
+        {
+            eprintln!("clawmem-sim: {m}");
+        }
+    }
+    println!(
+        "{}",
+        serde_json::to_string(&report).expect("report serializes")
+    );
+    Ok(report.ok)
 }
 
 /// `I/N` with I < N.
@@ -491,6 +617,33 @@ fn main() -> ExitCode {
             };
             torture(trace, opts, json)
         }
+        Command::Opstream { trace, out, stream } => opstream(trace, out, stream),
+        Command::Opcheck {
+            trace,
+            results,
+            stream,
+            stack_budget,
+            selftest_mismatch,
+            require_wrap,
+            qemu_status,
+            qemu_seconds,
+        } => match opcheck(
+            trace,
+            results,
+            stream,
+            clawmem_sim::opstream::CheckOptions {
+                stack_budget,
+                selftest_mismatch,
+                compare_host: true,
+                require_wrap,
+                qemu_status,
+                qemu_seconds,
+            },
+        ) {
+            // Failed checks have said why, before the JSON line.
+            Ok(false) => return ExitCode::FAILURE,
+            other => other.map(|_| ()),
+        },
         Command::Inspect {
             image,
             preset,
