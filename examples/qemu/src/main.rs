@@ -31,7 +31,7 @@ use core::ptr::addr_of_mut;
 
 use clawmem::memory::{ItemId, ItemInput, SOURCE_AUTO_LLM, SOURCE_MANUAL};
 use clawmem::profile::ProfileDoc;
-use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store};
+use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store, Work};
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use cortex_m_semihosting::{debug, hprintln};
 
@@ -40,7 +40,11 @@ use host::{File, Out};
 
 /// Session table size, as the simulator's replay uses.
 const MAX_SESSIONS: usize = 128;
-type S = Store<RamFlash, MAX_SESSIONS>;
+/// The store, with its work area lent from a static as a firmware would.
+type S = Store<RamFlash, MAX_SESSIONS, &'static mut Work>;
+
+/// The engine's working RAM, lent to every mount in turn.
+static mut WORK: Work = Work::new();
 type E = Error<FlashError>;
 
 // ---- the wire (sim/src/opstream.rs) -------------------------------------------
@@ -345,6 +349,14 @@ fn retarget(n: usize, item: u32, now: Target) {
     {
         *t = now;
     }
+}
+
+/// The work area for the next mount or format; the store that held the
+/// previous reference has been dropped (see [`remount`]).
+fn take_work() -> &'static mut Work {
+    // SAFETY: single core; each reference goes to one mount or format, and
+    // the store holding the one before is dropped before the next call.
+    unsafe { &mut *addr_of_mut!(WORK) }
 }
 
 fn store_slot() -> &'static mut Option<S> {
@@ -735,7 +747,12 @@ fn remount(run: &mut Run) {
     let config = run.config;
     let (r, used) = engine!(
         run,
-        S::mount(RamFlash::take(), config, MountMode::ExistingOnly)
+        S::mount_in(
+            RamFlash::take(),
+            take_work(),
+            config,
+            MountMode::ExistingOnly
+        )
     );
     match r {
         Ok(s) => {
@@ -753,7 +770,7 @@ fn remount(run: &mut Run) {
 #[inline(never)]
 fn format(run: &mut Run) {
     let config = run.config;
-    let (r, used) = engine!(run, S::format(RamFlash::take(), config));
+    let (r, used) = engine!(run, S::format_in(RamFlash::take(), take_work(), config));
     match r {
         Ok(s) => {
             *store_slot() = Some(s);

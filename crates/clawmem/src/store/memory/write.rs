@@ -183,7 +183,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         let other = if kept_i { b_id } else { a_id };
                         // The merged item waits in the operation's own slot,
                         // which the compaction its put may start leaves alone.
-                        w.items[MERGED].clone_from(&w.items[0]);
+                        let [merged, _, slot] = &mut w.items;
+                        slot.clone_from(merged);
                         self.mem_put_merged(p)?;
                         self.mem_forget_record(other.get(), p)?;
                         self.mem_active(OP)?;
