@@ -747,7 +747,8 @@ fn remount(run: &mut Run) {
     let config = run.config;
     let (r, used) = engine!(
         run,
-        S::mount_in(
+        S::mount_into(
+            slot,
             RamFlash::take(),
             take_work(),
             config,
@@ -755,10 +756,7 @@ fn remount(run: &mut Run) {
         )
     );
     match r {
-        Ok(s) => {
-            *slot = Some(s);
-            result(TAG_REMOUNT, ST_OK, used);
-        }
+        Ok(()) => result(TAG_REMOUNT, ST_OK, used),
         Err(e) => {
             run.lost = Some(Msg::of(format_args!("mount failed: {e}")));
             failed(TAG_REMOUNT, used, format_args!("mount failed: {e}"));
@@ -770,12 +768,12 @@ fn remount(run: &mut Run) {
 #[inline(never)]
 fn format(run: &mut Run) {
     let config = run.config;
-    let (r, used) = engine!(run, S::format_in(RamFlash::take(), take_work(), config));
+    let (r, used) = engine!(
+        run,
+        S::format_into(store_slot(), RamFlash::take(), take_work(), config)
+    );
     match r {
-        Ok(s) => {
-            *store_slot() = Some(s);
-            result(TAG_FORMAT, ST_OK, used);
-        }
+        Ok(()) => result(TAG_FORMAT, ST_OK, used),
         Err(e) => {
             run.lost = Some(Msg::of(format_args!("format failed: {e}")));
             fail(TAG_FORMAT, used, &e);

@@ -66,7 +66,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: a cut leaves either the old store (possibly missing erased
     /// sectors, which mount tolerates) or a blank partition; format again.
-    pub fn format_in(mut flash: F, work: W, config: Config) -> Result<Self, Error<F::Error>> {
+    pub fn format_in(flash: F, work: W, config: Config) -> Result<Self, Error<F::Error>> {
+        let mut slot = None;
+        Self::format_into(&mut slot, flash, work, config)?;
+        slot.ok_or(Error::LogicBug("format left no store"))
+    }
+
+    /// [`format_in`](Self::format_in) into `slot`, in place: the store is
+    /// built where it will live, never copied through the stack. `slot` is
+    /// `None` on an error.
+    ///
+    /// Power loss: as [`format_in`](Self::format_in).
+    pub fn format_into(
+        slot: &mut Option<Self>,
+        mut flash: F,
+        work: W,
+        config: Config,
+    ) -> Result<(), Error<F::Error>> {
+        *slot = None;
         let geo = geometry(&flash).map_err(Error::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log {
@@ -98,7 +115,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         log.tail_seq = 1;
         log.head_seq = 0;
         log.open_next_sector()?;
-        let mut store = Store {
+        let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
             config,
@@ -120,9 +137,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
             work,
-        };
-        store.write_checkpoint()?;
-        Ok(store)
+        });
+        let r = store.write_checkpoint();
+        if r.is_err() {
+            *slot = None;
+        }
+        r
     }
 
     /// Mounts the store on `flash`, with `work` as the engine's working RAM
@@ -134,13 +154,35 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// refused; a blank or foreign partition is [`Error::NotFormatted`]
     /// unless `mode` allows formatting a blank one.
     ///
-    /// Power loss: mount writes nothing unless it formats.
+    /// Power loss: a mount of a sound image writes nothing. It writes only
+    /// to record a recovery (a checkpoint after a torn head or a scan of the
+    /// whole ring, a sector header given back, a memory compaction after
+    /// damage at rest) or to format a blank partition, and each of those
+    /// writes is atomic.
     pub fn mount_in(
         flash: F,
         work: W,
         config: Config,
         mode: MountMode,
     ) -> Result<Self, Error<F::Error>> {
+        let mut slot = None;
+        Self::mount_into(&mut slot, flash, work, config, mode)?;
+        slot.ok_or(Error::LogicBug("mount left no store"))
+    }
+
+    /// [`mount_in`](Self::mount_in) into `slot`, in place: the store is
+    /// built where it will live, never copied through the stack (a
+    /// firmware keeps it in a static). `slot` is `None` on an error.
+    ///
+    /// Power loss: as [`mount_in`](Self::mount_in).
+    pub fn mount_into(
+        slot: &mut Option<Self>,
+        flash: F,
+        work: W,
+        config: Config,
+        mode: MountMode,
+    ) -> Result<(), Error<F::Error>> {
+        *slot = None;
         let geo = geometry(&flash).map_err(Error::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log {
@@ -238,7 +280,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
             if mode == MountMode::FormatIfBlank && all_erased {
-                return Self::format_in(log.flash, work, config);
+                return Self::format_into(slot, log.flash, work, config);
             }
             return Err(Error::NotFormatted);
         };
@@ -374,7 +416,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         log.write_pos = pos;
         let head_valid_end = valid_end;
-        let mut store = Store {
+        let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
             config,
@@ -396,24 +438,49 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             mem_links: Vec::new(),
             stage: crate::memory::StageNote::new(),
             work,
-        };
+        });
+        let r = store.mount_finish(
+            head_checkpoint,
+            header_checkpoint,
+            head,
+            head_seq,
+            head_valid_end,
+        );
+        if r.is_err() {
+            *slot = None;
+        }
+        r
+    }
+
+    /// Steps 3 on of a mount, on the store built in place: the newest
+    /// checkpoint (else a scan of the whole ring), the scan after it, the
+    /// repairs, and the writes that record a recovery.
+    #[inline(never)]
+    fn mount_finish(
+        &mut self,
+        head_checkpoint: Option<u32>,
+        header_checkpoint: u32,
+        head: u32,
+        head_seq: u32,
+        head_valid_end: u32,
+    ) -> Result<(), Error<F::Error>> {
+        let geo = self.log.geo;
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];
         let mut start = None;
         for c in candidates.into_iter().flatten() {
-            if c != NO_ADDR && store.load_checkpoint(c)? {
+            if c != NO_ADDR && self.load_checkpoint(c)? {
                 start = Some(c);
                 break;
             }
         }
         let scan_from = match start {
             Some(c) => {
-                store.mount_report.from_checkpoint = true;
-                store.log.checkpoint = c;
-                let full = store.full_checkpoint;
-                store.checkpoint_sector_seq =
-                    store
-                        .log
+                self.mount_report.from_checkpoint = true;
+                self.log.checkpoint = c;
+                let full = self.full_checkpoint;
+                self.checkpoint_sector_seq =
+                    self.log
                         .seq_of_sector(geo.sector_of(full))
                         .ok_or(Error::Corrupted {
                             address: full,
@@ -427,7 +494,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let mut i = head;
                 for _ in 1..geo.count {
                     let p = geo.prev(i);
-                    match store.log.io().sector_header(p)? {
+                    match self.log.io().sector_header(p)? {
                         SectorHeader::Valid { seq, .. } if seq.wrapping_add(1) == tail_seq => {
                             tail_seq = seq;
                             i = p;
@@ -435,38 +502,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         _ => break,
                     }
                 }
-                store.log.tail_seq = tail_seq;
-                store.sessions.clear();
-                store.objects.clear();
-                store.mem = MemState::EMPTY;
-                store.next_uid = 1;
-                store.deltas_since_full = DELTAS_PER_FULL;
+                self.log.tail_seq = tail_seq;
+                self.sessions.clear();
+                self.objects.clear();
+                self.mem = MemState::EMPTY;
+                self.next_uid = 1;
+                self.deltas_since_full = DELTAS_PER_FULL;
                 geo.first_chunk(i)
             }
         };
         // Sectors at the tail end whose header does not carry the sequence
         // the ring expects were being reopened when power failed: free.
-        while store.log.tail_seq < store.log.head_seq {
-            let idx = store
+        while self.log.tail_seq < self.log.head_seq {
+            let idx = self
                 .log
-                .sector_index_of_seq(store.log.tail_seq)
+                .sector_index_of_seq(self.log.tail_seq)
                 .ok_or(Error::LogicBug("tail outside the ring"))?;
-            match store.log.io().sector_header(idx)? {
-                SectorHeader::Valid { seq, .. } if seq == store.log.tail_seq => break,
-                _ => store.log.tail_seq += 1,
+            match self.log.io().sector_header(idx)? {
+                SectorHeader::Valid { seq, .. } if seq == self.log.tail_seq => break,
+                _ => self.log.tail_seq += 1,
             }
         }
-        store.scan(scan_from, head_valid_end)?;
+        self.scan(scan_from, head_valid_end)?;
         // A sector inside the ring without its header was being wiped (a
         // scrub) when power failed; its contents had been moved: give it
         // its header back.
-        let mut seq = store.log.tail_seq;
-        while seq < store.log.head_seq {
-            let idx = store
+        let mut seq = self.log.tail_seq;
+        while seq < self.log.head_seq {
+            let idx = self
                 .log
                 .sector_index_of_seq(seq)
                 .ok_or(Error::LogicBug("ring"))?;
-            match store.log.io().sector_header(idx)? {
+            match self.log.io().sector_header(idx)? {
                 SectorHeader::Valid { seq: found, .. } if found == seq => {}
                 // A header damaged at rest over sound contents: the sector
                 // is kept, its sequence known from its place in the ring,
@@ -474,36 +541,35 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // look the same; what it held had been moved, nothing
                 // points into it, and a scrub run again finds the copies
                 // in it: scrub looks at every sector.)
-                _ if store.log.first_chunk_sound(idx)? => {
-                    store.mount_report.damaged_headers += 1;
+                _ if self.log.first_chunk_sound(idx)? => {
+                    self.mount_report.damaged_headers += 1;
                 }
                 _ => {
                     let start = geo.sector_start(idx);
-                    store
-                        .log
+                    self.log
                         .flash
                         .erase(start, start + geo.sector)
                         .map_err(Error::Flash)?;
-                    let erase_count = store.log.head_erase_count;
-                    store.log.write_sector_header(idx, seq, erase_count)?;
+                    let erase_count = self.log.head_erase_count;
+                    self.log.write_sector_header(idx, seq, erase_count)?;
                 }
             }
             seq += 1;
         }
-        if store.mount_report.sealed_head || !store.mount_report.from_checkpoint {
+        if self.mount_report.sealed_head || !self.mount_report.from_checkpoint {
             // Record the recovered state, so that the next mount reads the
             // same and never revisits the damage.
-            store.write_checkpoint_with(Priority::Gc)?;
+            self.write_checkpoint_with(Priority::Gc)?;
         }
-        if !store.mem_links.is_empty() || store.mount_report.salvaged_memory_index {
+        if !self.mem_links.is_empty() || self.mount_report.salvaged_memory_index {
             // Links repaired in RAM are not on flash: once a checkpoint
             // covers the records after them, a later mount would not
             // repair them again. A memory compaction writes an index that
             // needs none of them, nor the damaged index. Without room for
             // it, the repair holds only until then.
-            let _ = store.mem_compact_with(None, Priority::Maintenance);
+            let _ = self.mem_compact_with(None, Priority::Maintenance);
         }
-        Ok(store)
+        Ok(())
     }
 
     /// Applies every committed batch from `from` to `head_end` in the head
