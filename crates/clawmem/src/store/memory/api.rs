@@ -46,9 +46,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         replace: bool,
     ) -> Result<Stored, Error<F::Error>> {
         let id = ItemId::new(self.mem.next_id);
-        let item = Item::new(id, input, now, self.config.memory.label_limit)
-            .map_err(|_| Error::InvalidInput("memory content is empty"))?;
-        self.mem_store_new(item, replace)
+        let mut stored = Stored {
+            item: Item::new(id, input, now, self.config.memory.label_limit)
+                .map_err(|_| Error::InvalidInput("memory content is empty"))?,
+            changed: true,
+            replaced: 0,
+        };
+        self.mem_store_new(&mut stored, replace)?;
+        Ok(stored)
     }
 
     /// Stores an item carried over from another store (an ESP-Claw
@@ -64,19 +69,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         access_count: u16,
     ) -> Result<Stored, Error<F::Error>> {
         let id = ItemId::new(self.mem.next_id);
-        let mut item = Item::new(id, input, created_at, self.config.memory.label_limit)
-            .map_err(|_| Error::InvalidInput("memory content is empty"))?;
-        item.set_updated_at(updated_at);
-        item.set_access_count(access_count);
-        self.mem_store_new(item, false)
+        let mut stored = Stored {
+            item: Item::new(id, input, created_at, self.config.memory.label_limit)
+                .map_err(|_| Error::InvalidInput("memory content is empty"))?,
+            changed: true,
+            replaced: 0,
+        };
+        stored.item.set_updated_at(updated_at);
+        stored.item.set_access_count(access_count);
+        self.mem_store_new(&mut stored, false)?;
+        Ok(stored)
     }
 
-    /// The common part of storing `item`, a new item with the next id.
+    /// The common part of storing `stored.item`, a new item with the next
+    /// id: `stored` says what was done (on a duplicate, its item becomes the
+    /// existing one). The item stays in the caller's frame.
+    #[inline(never)]
     pub(super) fn mem_store_new(
         &mut self,
-        item: Item,
+        stored: &mut Stored,
         replace: bool,
-    ) -> Result<Stored, Error<F::Error>> {
+    ) -> Result<(), Error<F::Error>> {
+        let item = &stored.item;
         self.mem_active(OP)?;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
@@ -84,19 +98,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 continue;
             }
             if item.duplicate_of(self.slot(0)).is_some() {
-                return Ok(Stored {
-                    item: self.slot(0).clone(),
-                    changed: false,
-                    replaced: 0,
-                });
+                stored.item.clone_from(self.slot(0));
+                stored.changed = false;
+                return Ok(());
             }
         }
         if self.work.borrow_mut().active[OP].len() >= ACTIVE_CAP - 1 {
             self.mem_compact_with(None, Priority::User)?;
         }
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
-        self.mem_put(&item, (0, 0), true, Priority::User)?;
-        self.stage_touch(&item);
+        self.mem_put(item, (0, 0), true, Priority::User)?;
+        self.stage_touch(item);
         let mut replaced = 0;
         if replace {
             // Forgetting may compact memory: that works on its own active
@@ -110,7 +122,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 if !self.mem_load_ok_in(&a, 0)? {
                     continue;
                 }
-                if conflicts_for_replace(self.slot(0), &item) {
+                if conflicts_for_replace(self.slot(0), item) {
                     // The stage note first: forgetting may compact, which
                     // reuses the slot.
                     let w: &mut Work = self.work.borrow_mut();
@@ -121,11 +133,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         self.mem_maybe_compact()?;
-        Ok(Stored {
-            item,
-            changed: true,
-            replaced,
-        })
+        stored.replaced = replaced;
+        Ok(())
     }
 
     /// The active item with this id.
@@ -547,17 +556,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
     ) -> Result<Option<Stored>, Error<F::Error>> {
         let old_a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
-        let (_, old_root) = self.mem_load_in(&old_a, 0)?;
-        let old = self.slot(0).clone();
+        // The old item waits in the operation's own slot: the compactions
+        // the writes below may start leave it alone.
+        let (_, old_root) = self.mem_load_in(&old_a, MERGED)?;
         let root = if old_root == 0 { id.get() } else { old_root };
         let new_id = ItemId::new(self.mem.next_id);
-        let Some(new) = old
+        let Some(mut new) = self
+            .slot(MERGED)
             .updated(patch, new_id, now, self.config.memory.label_limit)
             .map_err(|_| Error::InvalidInput("memory content is empty"))?
         else {
             return Ok(None);
         };
-        let mut dup = None;
+        let mut dup = false;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
             if a.id == id.get() {
@@ -567,31 +578,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 continue;
             }
             if new.duplicate_of(self.slot(0)).is_some() {
-                dup = Some(self.slot(0).clone());
+                dup = true;
                 break;
             }
         }
-        let stored = match dup {
-            Some(existing) => Stored {
-                item: existing,
-                changed: false,
-                replaced: 0,
-            },
-            None => {
-                self.mem.next_id = self.mem.next_id.wrapping_add(1);
-                self.mem_put(&new, (id.get(), root), true, Priority::User)?;
-                self.stage_touch(&new);
-                Stored {
-                    item: new,
-                    changed: true,
-                    replaced: 0,
-                }
-            }
-        };
+        if dup {
+            // The answer is the existing item.
+            new.clone_from(self.slot(0));
+        } else {
+            self.mem.next_id = self.mem.next_id.wrapping_add(1);
+            self.mem_put(&new, (id.get(), root), true, Priority::User)?;
+            self.stage_touch(&new);
+        }
         self.mem_forget_record(id.get(), Priority::User)?;
-        self.stage_touch(&old);
+        let w: &mut Work = self.work.borrow_mut();
+        let _ = self.stage.note_item(&w.items[MERGED]);
         self.mem_maybe_compact()?;
-        Ok(Some(stored))
+        Ok(Some(Stored {
+            item: new,
+            changed: !dup,
+            replaced: 0,
+        }))
     }
 
     /// Forgets an active item: appends a tombstone. Its content stays on
