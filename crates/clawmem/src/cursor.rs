@@ -9,7 +9,7 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
@@ -69,7 +69,7 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     want_kind: Option<u8>,
-) -> Result<ChunkHeader, Error<F::Error>> {
+) -> Result<ChunkHeader, Fail<F::Error>> {
     let h = io.chunk_header(addr)?.ok_or(Error::Corrupted {
         address: addr,
         what: "no chunk header where a record should start",
@@ -89,7 +89,7 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
 pub(crate) fn read_base<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
-) -> Result<BaseLayout, Error<F::Error>> {
+) -> Result<BaseLayout, Fail<F::Error>> {
     let h = read_first_chunk(io, addr, Some(kind::SESSION_BASE))?;
     let payload = addr + CHUNK_HEADER_LEN;
     let mut b = [0u8; BASE_FIXED as usize + CHDX_HEADER_SIZE];
@@ -128,7 +128,7 @@ pub(crate) fn read_base<F: NorFlash>(
     // the bytes after the last entry are CRCs, and look like an entry only
     // by chance (1 in thousands). If they do, a flipped bit is looked for.
     let capacity = io.geo.capacity();
-    let entry_like = |io: &mut Io<'_, F>, crcs: u32| -> Result<bool, Error<F::Error>> {
+    let entry_like = |io: &mut Io<'_, F>, crcs: u32| -> Result<bool, Fail<F::Error>> {
         let mut e = [0u8; CHDX_ENTRY_SIZE];
         io.read_stream(crcs, &mut e)?;
         let e = RawEntry::decode(&e);
@@ -165,7 +165,7 @@ pub(crate) fn batch_len<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     h: &ChunkHeader,
-) -> Result<u32, Error<F::Error>> {
+) -> Result<u32, Fail<F::Error>> {
     let geo = *io.geo;
     let mut total = h.len;
     let mut c = *h;
@@ -194,7 +194,7 @@ fn correct_fixed<F: NorFlash>(
     addr: u32,
     h: &ChunkHeader,
     fixed: &mut [u8],
-) -> Result<Option<()>, Error<F::Error>> {
+) -> Result<Option<()>, Fail<F::Error>> {
     let mut scratch = [0u8; 64];
     Ok(single_flip(io, addr, h, fixed.len(), &mut scratch)?
         .map(|(byte, bit)| fixed[byte] ^= 1 << bit))
@@ -210,7 +210,7 @@ fn single_flip<F: NorFlash>(
     h: &ChunkHeader,
     within: usize,
     scratch: &mut [u8],
-) -> Result<Option<(usize, u8)>, Error<F::Error>> {
+) -> Result<Option<(usize, u8)>, Fail<F::Error>> {
     let geo = *io.geo;
     if addr + geo.chunk_size(h.len) > geo.sector_end(addr) {
         return Ok(None);
@@ -237,7 +237,7 @@ pub(crate) fn read_id<F: NorFlash>(
     io: &mut Io<'_, F>,
     s: &Session,
     out: &mut [u8; crate::session::MAX_SESSION_ID_BYTES],
-) -> Result<usize, Error<F::Error>> {
+) -> Result<usize, Fail<F::Error>> {
     let payload = s.root + CHUNK_HEADER_LEN;
     let at = if s.root_is_base {
         io.stream_advance(payload, BASE_FIXED)
@@ -271,7 +271,7 @@ pub(crate) fn start_name<F: NorFlash>(
     uid: Option<u32>,
     out: &mut [u8; MAX_SESSION_ID_BYTES],
     scratch: &mut [u8],
-) -> Result<Option<(u32, usize)>, Error<F::Error>> {
+) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
     let name = |m: &[u8; NAME_META_MAX], out: &mut [u8; MAX_SESSION_ID_BYTES]| {
         let uid = uid.unwrap_or_else(|| u32_at(m, 0));
         let at = BATCH_FIXED as usize;
@@ -327,7 +327,7 @@ pub(crate) struct BatchMeta {
 
 impl BatchMeta {
     /// Reads and parses the meta of the batch whose first chunk is `addr`.
-    pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Error<F::Error>> {
+    pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Fail<F::Error>> {
         let h = read_first_chunk(io, addr, Some(kind::SESSION_BATCH))?;
         Self::read_with(io, addr, &h)
     }
@@ -339,7 +339,7 @@ impl BatchMeta {
         io: &mut Io<'_, F>,
         addr: u32,
         h: &crate::layout::ChunkHeader,
-    ) -> Result<BatchMeta, Error<F::Error>> {
+    ) -> Result<BatchMeta, Fail<F::Error>> {
         let mut bytes = [0u8; BATCH_META_MAX];
         let bad = || Error::Corrupted {
             address: addr,
@@ -452,7 +452,7 @@ pub(crate) struct Chain {
 
 impl Chain {
     /// Collects the chain of `s` by walking back from its head.
-    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Error<F::Error>> {
+    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail<F::Error>> {
         let mut addrs = [0u32; CHAIN_CAP];
         let mut n = 0;
         let mut at = s.head;
@@ -497,7 +497,7 @@ impl Chain {
         io: &mut Io<'_, F>,
         s: &Session,
         ring: RingView,
-    ) -> Result<Chain, Error<F::Error>> {
+    ) -> Result<Chain, Fail<F::Error>> {
         let mut addrs = [0u32; CHAIN_CAP];
         addrs[0] = s.root;
         let mut n = 1;
@@ -604,7 +604,7 @@ impl Records {
         io: &mut Io<'_, F>,
         s: &Session,
         ring: Option<RingView>,
-    ) -> Result<Records, Error<F::Error>> {
+    ) -> Result<Records, Fail<F::Error>> {
         let mut degraded = false;
         let chain = match (Chain::collect(io, s), ring) {
             (Ok(c), _) => c,
@@ -674,7 +674,7 @@ impl Records {
     pub fn next<F: NorFlash>(
         &mut self,
         io: &mut Io<'_, F>,
-    ) -> Result<Option<RecordInfo>, Error<F::Error>> {
+    ) -> Result<Option<RecordInfo>, Fail<F::Error>> {
         loop {
             if self.segment >= self.chain.len {
                 return Ok(None);
@@ -783,7 +783,7 @@ pub(crate) fn verify_batch<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     scratch: &mut [u8],
-) -> Result<Option<u32>, Error<F::Error>> {
+) -> Result<Option<u32>, Fail<F::Error>> {
     let first = match io.chunk_header(addr)? {
         Some(h) if h.is_first() => h,
         _ => return Ok(None),
@@ -835,7 +835,7 @@ impl VerifiedReader {
         io: &mut Io<'_, F>,
         addr: u32,
         kind_: u8,
-    ) -> Result<Option<VerifiedReader>, Error<F::Error>> {
+    ) -> Result<Option<VerifiedReader>, Fail<F::Error>> {
         let h = match io.chunk_header(addr)? {
             Some(h) if h.kind == kind_ && h.is_first() => h,
             _ => return Ok(None),
@@ -860,7 +860,7 @@ impl VerifiedReader {
         &mut self,
         io: &mut Io<'_, F>,
         out: &mut [u8],
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let mut filled = 0;
         while filled < out.len() {
             if !self.ok {
@@ -897,7 +897,7 @@ impl VerifiedReader {
         }
     }
 
-    fn next_chunk<F: NorFlash>(&mut self, io: &mut Io<'_, F>) -> Result<bool, Error<F::Error>> {
+    fn next_chunk<F: NorFlash>(&mut self, io: &mut Io<'_, F>) -> Result<bool, Fail<F::Error>> {
         if self.header.is_last() {
             return Ok(false);
         }

@@ -13,9 +13,15 @@ use core::fmt;
 /// ([`Error::Blocked`]), fix the input ([`Error::InvalidInput`],
 /// [`Error::TooLarge`], [`Error::BufferTooSmall`]), or format
 /// ([`Error::NotFormatted`]).
+///
+/// `L` is what [`Error::UnknownLabel`] carries: [`UnknownLabelError`] in
+/// every error a public function returns. Inside the engine it is
+/// [`NoLabel`], which no value has, so the error the engine passes from
+/// layer to layer stays a few words (the label and the labels there are
+/// would otherwise make every `Result` on every frame about 100 bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error<E> {
+pub enum Error<E, L = UnknownLabelError> {
     /// The flash driver failed. Nothing acknowledged is lost; the operation
     /// in flight may or may not have landed (see each function's "Power
     /// loss" notes) and a remount gives a consistent answer.
@@ -75,7 +81,7 @@ pub enum Error<E> {
     },
     /// A recall named a summary label that is not in the catalog; the error
     /// names it and lists the labels there are.
-    UnknownLabel(UnknownLabelError),
+    UnknownLabel(L),
     /// The configuration does not fit the flash.
     Config(&'static str),
     /// An internal invariant failed. This is a bug in clawmem; please report
@@ -83,13 +89,67 @@ pub enum Error<E> {
     LogicBug(&'static str),
 }
 
-impl<E> From<E> for Error<E> {
+impl<E, L> From<E> for Error<E, L> {
     fn from(e: E) -> Self {
         Error::Flash(e)
     }
 }
 
-impl<E: fmt::Debug> fmt::Display for Error<E> {
+/// What the engine's internal errors carry for an unknown label: nothing,
+/// since no internal error is one (only [`Store::memory_recall`] makes
+/// them, with the label, at the surface). No value of it exists.
+///
+/// [`Store::memory_recall`]: crate::Store::memory_recall
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoLabel {}
+
+impl fmt::Display for NoLabel {
+    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {}
+    }
+}
+
+/// The engine's internal error: [`Error`] without the unknown-label text.
+pub(crate) type Fail<E> = Error<E, NoLabel>;
+
+impl<E> From<Error<E, NoLabel>> for Error<E, UnknownLabelError> {
+    fn from(e: Error<E, NoLabel>) -> Self {
+        e.relabel(|never| match never {})
+    }
+}
+
+impl<E, L> Error<E, L> {
+    /// The same error with another unknown-label payload: `f` maps an
+    /// [`Error::UnknownLabel`], every other variant is kept.
+    fn relabel<M>(self, f: impl FnOnce(L) -> Error<E, M>) -> Error<E, M> {
+        match self {
+            Error::Flash(e) => Error::Flash(e),
+            Error::NotFormatted => Error::NotFormatted,
+            Error::UnsupportedVersion { found, supported } => {
+                Error::UnsupportedVersion { found, supported }
+            }
+            Error::Corrupted { address, what } => Error::Corrupted { address, what },
+            Error::Full {
+                needed_bytes,
+                available_bytes,
+            } => Error::Full {
+                needed_bytes,
+                available_bytes,
+            },
+            Error::TooLarge { what, size, limit } => Error::TooLarge { what, size, limit },
+            Error::Blocked => Error::Blocked,
+            Error::NotFound => Error::NotFound,
+            Error::InvalidInput(what) => Error::InvalidInput(what),
+            Error::TooManySessions { max } => Error::TooManySessions { max },
+            Error::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
+            Error::UnknownLabel(l) => f(l),
+            Error::Config(what) => Error::Config(what),
+            Error::LogicBug(what) => Error::LogicBug(what),
+        }
+    }
+}
+
+impl<E: fmt::Debug, L: fmt::Display> fmt::Display for Error<E, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Flash(e) => write!(f, "flash error: {e:?}"),

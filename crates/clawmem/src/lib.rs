@@ -34,7 +34,7 @@ mod store;
 mod testing;
 
 pub use chdx::{BackendFormat, RecordType};
-pub use error::Error;
+pub use error::{Error, NoLabel};
 pub use layout::FORMAT_VERSION;
 pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
 pub use store::{

@@ -22,7 +22,7 @@
 
 use embedded_storage::nor_flash::NorFlash;
 
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{
     align_up, decode_sector_header, encode_sector_header, ChunkHeader, Geometry, SectorHeader,
     CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST, CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
@@ -55,7 +55,7 @@ pub(crate) trait Payload<F: NorFlash> {
         io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>>;
+    ) -> Result<(), Fail<F::Error>>;
 }
 
 /// A payload made of byte slices laid end to end.
@@ -71,7 +71,7 @@ impl<F: NorFlash, const N: usize> Payload<F> for Slices<'_, N> {
         _io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         copy_from_parts(self.0.iter().copied(), offset, out);
         Ok(())
     }
@@ -103,7 +103,7 @@ pub(crate) fn copy_from_parts<'p>(
 
 impl<F: NorFlash> Io<'_, F> {
     /// Reads `out.len()` bytes at `address`.
-    pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Error<F::Error>> {
+    pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Fail<F::Error>> {
         let end = address as u64 + out.len() as u64;
         if end > self.geo.capacity() as u64 {
             return Err(Error::Corrupted {
@@ -117,7 +117,7 @@ impl<F: NorFlash> Io<'_, F> {
     /// Reads `out.len()` bytes of a batch payload stream starting at
     /// `address`: at a sector end the stream continues after the next
     /// sector's header and continuation chunk header.
-    pub fn read_stream(&mut self, mut address: u32, out: &mut [u8]) -> Result<(), Error<F::Error>> {
+    pub fn read_stream(&mut self, mut address: u32, out: &mut [u8]) -> Result<(), Fail<F::Error>> {
         let mut done = 0;
         let mut hops = 0;
         while done < out.len() {
@@ -159,14 +159,14 @@ impl<F: NorFlash> Io<'_, F> {
     }
 
     /// Reads and decodes the header of sector `index`.
-    pub fn sector_header(&mut self, index: u32) -> Result<SectorHeader, Error<F::Error>> {
+    pub fn sector_header(&mut self, index: u32) -> Result<SectorHeader, Fail<F::Error>> {
         let mut b = [0u8; SECTOR_HEADER_LEN as usize];
         self.read(self.geo.sector_start(index), &mut b)?;
         Ok(decode_sector_header(&b))
     }
 
     /// Reads the chunk header at `address`; `None` if erased or invalid.
-    pub fn chunk_header(&mut self, address: u32) -> Result<Option<ChunkHeader>, Error<F::Error>> {
+    pub fn chunk_header(&mut self, address: u32) -> Result<Option<ChunkHeader>, Fail<F::Error>> {
         let mut b = [0u8; CHUNK_HEADER_LEN as usize];
         self.read(address, &mut b)?;
         Ok(ChunkHeader::decode(&b))
@@ -178,7 +178,7 @@ impl<F: NorFlash> Io<'_, F> {
         address: u32,
         h: &ChunkHeader,
         scratch: &mut [u8],
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
         let mut at = address + CHUNK_HEADER_LEN;
         let mut left = h.len;
@@ -198,7 +198,7 @@ impl<F: NorFlash> Io<'_, F> {
         address: u32,
         len: u32,
         scratch: &mut [u8],
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let mut at = address;
         let end = address + len;
         while at < end {
@@ -346,7 +346,7 @@ impl<F: NorFlash> Log<F> {
     ///
     /// Power loss: a cut during the erase or before the header lands leaves
     /// the sector without a valid header; it stays free and is erased again.
-    pub fn open_next_sector(&mut self) -> Result<(), Error<F::Error>> {
+    pub fn open_next_sector(&mut self) -> Result<(), Fail<F::Error>> {
         if self.free_sectors() == 0 {
             return Err(Error::LogicBug("opened a sector that is not free"));
         }
@@ -385,7 +385,7 @@ impl<F: NorFlash> Log<F> {
     ///
     /// Power loss: a cut before the header lands leaves a sector in the ring
     /// without a valid header; mount gives it one again.
-    pub fn wipe_sector(&mut self, index: u32) -> Result<(), Error<F::Error>> {
+    pub fn wipe_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
         if index == self.head {
             return Err(Error::LogicBug("wiping the head sector"));
         }
@@ -409,7 +409,7 @@ impl<F: NorFlash> Log<F> {
         index: u32,
         seq: u32,
         erase_count: u32,
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let len = self.geo.sector_header as usize;
         self.buf[..len].fill(0xFF);
         encode_sector_header(&mut self.buf, seq, 0, erase_count, self.checkpoint);
@@ -428,7 +428,7 @@ impl<F: NorFlash> Log<F> {
         &mut self,
         kind: u8,
         payload: &mut P,
-    ) -> Result<(u32, u32), Error<F::Error>> {
+    ) -> Result<(u32, u32), Fail<F::Error>> {
         let len = payload.len();
         let (_, opens) = self.plan(len);
         if opens > self.free_sectors() {
@@ -456,7 +456,7 @@ impl<F: NorFlash> Log<F> {
         seq: u32,
         payload: &mut P,
         len: u32,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         let mut offset = 0u32;
         let mut first_addr = None;
         loop {
@@ -497,7 +497,7 @@ impl<F: NorFlash> Log<F> {
         offset: u32,
         n: u32,
         addr: u32,
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         // Pass 1: checksum.
         let mut d = ChunkHeader::crc_start(kind, flags, n, seq);
         let mut done = 0;
@@ -556,7 +556,7 @@ impl<F: NorFlash> Log<F> {
 
     /// What lies at `address` in sector `sector` (the sector's end is
     /// [`Slot::End`]).
-    pub fn slot_at(&mut self, sector: u32, address: u32) -> Result<Slot, Error<F::Error>> {
+    pub fn slot_at(&mut self, sector: u32, address: u32) -> Result<Slot, Fail<F::Error>> {
         let end = self.geo.sector_start(sector) + self.geo.sector;
         if address >= end || end - address < CHUNK_HEADER_LEN {
             return Ok(Slot::End);
@@ -577,7 +577,7 @@ impl<F: NorFlash> Log<F> {
     /// After damage, the next sound chunk of `sector` at or after `from`
     /// (its header decodes, it fits, its CRC checks out), searched word by
     /// word. Bounded by the sector; used only when damage is found.
-    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Error<F::Error>> {
+    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Fail<F::Error>> {
         let end = self.geo.sector_start(sector) + self.geo.sector;
         self.resync_before(sector, from, end)
     }
@@ -588,7 +588,7 @@ impl<F: NorFlash> Log<F> {
         sector: u32,
         from: u32,
         until: u32,
-    ) -> Result<Option<u32>, Error<F::Error>> {
+    ) -> Result<Option<u32>, Fail<F::Error>> {
         let end = (self.geo.sector_start(sector) + self.geo.sector).min(until + CHUNK_HEADER_LEN);
         let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
         while p + CHUNK_HEADER_LEN <= end {
@@ -603,7 +603,7 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Checks the chunk's CRC.
-    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Error<F::Error>> {
+    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Fail<F::Error>> {
         let mut io = Io {
             flash: &mut self.flash,
             geo: &self.geo,

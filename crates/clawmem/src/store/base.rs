@@ -27,7 +27,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::{Priority, Store};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{RecordInfo, Records};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
 use crate::session::{BaseFixed, Record, BASE_FIXED, MAX_SESSION_ID_BYTES};
@@ -117,7 +117,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         summary: Option<Record<'_>>,
         embed: Embed,
         p: Priority,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)
     }
 
@@ -129,7 +129,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         i: usize,
         embed: Embed,
         budget: u64,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)
     }
 
@@ -141,7 +141,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         p: Priority,
         budget: u64,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         if self.in_gc {
             return self.rewrite_base_now(i, keep, summary, embed, budget);
         }
@@ -183,7 +183,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         summary: Option<Record<'_>>,
         embed: Embed,
         budget: u64,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let ring = Ring {
             head: self.log.head,
             head_seq: self.log.head_seq,
@@ -386,7 +386,7 @@ impl<'r> BasePayload<'_, 'r> {
         embed: Embed,
         ring: &Ring,
         k: u32,
-    ) -> Result<(Kept<'r>, Option<u32>), Error<F::Error>> {
+    ) -> Result<(Kept<'r>, Option<u32>), Fail<F::Error>> {
         if sweep.k.is_some_and(|c| c > k) {
             sweep.rewind();
         }
@@ -448,7 +448,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
         io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         if offset < self.last_end {
             // A new pass over this chunk (checksum, then program).
             self.entries.rewind();

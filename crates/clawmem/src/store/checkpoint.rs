@@ -29,7 +29,7 @@ use super::memory::{MemState, MEM_STATE_ENCODED};
 use super::objects::{ObjectSlot, MAX_OBJECTS, OBJ_CHAT_MAP, OBJ_ENCODED, OBJ_PROFILE};
 use super::{Priority, Store};
 use crate::cursor::VerifiedReader;
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::session::{Session, SESSION_ENCODED};
@@ -53,7 +53,7 @@ pub(super) const DELETED_MAX: usize = 48;
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads a checkpoint: the full checkpoint it builds on, then every
     /// delta after it in order; `false` if any is damaged.
-    pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Error<F::Error>> {
+    pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
         // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
         // deltas follow a full one).
         let mut chain: Vec<u32, { DELTAS_PER_FULL as usize + 1 }> = Vec::new();
@@ -88,7 +88,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Reads one checkpoint into the RAM state: a full one replaces it, a
     /// delta changes it. `false` if it is damaged.
-    fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Error<F::Error>> {
+    fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Fail<F::Error>> {
         let geo = self.log.geo;
         let mut io = Io {
             flash: &mut self.log.flash,
@@ -222,7 +222,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             + MEM_STATE_ENCODED) as u32
     }
 
-    pub(super) fn write_checkpoint(&mut self) -> Result<(), Error<F::Error>> {
+    pub(super) fn write_checkpoint(&mut self) -> Result<(), Fail<F::Error>> {
         self.write_checkpoint_with(Priority::Maintenance)
     }
 
@@ -233,7 +233,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: until the checkpoint commits, the previous one (which is
     /// never reclaimed before a newer one exists) stays in force.
-    pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+    pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
         let delta = self.full_checkpoint != NO_ADDR
             && self.deltas_since_full < DELTAS_PER_FULL
             && self.delta_len() < self.checkpoint_len();
@@ -242,11 +242,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Writes a full checkpoint (needed before its predecessor's sector is
     /// released).
-    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
         self.write_checkpoint_kind(p, false)
     }
 
-    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Error<F::Error>> {
+    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Fail<F::Error>> {
         let len = if delta {
             self.delta_len()
         } else {
@@ -379,7 +379,7 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
         _io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         // Sessions are encoded a whole entry at a time.
         let mut k = 0;
         while k < out.len() {

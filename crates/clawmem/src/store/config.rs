@@ -18,7 +18,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::checkpoint::CKPT_FIXED;
 use super::{MemoryConfig, Store};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::CHUNK_HEADER_LEN;
 use crate::session::{BASE_FIXED, MAX_SESSION_ID_BYTES, SESSION_ENCODED};
 
@@ -68,7 +68,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn check_config(
         geo: &crate::layout::Geometry,
         config: &Config,
-    ) -> Result<(u32, u32), Error<F::Error>> {
+    ) -> Result<(u32, u32), Fail<F::Error>> {
         if config.max_session_id_bytes == 0 || config.max_session_id_bytes > MAX_SESSION_ID_BYTES {
             return Err(Error::Config("max_session_id_bytes must be 1 to 64"));
         }

@@ -36,7 +36,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::base::Embed;
 use super::objects::OBJ_FIXED;
 use super::Store;
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN};
 use crate::log::{Io, Payload};
 use crate::session::Session;
@@ -74,7 +74,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Makes room for a batch of `len` payload bytes, collecting garbage if
     /// needed.
-    pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
+    pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo;
         for _ in 0..=2 * geo.count {
             let (_, opens) = self.log.plan(len);
@@ -97,7 +97,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Releases the tail sector, relocating what is still live in it.
     /// `false` if nothing can be released.
-    fn reclaim_tail(&mut self) -> Result<bool, Error<F::Error>> {
+    fn reclaim_tail(&mut self) -> Result<bool, Fail<F::Error>> {
         // Never from inside a collection or a maintenance write: releasing
         // the tail would relocate the same tail again (the sector is only
         // released once its contents are out), without end. What a
@@ -133,7 +133,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// will not need moving again for a whole turn of the ring); otherwise
     /// only its bodies in the tail are copied and the rest referenced.
     /// `false` if there is not even room for that.
-    pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Error<F::Error>> {
+    pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Fail<F::Error>> {
         let space = u64::from(self.log.geo.sector_payload_space());
         if self.checkpoint_sector_seq <= tail_seq {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
@@ -232,7 +232,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         k: u8,
         payload: &mut P,
         p: Priority,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         self.prepare_write(payload.len(), p)?;
         self.write_prepared(k, payload)
     }
@@ -240,7 +240,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Writes a due checkpoint and makes room for `len` payload bytes. After
     /// this, nothing moves until the write: a record that points at others
     /// (a batch at its session's head) must be built after this call.
-    pub(super) fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Error<F::Error>> {
+    pub(super) fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
         if p != Priority::Gc
             && !self.in_gc
             && self.bytes_since_checkpoint >= self.checkpoint_interval()
@@ -256,7 +256,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         k: u8,
         payload: &mut P,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         let len = payload.len();
         let (addr, _) = self.log.write_batch(k, payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -280,7 +280,7 @@ impl<F: NorFlash> Payload<F> for FlashCopy {
         io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let at = io.stream_advance(self.from, offset);
         io.read_stream(at, out)
     }

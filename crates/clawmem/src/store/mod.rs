@@ -70,7 +70,7 @@ use memory::MemState;
 use objects::ObjectSlot;
 
 use crate::cursor::{start_name, verify_batch, Records, RingView};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::SectorHeader;
 use crate::log::{Io, Log};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
@@ -205,7 +205,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let idx = self
                 .log
                 .sector_index_of_seq(seq)
-                .ok_or(Error::LogicBug("ring"))?;
+                .ok_or(Fail::LogicBug("ring"))?;
             match self.log.io().sector_header(idx)? {
                 SectorHeader::Valid { seq: s, .. } if s == seq => {}
                 _ => {
@@ -281,7 +281,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
 impl<F: NorFlash> Log<F> {
     /// Verifies the batch at `addr` (see [`verify_batch`]).
-    fn verify(&mut self, addr: u32) -> Result<Option<u32>, Error<F::Error>> {
+    fn verify(&mut self, addr: u32) -> Result<Option<u32>, Fail<F::Error>> {
         let mut io = Io {
             flash: &mut self.flash,
             geo: &self.geo,
@@ -296,7 +296,7 @@ impl<F: NorFlash> Log<F> {
         addr: u32,
         uid: Option<u32>,
         out: &mut [u8; MAX_SESSION_ID_BYTES],
-    ) -> Result<Option<(u32, usize)>, Error<F::Error>> {
+    ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
         let mut io = Io {
             flash: &mut self.flash,
             geo: &self.geo,
@@ -306,7 +306,7 @@ impl<F: NorFlash> Log<F> {
 
     /// Whether sector `idx` starts with a chunk whose header decodes and
     /// whose CRC checks out.
-    fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Error<F::Error>> {
+    fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail<F::Error>> {
         let at = self.geo.first_chunk(idx);
         let mut io = Io {
             flash: &mut self.flash,

@@ -35,7 +35,7 @@ use heapless::Vec;
 use super::checkpoint::DELTAS_PER_FULL;
 use super::memory::MemState;
 use super::{Config, MountMode, MountReport, Priority, Store};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, NO_ADDR};
 use crate::log::{Io, Log, Slot, STAGE};
 
@@ -84,7 +84,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         config: Config,
     ) -> Result<(), Error<F::Error>> {
         *slot = None;
-        let geo = geometry(&flash).map_err(Error::Config)?;
+        let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log {
             flash,
@@ -106,7 +106,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let start = geo.sector_start(i);
                 log.flash
                     .erase(start, start + geo.sector)
-                    .map_err(Error::Flash)?;
+                    .map_err(Fail::Flash)?;
             }
         }
         flash = log.flash;
@@ -142,7 +142,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if r.is_err() {
             *slot = None;
         }
-        r
+        r.map_err(Error::from)
     }
 
     /// Mounts the store on `flash`, with `work` as the engine's working RAM
@@ -183,7 +183,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         mode: MountMode,
     ) -> Result<(), Error<F::Error>> {
         *slot = None;
-        let geo = geometry(&flash).map_err(Error::Config)?;
+        let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log {
             flash,
@@ -449,7 +449,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if r.is_err() {
             *slot = None;
         }
-        r
+        r.map_err(Error::from)
     }
 
     /// Steps 3 on of a mount, on the store built in place: the newest
@@ -463,7 +463,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         head: u32,
         head_seq: u32,
         head_valid_end: u32,
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo;
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];
@@ -574,7 +574,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Applies every committed batch from `from` to `head_end` in the head
     /// sector.
-    fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Error<F::Error>> {
+    fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo;
         let mut pos = from;
         let mut sector = geo.sector_of(from);

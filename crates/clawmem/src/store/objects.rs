@@ -18,7 +18,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store, Work};
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN};
 use crate::log::Slices;
 use crate::naming::fnv1a32;
@@ -62,14 +62,14 @@ impl ObjectSlot {
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads an object's data length from its batch (CRC checked).
-    pub(super) fn object_len(&mut self, addr: u32) -> Result<Option<u32>, Error<F::Error>> {
+    pub(super) fn object_len(&mut self, addr: u32) -> Result<Option<u32>, Fail<F::Error>> {
         Ok(self
             .log
             .verify(addr)?
             .and_then(|total| total.checked_sub(OBJ_FIXED)))
     }
 
-    pub(super) fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Error<F::Error>> {
+    pub(super) fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Fail<F::Error>> {
         match self
             .objects
             .iter_mut()
@@ -87,7 +87,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Writes a new version of an object.
     ///
     /// Power loss: atomic; the old version stands until the new one commits.
-    fn write_object(&mut self, ty: u8, key: u32, data: &[u8]) -> Result<(), Error<F::Error>> {
+    fn write_object(&mut self, ty: u8, key: u32, data: &[u8]) -> Result<(), Fail<F::Error>> {
         let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
         if !exists && self.objects.is_full() {
             return Err(Error::TooManySessions { max: MAX_OBJECTS });
@@ -113,7 +113,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         ty: u8,
         key: u32,
         out: &mut [u8],
-    ) -> Result<Option<usize>, Error<F::Error>> {
+    ) -> Result<Option<usize>, Fail<F::Error>> {
         let Some((at, len)) = self.object_data(ty, key)? else {
             return Ok(None);
         };
@@ -126,7 +126,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Where the newest object of this type and key has its data, and how
     /// long it is (its CRC checked); `None` if there is none.
-    fn object_data(&mut self, ty: u8, key: u32) -> Result<Option<(u32, usize)>, Error<F::Error>> {
+    fn object_data(&mut self, ty: u8, key: u32) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
         let Some(o) = self
             .objects
             .iter()
@@ -199,7 +199,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 limit: self.config.profile_max_bytes,
             });
         }
-        self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes())
+        Ok(self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes())?)
     }
 
     /// A chat's session map (ESP-Claw `/session`). On first use the chat
@@ -221,7 +221,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         chat: &ChatKey,
         map: &mut ChatSessions,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let key = fnv1a32(chat.as_str().as_bytes());
         let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
             return Ok(false);
@@ -241,7 +241,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Stores a chat's session map. It is encoded into the work area's
     /// scratch once room is made (making room may use the scratch).
-    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Error<F::Error>> {
+    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Fail<F::Error>> {
         let (ty, key) = (OBJ_CHAT_MAP, fnv1a32(map.key().as_str().as_bytes()));
         let n = map.encoded_len();
         if n > crate::chat::MAP_ENCODED_MAX_BYTES {

@@ -32,14 +32,14 @@ use super::memory::{self, MemState};
 use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
 use super::Store;
 use crate::cursor::{read_base, BatchMeta};
-use crate::error::Error;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Applies one committed batch found at mount to the RAM state.
-    pub(super) fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Error<F::Error>> {
+    pub(super) fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Fail<F::Error>> {
         // The scan reads chunk headers, not payloads. Deletions, blocks,
         // tombstones and access records are small: check their CRC, so
         // that a bit flipped at rest cannot turn a batch into a deletion or
@@ -356,7 +356,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         meta: &BatchMeta,
         sector_seq: u32,
-    ) -> Result<Session, Error<F::Error>> {
+    ) -> Result<Session, Fail<F::Error>> {
         let geo = self.log.geo;
         let uid = meta.fixed.uid;
         let lost = Error::Corrupted {
@@ -430,7 +430,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// links to nothing, as an index does (one of the two is intact when one
     /// of them rotted; a chain record with a flipped kind byte links to the
     /// head, and `mem_lost_link` takes it first).
-    fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
+    fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Fail<F::Error>> {
         if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
             return Ok(false);
         }
@@ -452,7 +452,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// does not check out but whose own link is the head. (A memory index
     /// links to nothing, so a damaged index never passes; the chain then
     /// stops there as before.)
-    fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Error<F::Error>> {
+    fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Fail<F::Error>> {
         let head = self.mem.head;
         if prev == NO_ADDR {
             return Ok(false);

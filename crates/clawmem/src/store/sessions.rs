@@ -32,8 +32,8 @@ use super::report::HIST_HEADER;
 use super::{Appended, Gate, History, Priority, SessionInfo, Store};
 use crate::chdx::BackendFormat;
 use crate::cursor::{read_id, Records, VerifiedReader};
-use crate::error::Error;
 use crate::error::SESSION_BLOCKED_WARNING;
+use crate::error::{Error, Fail};
 use crate::layout::{kind, CRC, NO_ADDR};
 use crate::log::{copy_from_parts, Io, Payload, Slices};
 use crate::naming::fnv1a32;
@@ -59,7 +59,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Checks a session id against the configured length.
-    fn check_id(&self, id: &str) -> Result<(), Error<F::Error>> {
+    fn check_id(&self, id: &str) -> Result<(), Fail<F::Error>> {
         if id.is_empty() {
             return Err(Error::InvalidInput("session id is empty"));
         }
@@ -75,7 +75,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Where the session named `id` is in the table, comparing the name on
     /// flash (corrected when a first batch damaged at rest allows it).
-    pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Error<F::Error>> {
+    pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Fail<F::Error>> {
         let hash = fnv1a32(id.as_bytes());
         for i in 0..self.sessions.len() {
             let s = self.sessions[i];
@@ -107,7 +107,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         s: &Session,
         out: &mut [u8; MAX_SESSION_ID_BYTES],
-    ) -> Result<Option<usize>, Error<F::Error>> {
+    ) -> Result<Option<usize>, Fail<F::Error>> {
         let sound = |id: &[u8]| {
             id.len() == usize::from(s.id_len)
                 && fnv1a32(id) == s.id_hash
@@ -254,7 +254,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Garbage collection may have dropped a session damaged at rest,
         // which moves others in the table.
         let found = match found_uid {
-            Some(uid) => Some(self.index_of(uid).ok_or(Error::NotFound)?),
+            Some(uid) => Some(self.index_of(uid).ok_or(Fail::NotFound)?),
             None => None,
         };
         let (uid, prev) = match found {
@@ -305,7 +305,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 };
                 self.sessions
                     .push(s)
-                    .map_err(|_| Error::LogicBug("session table full after check"))?;
+                    .map_err(|_| Fail::LogicBug("session table full after check"))?;
                 self.sessions.len() - 1
             }
         };
@@ -317,7 +317,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// ESP-Claw's turn-aware compaction of session `i`.
-    fn compact_turns(&mut self, i: usize) -> Result<Appended, Error<F::Error>> {
+    fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail<F::Error>> {
         let s = self.sessions[i];
         let ring = self.ring_view();
         let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
@@ -371,7 +371,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if summary.body.is_empty() {
             return Err(Error::InvalidInput("the summary is empty"));
         }
-        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NotFound)?;
         let s = self.sessions[i];
         let ring = self.ring_view();
         let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
@@ -418,7 +418,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         buf: &'b mut [u8],
     ) -> Result<History<'b>, Error<F::Error>> {
         self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NotFound)?;
         let s = self.sessions[i];
         let mut needed =
             (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
@@ -566,7 +566,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Bytes a history read of `s` returns at most: every record's header
     /// and body, as the index and batch metas give them (a length beyond
     /// the partition is damage, and not counted).
-    fn history_len(&mut self, s: &Session) -> Result<usize, Error<F::Error>> {
+    fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
         let ring = self.ring_view();
         let capacity = self.log.geo.capacity();
         let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
@@ -584,7 +584,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: atomic; the deletion commits with one small record.
     pub fn delete_session(&mut self, session: &str) -> Result<(), Error<F::Error>> {
         self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Error::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NotFound)?;
         let uid = self.sessions[i].uid;
         let mut payload = Slices([&uid.to_le_bytes()[..]]);
         self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
@@ -627,7 +627,7 @@ impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
         _io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let parts = core::iter::once(self.meta).chain(self.records.iter().map(|r| r.body));
         copy_from_parts(parts, offset, out);
         Ok(())

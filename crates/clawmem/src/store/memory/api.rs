@@ -48,7 +48,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let id = ItemId::new(self.mem.next_id);
         let mut stored = Stored {
             item: Item::new(id, input, now, self.config.memory.label_limit)
-                .map_err(|_| Error::InvalidInput("memory content is empty"))?,
+                .map_err(|_| Fail::InvalidInput("memory content is empty"))?,
             changed: true,
             replaced: 0,
         };
@@ -71,7 +71,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let id = ItemId::new(self.mem.next_id);
         let mut stored = Stored {
             item: Item::new(id, input, created_at, self.config.memory.label_limit)
-                .map_err(|_| Error::InvalidInput("memory content is empty"))?,
+                .map_err(|_| Fail::InvalidInput("memory content is empty"))?,
             changed: true,
             replaced: 0,
         };
@@ -89,7 +89,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         stored: &mut Stored,
         replace: bool,
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let item = &stored.item;
         self.mem_active(OP)?;
         for k in 0..self.work.borrow_mut().active[OP].len() {
@@ -139,12 +139,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The active item with this id.
     pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
-        self.mem_load(&a)
+        let a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
+        Ok(self.mem_load(&a)?)
     }
 
     /// The active-set entry of item `id`, if it is active.
-    pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Error<F::Error>> {
+    pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Fail<F::Error>> {
         self.mem_active(OP)?;
         Ok(self.work.borrow_mut().active[OP]
             .iter()
@@ -158,7 +158,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`memory_damaged_reads`](Self::memory_damaged_reads); so is every
     /// other memory read.
     pub fn memory_list(&mut self, mut f: impl FnMut(&Item)) -> Result<usize, Error<F::Error>> {
-        self.memory_list_dyn(&mut f)
+        Ok(self.memory_list_dyn(&mut f)?)
     }
 
     /// [`memory_list`](Self::memory_list), compiled once whatever the
@@ -166,7 +166,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn memory_list_dyn(
         &mut self,
         f: &mut dyn FnMut(&Item),
-    ) -> Result<usize, Error<F::Error>> {
+    ) -> Result<usize, Fail<F::Error>> {
         self.mem_active(OP)?;
         self.work.borrow_mut().active[OP].sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
         let mut listed = 0;
@@ -187,7 +187,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         mut f: impl FnMut(&str, u16),
     ) -> Result<usize, Error<F::Error>> {
-        self.memory_catalog_dyn(&mut f)
+        Ok(self.memory_catalog_dyn(&mut f)?)
     }
 
     /// [`memory_catalog`](Self::memory_catalog), compiled once whatever the
@@ -195,7 +195,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn memory_catalog_dyn(
         &mut self,
         f: &mut dyn FnMut(&str, u16),
-    ) -> Result<usize, Error<F::Error>> {
+    ) -> Result<usize, Fail<F::Error>> {
         self.mem_active(OP)?;
         if let Some(n) = self.mem_catalog_from_index(f)? {
             return Ok(n);
@@ -253,7 +253,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn mem_catalog_from_index(
         &mut self,
         f: &mut dyn FnMut(&str, u16),
-    ) -> Result<Option<usize>, Error<F::Error>> {
+    ) -> Result<Option<usize>, Fail<F::Error>> {
         let root = self.mem.root;
         if root == NO_ADDR {
             return Ok(None);
@@ -367,7 +367,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         deltas: &mut usize,
         addr: u32,
         by: i16,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let r = self.mem_read(addr, 0);
         if self.mem_tolerate(r)?.is_none() {
             return Ok(false);
@@ -403,7 +403,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn unknown_label(
         &mut self,
         label: &str,
-    ) -> Result<UnknownLabelError, Error<F::Error>> {
+    ) -> Result<UnknownLabelError, Fail<F::Error>> {
         let mut e = UnknownLabelError {
             label: heapless::String::new(),
             available: heapless::String::new(),
@@ -412,7 +412,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut first = true;
         let mut cut = false;
         let mut available = heapless::String::<64>::new();
-        self.memory_catalog(|l, _| {
+        self.memory_catalog_dyn(&mut |l, _| {
             let sep = if first { 0 } else { 2 };
             if cut || available.len() + sep + l.len() > 60 {
                 cut = true;
@@ -447,7 +447,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         mut f: impl FnMut(&Item),
     ) -> Result<usize, Error<F::Error>> {
-        self.memory_recall_dyn(labels, limit, now, &mut f)
+        match self.memory_recall_dyn(labels, limit, now, &mut f)? {
+            Ok(n) => Ok(n),
+            Err(e) => Err(Error::UnknownLabel(e)),
+        }
     }
 
     /// [`memory_recall`](Self::memory_recall), compiled once whatever the
@@ -458,7 +461,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         limit: usize,
         now: u32,
         f: &mut dyn FnMut(&Item),
-    ) -> Result<usize, Error<F::Error>> {
+    ) -> Result<Result<usize, UnknownLabelError>, Fail<F::Error>> {
         if labels.is_empty() || labels.len() > 3 {
             return Err(Error::InvalidInput("recall takes 1 to 3 labels"));
         }
@@ -487,7 +490,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         if let Some(k) = seen.iter().take(labels.len()).position(|s| !s) {
             let e = self.unknown_label(labels[k])?;
-            return Err(Error::UnknownLabel(e));
+            return Ok(Err(e));
         }
         // The matches, in priority order: the active set keeps only them.
         let set = &mut self.work.borrow_mut().active[OP];
@@ -536,7 +539,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         self.mem_maybe_compact()?;
-        Ok(matched)
+        Ok(Ok(matched))
     }
 
     /// Updates an item (ESP-Claw's `update`): the non-empty fields of `patch`
@@ -555,7 +558,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         patch: &ItemInput<'_>,
         now: u32,
     ) -> Result<Option<Stored>, Error<F::Error>> {
-        let old_a = self.mem_find(id.get())?.ok_or(Error::NotFound)?;
+        let old_a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
         // The old item waits in the operation's own slot: the compactions
         // the writes below may start leave it alone.
         let (_, old_root) = self.mem_load_in(&old_a, MERGED)?;
@@ -564,7 +567,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(mut new) = self
             .slot(MERGED)
             .updated(patch, new_id, now, self.config.memory.label_limit)
-            .map_err(|_| Error::InvalidInput("memory content is empty"))?
+            .map_err(|_| Fail::InvalidInput("memory content is empty"))?
         else {
             return Ok(None);
         };
@@ -607,11 +610,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic.
     pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let item = self.memory_get(id)?;
-        self.mem_forget_record(id.get(), Priority::Maintenance)?;
-        self.stage_touch(&item);
-        self.mem_maybe_compact()?;
+        let mut item = Item::empty();
+        self.mem_forget_into(id, &mut item)?;
         Ok(item)
+    }
+
+    /// [`memory_forget`](Self::memory_forget) with the forgotten item
+    /// copied into `item`, the one copy on the caller's stack.
+    #[inline(never)]
+    fn mem_forget_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail<F::Error>> {
+        let a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
+        self.mem_load_in(&a, 0)?;
+        item.clone_from(self.slot(0));
+        self.mem_forget_record(id.get(), Priority::Maintenance)?;
+        self.stage_touch(item);
+        self.mem_maybe_compact()
     }
 
     /// The newest version of an item: `id` itself if active, else the
@@ -672,8 +685,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`MemoryConfig::compact_after_changes`] changes or
     /// [`MemoryConfig::compact_after_bytes`] bytes).
     pub fn memory_compact(&mut self) -> Result<(), Error<F::Error>> {
-        self.mem_compact_with(None, Priority::Maintenance)
-            .map(|_| ())
+        Ok(self.mem_compact_with(None, Priority::Maintenance)?).map(|_| ())
     }
 
     /// Number of active items.

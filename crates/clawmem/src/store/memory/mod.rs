@@ -38,7 +38,7 @@ use heapless::Vec;
 
 use super::work::{GC, MERGED, OP};
 use super::{Priority, Store, Work};
-use crate::error::{Error, UnknownLabelError};
+use crate::error::{Error, Fail, UnknownLabelError};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::memory::{
@@ -253,7 +253,7 @@ fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usize> {
 }
 
 /// The payload length of a put of `item`.
-fn put_len<E>(item: &Item) -> Result<u32, Error<E>> {
+fn put_len<E>(item: &Item) -> Result<u32, Fail<E>> {
     let n = item.encoded_len();
     if n > ITEM_ENCODED_MAX_BYTES {
         return Err(Error::LogicBug("item larger than its encoding"));
@@ -268,7 +268,7 @@ fn put_encode<E>(
     prev: u32,
     origin: (u32, u32),
     item: &Item,
-) -> Result<u32, Error<E>> {
+) -> Result<u32, Fail<E>> {
     let len = put_len(item)?;
     enc[0..4].copy_from_slice(&prev.to_le_bytes());
     enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
@@ -362,7 +362,7 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
         _io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         for (i, b) in out.iter_mut().enumerate() {
             let p = offset as usize + i;
             let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
@@ -397,7 +397,7 @@ trait CloneCorrupted {
     fn clone_corrupted(&self) -> Self;
 }
 
-impl<E> CloneCorrupted for Error<E> {
+impl<E, L> CloneCorrupted for Error<E, L> {
     fn clone_corrupted(&self) -> Self {
         match self {
             Error::Corrupted { address, what } => Error::Corrupted {

@@ -13,7 +13,7 @@ use super::*;
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Checks the memory record at `addr` (its kind, and the CRC of the
     /// whole batch); returns its payload length.
-    pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Error<F::Error>> {
+    pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Fail<F::Error>> {
         let h = self.log.io().chunk_header(addr)?;
         let bad = Error::Corrupted {
             address: addr,
@@ -32,7 +32,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         want: u8,
         buf: &mut [u8],
-    ) -> Result<usize, Error<F::Error>> {
+    ) -> Result<usize, Fail<F::Error>> {
         let len = self.mem_check(addr, want)?;
         let n = len.min(buf.len());
         self.log
@@ -46,7 +46,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// lineage (0: none). The put is read into the work area, not onto the
     /// stack.
     #[inline(never)]
-    pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Error<F::Error>> {
+    pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Fail<F::Error>> {
         let len = self.mem_check(addr, kind::MEM_PUT)?;
         let w: &mut Work = self.work.borrow_mut();
         let n = len.min(w.enc.len());
@@ -75,7 +75,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     pub(super) fn mem_chain(
         &mut self,
-    ) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Error<F::Error>> {
+    ) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Fail<F::Error>> {
         let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
         let mut at = self.mem.head;
         // Bounded: each step either records a link or crosses a damaged
@@ -135,7 +135,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         root: u32,
         lvl: usize,
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let r = self
             .log
@@ -194,14 +194,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The link (the previous record's address) at the start of the
     /// memory record at `at`, `None` if it cannot be read.
-    pub(super) fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Error<F::Error>> {
+    pub(super) fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Fail<F::Error>> {
         let mut prev = [0u8; 4];
         let r = self.log.io().read_stream(at + CHUNK_HEADER_LEN, &mut prev);
         Ok(self.mem_tolerate(r)?.map(|()| u32::from_le_bytes(prev)))
     }
 
     /// Whether a sound memory chain record (header and CRC) starts at `at`.
-    pub(super) fn mem_sound(&mut self, at: u32) -> Result<bool, Error<F::Error>> {
+    pub(super) fn mem_sound(&mut self, at: u32) -> Result<bool, Fail<F::Error>> {
         let h = self.log.io().chunk_header(at);
         match self.mem_tolerate(h)? {
             Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => {
@@ -215,7 +215,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The active items, into the work area's active set `lvl` ([`OP`] or
     /// [`GC`]): the index's entries with the chain applied.
     #[inline(never)]
-    pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
+    pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Fail<F::Error>> {
         self.work.borrow_mut().active[lvl].clear();
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let root = self.mem.root;
@@ -328,7 +328,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         a: &Active,
         slot: usize,
-    ) -> Result<Lineage, Error<F::Error>> {
+    ) -> Result<Lineage, Fail<F::Error>> {
         let lineage = self.mem_read(a.addr, slot)?;
         let item = &mut self.work.borrow_mut().items[slot];
         item.set_access_count(a.access);
@@ -341,14 +341,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         a: &Active,
         slot: usize,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let r = self.mem_load_in(a, slot);
         Ok(self.mem_tolerate(r)?.is_some())
     }
 
     /// The item with the applied access count and update time, onto the
     /// caller's stack.
-    pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Error<F::Error>> {
+    pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Fail<F::Error>> {
         self.mem_load_in(a, 0)?;
         Ok(self.slot(0).clone())
     }
@@ -357,8 +357,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// where `r` failed a checksum; flash errors pass through.
     pub(super) fn mem_tolerate<T>(
         &mut self,
-        r: Result<T, Error<F::Error>>,
-    ) -> Result<Option<T>, Error<F::Error>> {
+        r: Result<T, Fail<F::Error>>,
+    ) -> Result<Option<T>, Fail<F::Error>> {
         match r {
             Ok(v) => Ok(Some(v)),
             Err(Error::Corrupted { .. }) => {

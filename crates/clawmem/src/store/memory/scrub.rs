@@ -16,7 +16,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         id: u32,
         mut f: impl FnMut(u32, u32),
-    ) -> Result<(), Error<F::Error>> {
+    ) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo;
         // Every sector, whatever its header says: a sector whose erase was
         // cut (its header gone, its chunks still there) holds copies too.
@@ -83,7 +83,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Moves everything live out of `sector` and erases it.
-    pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Error<F::Error>> {
+    pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Fail<F::Error>> {
         let Some(seq) = self.log.seq_of_sector(sector) else {
             // Free (released, not yet erased): nothing lives there.
             let start = self.log.geo.sector_start(sector);
@@ -153,7 +153,7 @@ impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
                 self.log
                     .flash
                     .write(at, &self.log.buf[..n as usize])
-                    .map_err(Error::Flash)?;
+                    .map_err(Fail::Flash)?;
                 at += n;
             }
         }

@@ -15,7 +15,7 @@ use super::*;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Makes room in the chain for one more record.
-    pub(super) fn mem_before_write(&mut self, p: Priority) -> Result<(), Error<F::Error>> {
+    pub(super) fn mem_before_write(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
         if self.mem.chain as usize >= MEM_CHAIN_MAX {
             self.mem_compact_with(None, p)?;
         }
@@ -29,7 +29,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         k: u8,
         payload: &mut P,
         changes: u16,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         let len = payload.len();
         let addr = self.write_prepared(k, payload)?;
         self.mem_written(addr, len, changes);
@@ -57,7 +57,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         origin: (u32, u32),
         chained: bool,
         p: Priority,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         if chained {
             self.mem_before_write(p)?;
         }
@@ -68,7 +68,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// A chained put of the item in the work area's slot [`MERGED`].
-    pub(super) fn mem_put_merged(&mut self, p: Priority) -> Result<u32, Error<F::Error>> {
+    pub(super) fn mem_put_merged(&mut self, p: Priority) -> Result<u32, Fail<F::Error>> {
         self.mem_before_write(p)?;
         let len = put_len(&self.work.borrow().items[MERGED])?;
         self.prepare_write(len, p)?;
@@ -86,7 +86,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         slot: usize,
         origin: (u32, u32),
         p: Priority,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         if !self.in_gc {
             return Err(Error::LogicBug("an unchained put outside a compaction"));
         }
@@ -101,7 +101,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         len: u32,
         chained: bool,
-    ) -> Result<u32, Error<F::Error>> {
+    ) -> Result<u32, Fail<F::Error>> {
         let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
         let (addr, _) = self.log.write_batch(kind::MEM_PUT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -117,11 +117,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem.head
     }
 
-    pub(super) fn mem_forget_record(
-        &mut self,
-        id: u32,
-        p: Priority,
-    ) -> Result<(), Error<F::Error>> {
+    pub(super) fn mem_forget_record(&mut self, id: u32, p: Priority) -> Result<(), Fail<F::Error>> {
         self.mem_before_write(p)?;
         self.prepare_write(8, p)?;
         let mut b = [0u8; 8];
@@ -142,7 +138,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`MEM_CHAIN_MAX`] records, so the index (16 bytes an item) is not
     /// rewritten every five changes.
     #[inline(never)]
-    pub(super) fn mem_maybe_compact(&mut self) -> Result<(), Error<F::Error>> {
+    pub(super) fn mem_maybe_compact(&mut self) -> Result<(), Fail<F::Error>> {
         let c = self.config.memory;
         if self.mem.changes < c.compact_after_changes && self.mem.bytes < c.compact_after_bytes {
             return Ok(());
@@ -230,7 +226,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         relocate: Option<u32>,
         p: Priority,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         if self.in_gc {
             return self.mem_compact_now(relocate, p);
         }
@@ -266,7 +262,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// empty key, which matches nothing), into the scratch area as words in
     /// the order of the set.
     #[inline(never)]
-    pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Error<F::Error>> {
+    pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Fail<F::Error>> {
         for k in 0..self.work.borrow_mut().active[lvl].len() {
             let a = self.work.borrow_mut().active[lvl][k];
             // A damaged item has no key: it merges with nothing.
@@ -281,7 +277,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// How many merges a compaction of active set `lvl` would write (at
     /// most [`MAX_MERGES`]).
-    pub(super) fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Error<F::Error>> {
+    pub(super) fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Fail<F::Error>> {
         self.mem_keys(lvl)?;
         let work: &Work = self.work.borrow();
         let keys = &work.scratch;
@@ -300,7 +296,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         relocate: Option<u32>,
         p: Priority,
-    ) -> Result<bool, Error<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         self.mem_active(GC)?;
         // A cut inside an update, between the new item and the old one's
         // tombstone, leaves both active: the new item's lineage names the
