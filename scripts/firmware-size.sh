@@ -89,6 +89,7 @@ bss=$(section .bss)
 uninit=$(section .uninit)
 state=$(read_u32 CLAWMEM_ENGINE_STATE_BYTES)
 sessions=$(read_u32 CLAWMEM_SESSIONS)
+work=$(read_u32 CLAWMEM_WORK_BYTES)
 
 echo
 echo "== $elf ($TARGET, opt-level z, LTO)"
@@ -102,8 +103,8 @@ printf '  %-14s %8d B  %s\n' \
 flash=$((vector + text + rodata + data))
 printf '  flash (vector_table+text+rodata+data) %d B (%s); static RAM (data+bss) %d B (%s)\n' \
     "$flash" "$(kib "$flash")" "$((data + bss))" "$(kib $((data + bss)))"
-printf '  (.bss: the Store, %d B, and the example'"'"'s buffers, %d B; the stack is the rest of RAM)\n' \
-    "$state" "$((bss - state))"
+printf '  (.bss: the Store, %d B, its lent work area, %d B, and the example'"'"'s buffers, %d B; the stack is the rest of RAM)\n' \
+    "$state" "$work" "$((bss - state - work))"
 
 # Who owns .text: every function symbol, by its demangled (v0) name.
 awk -v text="$text" -v out="$tmp" '
@@ -206,8 +207,9 @@ printf '  engine code  %8d B (%s): clawmem %d B + crc/heapless %d B; budget %d B
     "$CODE_BUDGET" "$(verdict "$engine_code" "$CODE_BUDGET")"
 printf '               %8d B (%s) with all of core/compiler_builtins (an upper bound)\n' \
     "$engine_upper" "$(kib "$engine_upper")"
-printf '  engine state %8d B: size_of::<Store<InternalFlash, %d>>() on %s; budget %d B: %s\n' \
+printf '  engine state %8d B: size_of::<Store<InternalFlash, %d, &mut Work>>() on %s; budget %d B: %s\n' \
     "$state" "$sessions" "$TARGET" "$STATE_BUDGET" "$(verdict "$state" "$STATE_BUDGET")"
+printf '  work area    %8d B: size_of::<Work>(), lent to the store (a static here)\n' "$work"
 
 if [ "$enforce" = 1 ] && { [ "$engine_code" -gt "$CODE_BUDGET" ] || [ "$state" -gt "$STATE_BUDGET" ]; }; then
     echo "firmware-size: over budget" >&2

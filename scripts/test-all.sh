@@ -39,12 +39,19 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 bash scripts/firmware-size.sh
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
-bash scripts/qemu-replay.sh traces/smoke.jsonl
+# Every run holds the engine to the 4 KiB stack budget (peak engine stack of
+# any operation, measured on the target below the call site's SP).
+budget=(--stack-budget 4096)
+bash scripts/qemu-replay.sh traces/smoke.jsonl "${budget[@]}"
+# The memory-heavy trace: stores, recalls, updates and forgets, with the
+# compactions they start.
+bash scripts/qemu-replay.sh traces/bfcl-memory.jsonl "${budget[@]}"
 # 600 ops of bfcl-multi-turn in 5 rounds on 640 KiB: every sector is erased
 # after the format (--require-wrap), so the log wraps the ring. A prefix
 # alone never wraps: it holds all it wrote, and the reserves for a 150 KiB
 # session fill a smaller partition first.
-bash scripts/qemu-replay.sh traces/bfcl-multi-turn.jsonl --ops 600 --repeat 5 --size 640K --require-wrap
+bash scripts/qemu-replay.sh traces/bfcl-multi-turn.jsonl --ops 600 --repeat 5 --size 640K --require-wrap \
+    "${budget[@]}"
 # The check must be able to fail: a corrupted expectation is a mismatch.
 if bash scripts/qemu-replay.sh traces/smoke.jsonl --selftest-mismatch >/dev/null 2>&1; then
     echo "qemu-replay.sh --selftest-mismatch passed: the history check cannot fail" >&2
