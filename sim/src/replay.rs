@@ -1256,7 +1256,9 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
     fn info(&self) -> EngineInfo {
         EngineInfo {
             engine: "clawmem".into(),
-            state_bytes: core::mem::size_of::<Store<F, MAX_SESSIONS>>() - core::mem::size_of::<F>(),
+            // The state a firmware keeps: the store with its work area lent.
+            state_bytes: core::mem::size_of::<Store<F, MAX_SESSIONS, &'static mut clawmem::Work>>()
+                - core::mem::size_of::<F>(),
             session_limit_bytes: Some(u64::from(self.config.session_size_limit_bytes)),
             session_limit_scaled: self.limit_scaled,
             notes: self.notes.clone(),
