@@ -429,6 +429,17 @@ impl<F: NorFlash> Log<F> {
         kind: u8,
         payload: &mut P,
     ) -> Result<(u32, u32), Error<F::Error>> {
+        self.write_batch_dyn(kind, payload)
+    }
+
+    /// [`write_batch`](Self::write_batch), compiled once for every payload
+    /// type (code size).
+    #[inline(never)]
+    fn write_batch_dyn(
+        &mut self,
+        kind: u8,
+        payload: &mut dyn Payload<F>,
+    ) -> Result<(u32, u32), Error<F::Error>> {
         let len = payload.len();
         let (_, opens) = self.plan(len);
         if opens > self.free_sectors() {
@@ -450,11 +461,11 @@ impl<F: NorFlash> Log<F> {
         result.map(|first| (first, seq))
     }
 
-    fn write_chunks<P: Payload<F>>(
+    fn write_chunks(
         &mut self,
         kind: u8,
         seq: u32,
-        payload: &mut P,
+        payload: &mut dyn Payload<F>,
         len: u32,
     ) -> Result<u32, Error<F::Error>> {
         let mut offset = 0u32;
@@ -488,12 +499,12 @@ impl<F: NorFlash> Log<F> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn write_chunk<P: Payload<F>>(
+    fn write_chunk(
         &mut self,
         kind: u8,
         flags: u8,
         seq: u32,
-        payload: &mut P,
+        payload: &mut dyn Payload<F>,
         offset: u32,
         n: u32,
         addr: u32,
