@@ -315,7 +315,7 @@ pub(crate) fn start_name<F: NorFlash>(
 }
 
 /// A batch's parsed meta.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct BatchMeta {
     pub fixed: BatchFixed,
     pub bytes: [u8; BATCH_META_MAX],
@@ -444,7 +444,7 @@ pub(crate) const CHAIN_CAP: usize = 2 * CHAIN_MAX + 1;
 const _: () = assert!(CHAIN_CAP <= 128, "one bit per segment in `Records::skip`");
 
 /// The batches of a session from its root to its head, oldest first.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct Chain {
     pub addrs: [u32; CHAIN_CAP],
     pub len: usize,
@@ -572,7 +572,7 @@ impl Chain {
 
 /// Reads a session's records in order: the root's (base entries or first
 /// batch), then each chained batch's.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct Records {
     chain: Chain,
     root_is_base: bool,
