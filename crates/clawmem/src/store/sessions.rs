@@ -317,6 +317,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// ESP-Claw's turn-aware compaction of session `i`.
+    #[inline(never)]
     fn compact_turns(&mut self, i: usize) -> Result<Appended, Error<F::Error>> {
         let s = self.sessions[i];
         let ring = self.ring_view();
