@@ -38,6 +38,7 @@ pub(crate) struct RecordInfo {
 }
 
 impl RecordInfo {
+    #[inline(never)]
     fn damaged(segment: usize) -> RecordInfo {
         RecordInfo {
             kind: RecordType::User,
@@ -408,6 +409,7 @@ impl BatchMeta {
 
     /// Whether the CRC-32 of the uid and the id (written after the id)
     /// checks out.
+    #[inline(never)]
     pub fn id_ok(&self) -> bool {
         let Some(id) = self.id() else { return false };
         let at = BATCH_FIXED as usize + 1 + id.len();
@@ -645,6 +647,7 @@ impl Records {
     }
 
     /// Whether damage was found: the caller should rebuild the index.
+    #[inline(never)]
     pub fn degraded(&self) -> bool {
         self.degraded
     }
@@ -663,6 +666,7 @@ impl Records {
     }
 
     /// Back to the first record.
+    #[inline(never)]
     pub fn rewind(&mut self) {
         self.segment = 0;
         self.index = 0;

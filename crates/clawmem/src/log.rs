@@ -263,6 +263,7 @@ pub(crate) struct Log<F> {
 pub(crate) const USAGE_SLOTS: usize = 8;
 
 /// The [`Log::written`] slot of a record kind.
+#[inline(never)]
 pub(crate) fn usage_slot(kind: u8) -> usize {
     use crate::layout::kind::*;
     match kind {
@@ -286,6 +287,7 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Sectors in use, tail to head inclusive.
+    #[inline(never)]
     pub fn used_sectors(&self) -> u32 {
         self.head_seq.wrapping_sub(self.tail_seq).wrapping_add(1)
     }

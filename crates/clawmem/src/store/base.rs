@@ -325,6 +325,7 @@ struct Sweep {
 }
 
 impl Sweep {
+    #[inline(never)]
     fn new(recs: Records) -> Self {
         Sweep {
             recs,

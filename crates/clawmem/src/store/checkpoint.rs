@@ -339,6 +339,7 @@ impl CheckpointPayload<'_> {
     }
 
     /// The byte at payload offset `p`.
+    #[inline(never)]
     fn byte(&self, p: usize) -> Option<u8> {
         let sessions_at = self.fixed_len;
         let deleted_at = sessions_at + self.count * SESSION_ENCODED;

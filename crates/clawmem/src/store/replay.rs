@@ -515,6 +515,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Remembers where the scan first left a chunk out for damage since the
     /// last memory record (one damaged batch can be met more than once: its
     /// first chunk, then its continuation).
+    #[inline(never)]
     pub(super) fn note_scan_damage(&mut self, at: u32) {
         if self.scan_damaged == NO_ADDR {
             self.scan_damaged = at;
