@@ -38,6 +38,7 @@ pub(crate) struct RecordInfo {
 }
 
 impl RecordInfo {
+    #[inline(never)]
     fn damaged(segment: usize) -> RecordInfo {
         RecordInfo {
             kind: RecordType::User,
@@ -315,7 +316,7 @@ pub(crate) fn start_name<F: NorFlash>(
 }
 
 /// A batch's parsed meta.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct BatchMeta {
     pub fixed: BatchFixed,
     pub bytes: [u8; BATCH_META_MAX],
@@ -408,6 +409,7 @@ impl BatchMeta {
 
     /// Whether the CRC-32 of the uid and the id (written after the id)
     /// checks out.
+    #[inline(never)]
     pub fn id_ok(&self) -> bool {
         let Some(id) = self.id() else { return false };
         let at = BATCH_FIXED as usize + 1 + id.len();
@@ -444,7 +446,7 @@ pub(crate) const CHAIN_CAP: usize = 2 * CHAIN_MAX + 1;
 const _: () = assert!(CHAIN_CAP <= 128, "one bit per segment in `Records::skip`");
 
 /// The batches of a session from its root to its head, oldest first.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct Chain {
     pub addrs: [u32; CHAIN_CAP],
     pub len: usize,
@@ -572,7 +574,7 @@ impl Chain {
 
 /// Reads a session's records in order: the root's (base entries or first
 /// batch), then each chained batch's.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct Records {
     chain: Chain,
     root_is_base: bool,
@@ -645,6 +647,7 @@ impl Records {
     }
 
     /// Whether damage was found: the caller should rebuild the index.
+    #[inline(never)]
     pub fn degraded(&self) -> bool {
         self.degraded
     }
@@ -663,6 +666,7 @@ impl Records {
     }
 
     /// Back to the first record.
+    #[inline(never)]
     pub fn rewind(&mut self) {
         self.segment = 0;
         self.index = 0;

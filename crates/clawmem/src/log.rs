@@ -263,6 +263,7 @@ pub(crate) struct Log<F> {
 pub(crate) const USAGE_SLOTS: usize = 8;
 
 /// The [`Log::written`] slot of a record kind.
+#[inline(never)]
 pub(crate) fn usage_slot(kind: u8) -> usize {
     use crate::layout::kind::*;
     match kind {
@@ -286,6 +287,7 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Sectors in use, tail to head inclusive.
+    #[inline(never)]
     pub fn used_sectors(&self) -> u32 {
         self.head_seq.wrapping_sub(self.tail_seq).wrapping_add(1)
     }
@@ -429,6 +431,17 @@ impl<F: NorFlash> Log<F> {
         kind: u8,
         payload: &mut P,
     ) -> Result<(u32, u32), Fail<F::Error>> {
+        self.write_batch_dyn(kind, payload)
+    }
+
+    /// [`write_batch`](Self::write_batch), compiled once for every payload
+    /// type (code size).
+    #[inline(never)]
+    fn write_batch_dyn(
+        &mut self,
+        kind: u8,
+        payload: &mut dyn Payload<F>,
+    ) -> Result<(u32, u32), Fail<F::Error>> {
         let len = payload.len();
         let (_, opens) = self.plan(len);
         if opens > self.free_sectors() {
@@ -450,11 +463,11 @@ impl<F: NorFlash> Log<F> {
         result.map(|first| (first, seq))
     }
 
-    fn write_chunks<P: Payload<F>>(
+    fn write_chunks(
         &mut self,
         kind: u8,
         seq: u32,
-        payload: &mut P,
+        payload: &mut dyn Payload<F>,
         len: u32,
     ) -> Result<u32, Fail<F::Error>> {
         let mut offset = 0u32;
@@ -488,12 +501,12 @@ impl<F: NorFlash> Log<F> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn write_chunk<P: Payload<F>>(
+    fn write_chunk(
         &mut self,
         kind: u8,
         flags: u8,
         seq: u32,
-        payload: &mut P,
+        payload: &mut dyn Payload<F>,
         offset: u32,
         n: u32,
         addr: u32,

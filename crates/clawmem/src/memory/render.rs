@@ -113,15 +113,7 @@ where
     }
     w.write_str("## Active Memories\n\n")?;
     for item in items {
-        writeln!(w, "- `{}` {}", item.id(), item.content())?;
-        write!(
-            w,
-            "  time={} access={} labels=",
-            Timestamp(item.updated_at()),
-            item.access_count()
-        )?;
-        write_labels_json(w, item.labels())?;
-        w.write_char('\n')?;
+        write_memory_md_item(w, item)?;
     }
     Ok(())
 }
@@ -165,23 +157,42 @@ impl fmt::Display for Timestamp {
         if self.0 == 0 {
             return f.write_str("-");
         }
-        let secs = u64::from(self.0);
+        // Digits by hand, in u32 (a u32 of seconds keeps every step in
+        // range): no formatter machinery and no 64-bit division.
+        let secs = self.0;
         let (year, month, day) = civil_from_days(secs / 86_400);
         let of_day = secs % 86_400;
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-            of_day / 3600,
-            of_day % 3600 / 60,
-            of_day % 60
-        )
+        let mut b = *b"0000-00-00 00:00:00";
+        let fields = [
+            (0, 4, year),
+            (5, 2, month),
+            (8, 2, day),
+            (11, 2, of_day / 3600),
+            (14, 2, of_day % 3600 / 60),
+            (17, 2, of_day % 60),
+        ];
+        for (at, width, v) in fields {
+            put_digits(&mut b[at..at + width], v);
+        }
+        // Only ASCII digits and separators were written.
+        f.write_str(core::str::from_utf8(&b).map_err(|_| fmt::Error)?)
+    }
+}
+
+/// Writes `v` in decimal into `out`, right-aligned and zero-padded (its
+/// leading digits dropped if it is too long).
+#[inline(never)]
+fn put_digits(out: &mut [u8], mut v: u32) {
+    for d in out.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
     }
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
 /// Hinnant's `civil_from_days`, restricted to non-negative days, which is
-/// all a `u32` of seconds reaches).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
+/// all a `u32` of seconds reaches: every step stays within a `u32`).
+fn civil_from_days(days: u32) -> (u32, u32, u32) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z % 146_097;
@@ -190,7 +201,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    let year = yoe + era * 400 + u32::from(month <= 2);
     (year, month, day)
 }
 

@@ -13,7 +13,7 @@
 use core::cmp::Ordering;
 
 use super::item::{Item, ItemId};
-use super::text::{key_of_normalized, lists_overlap, normalize_for_key};
+use super::text::{contains_str, key_of_normalized, lists_overlap, normalize_for_key};
 use super::{CONTAINMENT_MIN_BYTES, MAX_ACTIVE_ITEMS};
 
 /// Why a new item duplicates an existing one. The three kinds are checked in
@@ -54,7 +54,7 @@ pub fn duplicate_kind(a: &str, b: &str) -> Option<DuplicateKind> {
         return Some(DuplicateKind::SameKey);
     }
     let long_enough = na.len() >= CONTAINMENT_MIN_BYTES && nb.len() >= CONTAINMENT_MIN_BYTES;
-    if long_enough && (na.contains(nb.as_str()) || nb.contains(na.as_str())) {
+    if long_enough && (contains_str(&na, &nb) || contains_str(&nb, &na)) {
         return Some(DuplicateKind::Containment);
     }
     None

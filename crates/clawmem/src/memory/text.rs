@@ -116,6 +116,18 @@ pub(crate) fn lists_overlap(a: &str, b: &str) -> bool {
     terms(a).any(|t| list_contains_term(b, t))
 }
 
+/// Whether `needle` occurs in `haystack`, as `str::contains` answers it,
+/// by a plain window search (the texts are short; this keeps the two-way
+/// searcher out of the firmware).
+pub(crate) fn contains_str(haystack: &str, needle: &str) -> bool {
+    let needle = needle.as_bytes();
+    needle.is_empty()
+        || haystack
+            .as_bytes()
+            .windows(needle.len())
+            .any(|w| w == needle)
+}
+
 /// Whether `needle` occurs in `haystack`, ASCII letters compared without
 /// case (ESP-Claw's `text_contains_token`: `strstr` or
 /// `text_contains_ascii_ci`). An empty needle never occurs.

@@ -80,7 +80,7 @@ impl Ring {
     }
 }
 
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct KeepState {
     turns: TurnCursor,
     index: u64,
@@ -288,8 +288,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             bodies_at,
             total,
             last_end: 0,
-            entries: sweep.clone(),
-            crcs: sweep.clone(),
+            entries: sweep,
+            crcs: sweep,
             bodies: sweep,
         };
         let (addr, _) = self.log.write_batch(kind::SESSION_BASE, &mut payload)?;
@@ -311,7 +311,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 }
 
 /// One sequential pass over the kept records of a base being written.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Sweep {
     recs: Records,
     state: KeepState,
@@ -325,6 +325,7 @@ struct Sweep {
 }
 
 impl Sweep {
+    #[inline(never)]
     fn new(recs: Records) -> Self {
         Sweep {
             recs,

@@ -53,6 +53,7 @@ pub(super) const DELETED_MAX: usize = 48;
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads a checkpoint: the full checkpoint it builds on, then every
     /// delta after it in order; `false` if any is damaged.
+    #[inline(never)]
     pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
         // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
         // deltas follow a full one).
@@ -88,6 +89,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Reads one checkpoint into the RAM state: a full one replaces it, a
     /// delta changes it. `false` if it is damaged.
+    #[inline(never)]
     fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Fail<F::Error>> {
         let geo = self.log.geo;
         let mut io = Io {
@@ -337,6 +339,7 @@ impl CheckpointPayload<'_> {
     }
 
     /// The byte at payload offset `p`.
+    #[inline(never)]
     fn byte(&self, p: usize) -> Option<u8> {
         let sessions_at = self.fixed_len;
         let deleted_at = sessions_at + self.count * SESSION_ENCODED;

@@ -53,6 +53,7 @@ pub(crate) enum Priority {
 }
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    #[inline(never)]
     pub(crate) fn reserve_for(&self, p: Priority) -> u32 {
         match p {
             Priority::User => self.reserve_gc + self.reserve_maintenance,

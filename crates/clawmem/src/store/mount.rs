@@ -574,6 +574,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Applies every committed batch from `from` to `head_end` in the head
     /// sector.
+    #[inline(never)]
     fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo;
         let mut pos = from;

@@ -39,6 +39,7 @@ use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_I
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Applies one committed batch found at mount to the RAM state.
+    #[inline(never)]
     pub(super) fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Fail<F::Error>> {
         // The scan reads chunk headers, not payloads. Deletions, blocks,
         // tombstones and access records are small: check their CRC, so
@@ -351,6 +352,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// mount has not met: its earlier batches, back to the first, are found
     /// through the back pointers (each one sound and of the same uid), and
     /// the name is recovered from the first ([`start_name`]).
+    #[inline(never)]
     fn adopt(
         &mut self,
         addr: u32,
@@ -430,6 +432,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// links to nothing, as an index does (one of the two is intact when one
     /// of them rotted; a chain record with a flipped kind byte links to the
     /// head, and `mem_lost_link` takes it first).
+    #[inline(never)]
     fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Fail<F::Error>> {
         if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
             return Ok(false);
@@ -452,6 +455,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// does not check out but whose own link is the head. (A memory index
     /// links to nothing, so a damaged index never passes; the chain then
     /// stops there as before.)
+    #[inline(never)]
     fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Fail<F::Error>> {
         let head = self.mem.head;
         if prev == NO_ADDR {
@@ -511,6 +515,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Remembers where the scan first left a chunk out for damage since the
     /// last memory record (one damaged batch can be met more than once: its
     /// first chunk, then its continuation).
+    #[inline(never)]
     pub(super) fn note_scan_damage(&mut self, at: u32) {
         if self.scan_damaged == NO_ADDR {
             self.scan_damaged = at;

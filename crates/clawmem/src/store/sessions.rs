@@ -59,6 +59,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Checks a session id against the configured length.
+    #[inline(never)]
     fn check_id(&self, id: &str) -> Result<(), Fail<F::Error>> {
         if id.is_empty() {
             return Err(Error::InvalidInput("session id is empty"));
@@ -317,6 +318,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// ESP-Claw's turn-aware compaction of session `i`.
+    #[inline(never)]
     fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail<F::Error>> {
         let s = self.sessions[i];
         let ring = self.ring_view();
@@ -566,6 +568,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Bytes a history read of `s` returns at most: every record's header
     /// and body, as the index and batch metas give them (a length beyond
     /// the partition is damage, and not counted).
+    #[inline(never)]
     fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
         let ring = self.ring_view();
         let capacity = self.log.geo.capacity();
