@@ -397,7 +397,11 @@ fn tour_results_are_checked_and_reported_under_their_own_names() {
     for (i, (c, (op, case, expect))) in q.tour_calls.iter().zip(TOUR).enumerate() {
         assert_eq!((c.op.as_str(), c.case.as_str()), (*op, *case));
         assert_eq!(c.stack_bytes, 1000 + i as u64);
-        let want = if *expect == TourExpect::Ok { "ok" } else { "refused" };
+        let want = if *expect == TourExpect::Ok {
+            "ok"
+        } else {
+            "refused"
+        };
         assert_eq!(c.outcome, want);
     }
     // Each op's figure is its deepest call; the last call is the peak.
