@@ -7,13 +7,16 @@
 #   bash scripts/qemu-replay.sh TRACE [--ops N] [--size BYTES] [--repeat N]
 #                               [--stack-budget BYTES] [--timeout SECONDS]
 #                               [--require-wrap] [--selftest-mismatch]
-#                               [--keep DIR]
+#                               [--no-tour] [--keep DIR]
 #
 # 1. installs qemu-system-arm (apt) and the thumbv7em-none-eabihf target
 #    (rustup) if missing;
 # 2. converts the trace on the host: clawmem-sim opstream (prefix --ops,
 #    rounds --repeat as in `replay --repeat`, partition --size, 1 MiB by
-#    default, up to 12 MiB, a multiple of 4 KiB);
+#    default, up to 12 MiB, a multiple of 4 KiB), ending with the API tour
+#    (opstream --tour) unless --no-tour: after the trace's last op the
+#    firmware calls every other public Store operation on the store the
+#    trace left, each measured and reported under its own name;
 # 3. builds the firmware and runs it under QEMU (with a timeout); it reads
 #    the op stream and writes results through semihosting;
 # 4. checks the results on the host the way `clawmem-sim replay` checks a
@@ -25,7 +28,9 @@
 # --stack-budget, a peak engine stack above the budget, or, with
 # --require-wrap, a run that did not erase every sector after the format.
 # --selftest-mismatch corrupts the expected digest of the first history, so
-# the run must fail. --keep DIR keeps ops.bin and results.bin there.
+# the run must fail. A tour call with an unexpected outcome is an error;
+# --no-tour leaves the tour out (the check then also compares the flash
+# work with the host simulator's, which cannot run the tour). --keep DIR keeps ops.bin and results.bin there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +43,7 @@ usage() {
 trace=$1
 shift
 stream_args=()
+tour=(--tour)
 check_args=()
 timeout_s=600
 keep=""
@@ -52,6 +58,10 @@ while [ $# -gt 0 ]; do
             [ $# -ge 2 ] || usage
             check_args+=("$1" "$2")
             shift 2
+            ;;
+        --no-tour)
+            tour=()
+            shift
             ;;
         --selftest-mismatch | --require-wrap)
             check_args+=("$1")
@@ -110,7 +120,7 @@ else
     trap 'rm -rf "$work"' EXIT
 fi
 rm -f "$work/ops.bin" "$work/results.bin"
-"$sim" opstream "$trace" "$work/ops.bin" "${stream_args[@]}" >&2
+"$sim" opstream "$trace" "$work/ops.bin" "${stream_args[@]}" "${tour[@]}" >&2
 
 # 3. The firmware reads ops.bin and writes results.bin in QEMU's working
 #    directory (semihosting, target=native).
@@ -135,5 +145,5 @@ fi
 log "QEMU ran $seconds s"
 
 # 4. The check; its JSON line is the last line of output.
-"$sim" opcheck "$trace" "$work/results.bin" "${stream_args[@]}" "${check_args[@]}" \
+"$sim" opcheck "$trace" "$work/results.bin" "${stream_args[@]}" "${tour[@]}" "${check_args[@]}" \
     --qemu-status "$status" --qemu-seconds "$seconds"

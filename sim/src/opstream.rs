@@ -25,7 +25,15 @@
 //!   long-term memory cleared between rounds;
 //! - `profile_read` results are compared with the last body written (a check
 //!   replay does not make);
-//! - the firmware's flash enforces NOR rules; a violation is an error.
+//! - the firmware's flash enforces NOR rules; a violation is an error;
+//! - with [`StreamOptions::tour`] the stream ends with the API tour
+//!   ([`TAG_TOUR`]): the firmware calls every other public `Store`
+//!   operation on the store the trace left, and the checker requires every
+//!   call of [`TOUR`], in order, with its expected outcome (success or the
+//!   documented refusal), counting each call's stack under its own name.
+//!   It runs after the trace's last op, so it cannot change what the trace
+//!   checks; the host executor does not run it, so a toured run makes no
+//!   host comparison of the flash work.
 //!
 //! [`execute`] is a host implementation of the firmware's loop over a
 //! [`Driver`]: the tests use it to show that the checker agrees with
@@ -99,6 +107,13 @@ pub const TAG_MEMORY_CLEAR: u8 = 13;
 /// Delete the previous round's session if it is live: u32 session slot,
 /// session id.
 pub const TAG_CLEANUP_DELETE: u8 = 14;
+/// The API tour (last op before the end, with `--tour`): no payload. The
+/// firmware calls every public `Store` operation the trace does not, in
+/// the order of [`TOUR`], and writes one result per call with this tag:
+/// status ([`ST_OK`], [`ST_REFUSED`] or [`ST_FAILED`]), stack, then op name
+/// and case (u8 length + bytes each), then a u32 value on `ST_OK` or a
+/// u16-length message otherwise.
+pub const TAG_TOUR: u8 = 15;
 /// End of the stream (op) / of the results.
 pub const TAG_END: u8 = 0xFF;
 /// Result only: the delete that follows a blocked append.
@@ -121,6 +136,77 @@ pub const ST_FAILED: u8 = 4;
 /// Result status: cleanup delete of a session that is not live, nothing
 /// called.
 pub const ST_NOT_LIVE: u8 = 5;
+/// Tour result status: the engine refused as the tour meant it to (a
+/// documented refusal, e.g. `NotFound` for a missing id); a u16-length
+/// message follows.
+pub const ST_REFUSED: u8 = 6;
+
+/// What a tour call must come to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TourExpect {
+    /// Success ([`ST_OK`]).
+    Ok,
+    /// A documented refusal ([`ST_REFUSED`]).
+    Refused,
+}
+
+/// The API tour's calls in the order the firmware makes them
+/// (`examples/qemu/src/tour.rs`): op name (the key of its stack figure),
+/// case, expected outcome. Every public `Store` operation that the trace
+/// ops do not call is here, plus `memory_update` (to supersede an item for
+/// `memory_newest`).
+pub const TOUR: &[(&str, &str, TourExpect)] = {
+    use TourExpect::{Ok as O, Refused as R};
+    &[
+        ("config", "session limit", O),
+        ("damaged_sessions_dropped", "", O),
+        ("memory_damaged_reads", "", O),
+        ("mount_report", "chunks scanned", O),
+        ("space", "used sectors", O),
+        ("written_bytes", "total", O),
+        ("session_count", "after the trace", O),
+        ("for_each_session", "every session", O),
+        ("session_info", "the largest session", O),
+        ("session_info", "a missing session", O),
+        ("gate", "no session", O),
+        ("gate", "the largest session", O),
+        ("check", "whole log", O),
+        ("compact_with_summary", "empty summary", R),
+        ("compact_with_summary", "the largest session, every turn", O),
+        ("chat_sessions", "first use", O),
+        ("session_command", "new alpha", O),
+        ("session_command", "new beta", O),
+        ("session_command", "list", O),
+        ("session_command", "switch alpha", O),
+        ("session_command", "switch to a missing alias", R),
+        ("session_command", "delete beta", O),
+        ("chat_sessions", "after the commands", O),
+        ("profile_len", "soul", O),
+        ("profile_len", "identity", O),
+        ("profile_len", "user", O),
+        ("profile_len", "agents", O),
+        ("memory_stage_begin", "", O),
+        ("memory_import", "a tagged item", O),
+        ("write_memory_stage_note", "counting sink", O),
+        ("memory_len", "after the import", O),
+        ("memory_catalog", "every label", O),
+        ("write_memory_prompt", "counting sink", O),
+        ("write_memory_md", "counting sink", O),
+        ("memory_get", "the imported item", O),
+        ("memory_get", "a missing id", R),
+        ("memory_update", "the imported item", O),
+        ("memory_newest", "the superseded id", O),
+        ("memory_forget_scrub", "the updated item", O),
+        ("memory_get", "the scrubbed item", R),
+        ("memory_compact", "", O),
+        ("memory_len", "after the compaction", O),
+        ("memory_clear", "", O),
+        ("memory_len", "after the clear", O),
+        ("clear_sessions", "every session", O),
+        ("session_count", "after clear_sessions", O),
+        ("mount_in", "after the tour", O),
+    ]
+};
 
 /// Size of the summary body before the per-sector erase counts.
 const SUMMARY_FIXED: usize = 4 * 13 + 8 * 3;
@@ -153,6 +239,8 @@ pub struct StreamOptions {
     /// Flash preset; only `esp32` (4 B words, 4 KiB sectors) is supported by
     /// the firmware.
     pub preset: Preset,
+    /// End the stream with the API tour ([`TAG_TOUR`]).
+    pub tour: bool,
 }
 
 impl Default for StreamOptions {
@@ -162,6 +250,7 @@ impl Default for StreamOptions {
             repeat: 1,
             size_bytes: 1024 * 1024,
             preset: Preset::Esp32,
+            tour: false,
         }
     }
 }
@@ -255,6 +344,8 @@ pub enum WireOp {
         /// Session id.
         session: String,
     },
+    /// The API tour.
+    Tour,
 }
 
 impl WireOp {
@@ -275,6 +366,7 @@ impl WireOp {
             WireOp::Round(_) => TAG_ROUND,
             WireOp::MemoryClear => TAG_MEMORY_CLEAR,
             WireOp::CleanupDelete { .. } => TAG_CLEANUP_DELETE,
+            WireOp::Tour => TAG_TOUR,
         }
     }
 }
@@ -465,6 +557,14 @@ pub fn expand<'t>(trace: &'t Trace, opts: &StreamOptions) -> (Vec<Step<'t>>, u32
             });
         }
     }
+    if opts.tour {
+        steps.push(Step {
+            line: 0,
+            round: rounds - 1,
+            op: None,
+            wire: WireOp::Tour,
+        });
+    }
     let n = slots.len() as u32;
     (steps, n, stores)
 }
@@ -542,7 +642,7 @@ pub fn encode_op(op: &WireOp) -> Vec<u8> {
         }
         WireOp::ProfileRead { doc } => p.push(*doc),
         WireOp::Round(k) => put_u32(&mut p, *k),
-        WireOp::MemoryList | WireOp::Remount | WireOp::MemoryClear => {}
+        WireOp::MemoryList | WireOp::Remount | WireOp::MemoryClear | WireOp::Tour => {}
     }
     p
 }
@@ -875,6 +975,7 @@ pub fn decode_stream(bytes: &[u8]) -> Result<(Header, Vec<WireOp>), StreamError>
             TAG_REMOUNT => WireOp::Remount,
             TAG_ROUND => WireOp::Round(p.u32()?),
             TAG_MEMORY_CLEAR => WireOp::MemoryClear,
+            TAG_TOUR => WireOp::Tour,
             t => return err(format!("unknown op tag {t}")),
         };
         if !p.done() {
@@ -998,6 +1099,10 @@ pub struct WireResult {
     pub item: Option<(u32, bool)>,
     /// Recall or list: (count, CRC-32 of the ids).
     pub ids: Option<(u32, u32)>,
+    /// Tour call: (op name, case).
+    pub tour: Option<(String, String)>,
+    /// Tour call on `ST_OK`: what it returned (a count, bytes, an id).
+    pub value: Option<u32>,
 }
 
 /// The firmware's summary: flash counters and stack set-up.
@@ -1077,7 +1182,25 @@ fn decode_result(r: &mut Reader<'_>) -> Result<Result<WireResult, Summary>, Stre
         digest: None,
         item: None,
         ids: None,
+        tour: None,
+        value: None,
     };
+    if tag == TAG_TOUR {
+        let mut name = || -> Result<String, StreamError> {
+            let n = r.u8()? as usize;
+            Ok(String::from_utf8_lossy(r.take(n)?).into_owned())
+        };
+        res.tour = Some((name()?, name()?));
+        match status {
+            ST_OK => res.value = Some(r.u32()?),
+            ST_REFUSED | ST_FAILED => {
+                let n = r.u16()? as usize;
+                res.message = Some(String::from_utf8_lossy(r.take(n)?).into_owned());
+            }
+            s => return err(format!("tour result: unknown status {s}")),
+        }
+        return Ok(Ok(res));
+    }
     match status {
         ST_FAILED => {
             let n = r.u16()? as usize;
@@ -1141,6 +1264,16 @@ fn decode_results_lenient(bytes: &[u8]) -> (Vec<WireResult>, Option<Summary>, Op
 pub fn encode_result(res: &WireResult) -> Vec<u8> {
     let mut out = vec![res.tag, res.status];
     put_u32(&mut out, res.stack);
+    if let Some((op, case)) = &res.tour {
+        for s in [op, case] {
+            let s = &s.as_bytes()[..s.len().min(255)];
+            out.push(s.len() as u8);
+            out.extend_from_slice(s);
+        }
+        if let Some(v) = res.value {
+            put_u32(&mut out, v);
+        }
+    }
     if let Some(m) = &res.message {
         let m = &m.as_bytes()[..m.len().min(u16::MAX as usize)];
         out.extend_from_slice(&(m.len() as u16).to_le_bytes());
@@ -1311,8 +1444,13 @@ pub struct QemuReport {
     pub peak_stack_bytes: u64,
     /// The operation (line and kind) that reached it.
     pub peak_stack_at: Option<String>,
-    /// Deepest engine stack use per operation kind.
+    /// Deepest engine stack use per operation kind (the tour's calls under
+    /// their own names).
     pub peak_stack_by_op: std::collections::BTreeMap<String, u64>,
+    /// The stream ended with the API tour (`--tour`).
+    pub tour: bool,
+    /// The tour's calls in order, with their outcomes.
+    pub tour_calls: Vec<TourCall>,
     /// Deepest call site below the stack's top (the harness's own frames).
     pub call_site_depth_bytes: u64,
     /// The paint reached the stack limit.
@@ -1341,6 +1479,23 @@ pub struct QemuReport {
     pub ok: bool,
     /// Erase count of every sector.
     pub erase_counts: Vec<u32>,
+}
+
+/// One call of the API tour, as the report shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TourCall {
+    /// The `Store` operation.
+    pub op: String,
+    /// What it was called on.
+    pub case: String,
+    /// `ok`, `refused` (as expected) or `failed`.
+    pub outcome: String,
+    /// Engine stack bytes below the call site's SP.
+    pub stack_bytes: u64,
+    /// What it returned (count, bytes, id), on success.
+    pub value: Option<u32>,
+    /// The refusal's or the failure's message.
+    pub message: Option<String>,
 }
 
 /// Memory target bookkeeping, as replay keeps it.
@@ -1403,10 +1558,14 @@ struct Tally {
 
 /// Counts a result's engine stack under its operation kind.
 fn stack(t: &mut Tally, res: &WireResult, at: &str) {
+    stack_as(t, stack_kind(res.tag), res, at);
+}
+
+/// Counts a result's engine stack under `kind`.
+fn stack_as(t: &mut Tally, kind: &str, res: &WireResult, at: &str) {
     if res.stack == 0 {
         return;
     }
-    let kind = stack_kind(res.tag);
     let e = t
         .report
         .peak_stack_by_op
@@ -1425,6 +1584,49 @@ impl Tally {
         if self.report.first_error.is_none() {
             self.report.first_error = Some(format!("{at}: {what}"));
         }
+    }
+
+    /// Checks the tour's results against [`TOUR`]: every call there, in
+    /// order, with the expected outcome. `false` if the results are out of
+    /// step (the check stops there).
+    fn tour<'r>(&mut self, it: &mut impl Iterator<Item = &'r WireResult>, at: &str) -> bool {
+        for (op, case, expect) in TOUR {
+            let here = format!("{at} {op} ({case})");
+            let Some(res) = it.next() else {
+                self.error(here, "the firmware stopped before this tour call");
+                return false;
+            };
+            let names = res.tour.as_ref().map(|(o, c)| (o.as_str(), c.as_str()));
+            if res.tag != TAG_TOUR || names != Some((*op, *case)) {
+                self.error(
+                    here,
+                    format!(
+                        "result tag {} {names:?}: firmware out of step with the tour",
+                        res.tag
+                    ),
+                );
+                return false;
+            }
+            stack_as(self, op, res, &here);
+            let outcome = match (res.status, expect) {
+                (ST_OK, TourExpect::Ok) => "ok",
+                (ST_REFUSED, TourExpect::Refused) => "refused",
+                (st, _) => {
+                    let what = res.message.as_deref().unwrap_or("");
+                    self.error(here, format!("status {st}, expected {expect:?}: {what}"));
+                    "failed"
+                }
+            };
+            self.report.tour_calls.push(TourCall {
+                op: op.to_string(),
+                case: case.to_string(),
+                outcome: outcome.into(),
+                stack_bytes: u64::from(res.stack),
+                value: res.value,
+                message: res.message.clone(),
+            });
+        }
+        true
     }
 }
 
@@ -1487,6 +1689,8 @@ pub fn check(
             peak_stack_bytes: 0,
             peak_stack_at: None,
             peak_stack_by_op: Default::default(),
+            tour: opts.tour,
+            tour_calls: Vec::new(),
             call_site_depth_bytes: 0,
             stack_overflow: false,
             stack_budget_bytes: copts.stack_budget,
@@ -1533,9 +1737,17 @@ pub fn check(
                 (_, Some(o)) => o.name(),
                 (WireOp::Round(_), _) => "round",
                 (WireOp::MemoryClear, _) => "memory_clear",
+                (WireOp::Tour, _) => "tour",
                 _ => "cleanup_delete",
             }
         );
+        if s.wire == WireOp::Tour {
+            if !t.tour(&mut it, &at) {
+                complete = false;
+                break;
+            }
+            continue;
+        }
         if s.op.is_some() {
             t.report.ops += 1;
         }
@@ -1791,7 +2003,9 @@ pub fn check(
             format!("QEMU exited with status {status} (timeout: 124)"),
         );
     }
-    if copts.compare_host {
+    // The host executor has no `Store` to tour: with the tour the flash did
+    // more than the stream's trace ops, so there is nothing to compare.
+    if copts.compare_host && !opts.tour {
         let model = opts
             .preset
             .model(opts.size_bytes)
@@ -2047,6 +2261,7 @@ pub fn execute<D: Driver>(stream: &[u8], driver: &mut D) -> Result<Vec<u8>, Stre
                 Ok(()) => ok(tag),
                 Err(e) => fail(tag, e),
             },
+            WireOp::Tour => return err("the host executor does not run the API tour"),
         };
         out.extend(encode_result(&res));
     }
@@ -2085,6 +2300,8 @@ fn status(tag: u8, status: u8) -> WireResult {
         digest: None,
         item: None,
         ids: None,
+        tour: None,
+        value: None,
     }
 }
 

@@ -7,7 +7,8 @@ use std::process::Command;
 
 use clawmem_sim::opstream::{
     check, decode_results, decode_stream, encode_result, encode_stream, encode_summary, execute,
-    expand, CheckOptions, QemuReport, StreamOptions, TAG_HISTORY,
+    expand, CheckOptions, QemuReport, StreamOptions, TourExpect, WireOp, WireResult, ST_FAILED,
+    ST_OK, ST_REFUSED, TAG_HISTORY, TAG_TOUR, TOUR,
 };
 use clawmem_sim::replay::{ClawmemDriver, ReplayOptions, Report, RunOptions};
 use clawmem_sim::trace::Trace;
@@ -316,4 +317,157 @@ fn the_cli_writes_a_stream_and_checks_results() {
     // --selftest-mismatch must make it fail.
     let out = check_cmd(&["--selftest-mismatch"]);
     assert!(!out.status.success(), "{out:?}");
+}
+
+/// The firmware's results for smoke with the API tour: the host executor's
+/// results for the trace, then one tour result per call of `TOUR` (each
+/// with its expected outcome, stack 1000 + its index), changed by `edit`,
+/// then the summary of a stream made with the tour.
+fn toured(edit: impl FnOnce(&mut Vec<WireResult>), copts: &CheckOptions) -> QemuReport {
+    let trace = load("smoke.jsonl");
+    let (mut res, summary) = decode_results(&results(&trace, &StreamOptions::default())).unwrap();
+    let mut tour: Vec<WireResult> = TOUR
+        .iter()
+        .enumerate()
+        .map(|(i, (op, case, expect))| WireResult {
+            tag: TAG_TOUR,
+            status: match expect {
+                TourExpect::Ok => ST_OK,
+                TourExpect::Refused => ST_REFUSED,
+            },
+            stack: 1000 + i as u32,
+            message: (*expect == TourExpect::Refused).then(|| "not found".to_string()),
+            appended: None,
+            digest: None,
+            item: None,
+            ids: None,
+            tour: Some((op.to_string(), case.to_string())),
+            value: (*expect == TourExpect::Ok).then_some(i as u32),
+        })
+        .collect();
+    edit(&mut tour);
+    res.extend(tour);
+    let opts = StreamOptions {
+        tour: true,
+        ..StreamOptions::default()
+    };
+    let mut summary = summary.unwrap();
+    summary.ops_crc = encode_stream(&trace, &opts).unwrap().ops_crc;
+    let mut bytes: Vec<u8> = res.iter().flat_map(encode_result).collect();
+    bytes.extend(encode_summary(&summary));
+    // The tour's results survive the wire.
+    let (back, _) = decode_results(&bytes).unwrap();
+    assert_eq!(back, res);
+    check(&trace, &opts, &bytes, copts).unwrap()
+}
+
+#[test]
+fn the_tour_is_the_streams_last_op_and_the_host_executor_refuses_it() {
+    let trace = load("smoke.jsonl");
+    let opts = StreamOptions {
+        tour: true,
+        ..StreamOptions::default()
+    };
+    let enc = encode_stream(&trace, &opts).unwrap();
+    let (header, ops) = decode_stream(&enc.bytes).unwrap();
+    assert_eq!(ops.last(), Some(&WireOp::Tour));
+    assert_eq!(ops.iter().filter(|o| **o == WireOp::Tour).count(), 1);
+    let plain = encode_stream(&trace, &StreamOptions::default()).unwrap();
+    assert_eq!(header.op_count, plain.op_count + 1);
+    assert_ne!(enc.ops_crc, plain.ops_crc);
+    let model = opts.preset.model(opts.size_bytes).unwrap();
+    let mut driver = ClawmemDriver::<Esp32Flash>::format(SimFlash::new(model)).unwrap();
+    assert!(execute(&enc.bytes, &mut driver).is_err());
+}
+
+#[test]
+fn tour_results_are_checked_and_reported_under_their_own_names() {
+    let q = toured(|_| {}, &CheckOptions::default());
+    assert!(q.ok && q.errors == 0, "{:?}", q.first_error);
+    assert!(q.tour);
+    // The trace's checks are those of a run without the tour.
+    let plain = checked(&load("smoke.jsonl"), &StreamOptions::default());
+    assert_eq!(
+        (q.history_checks, q.profile_checks, q.ops),
+        (plain.history_checks, plain.profile_checks, plain.ops)
+    );
+    // No host comparison of the flash work with the tour.
+    assert_eq!(q.same_flash_work_as_host, None);
+    assert_eq!(q.tour_calls.len(), TOUR.len());
+    for (i, (c, (op, case, expect))) in q.tour_calls.iter().zip(TOUR).enumerate() {
+        assert_eq!((c.op.as_str(), c.case.as_str()), (*op, *case));
+        assert_eq!(c.stack_bytes, 1000 + i as u64);
+        let want = if *expect == TourExpect::Ok {
+            "ok"
+        } else {
+            "refused"
+        };
+        assert_eq!(c.outcome, want);
+    }
+    // Each op's figure is its deepest call; the last call is the peak.
+    let last = TOUR.len() as u64 - 1;
+    assert_eq!(q.peak_stack_by_op["mount_in"], 1000 + last);
+    let gate = TOUR.iter().rposition(|t| t.0 == "gate").unwrap() as u64;
+    assert_eq!(q.peak_stack_by_op["gate"], 1000 + gate);
+    assert_eq!(q.peak_stack_bytes, 1000 + last);
+    assert!(q.peak_stack_at.unwrap().contains("mount_in"));
+    for (op, _, _) in TOUR {
+        assert!(q.peak_stack_by_op.contains_key(*op), "{op}");
+    }
+}
+
+#[test]
+fn a_tour_call_with_an_unexpected_outcome_is_an_error() {
+    let copts = CheckOptions::default();
+    // A failure.
+    let q = toured(
+        |t| {
+            t[3].status = ST_FAILED;
+            t[3].value = None;
+            t[3].message = Some("flash error".into());
+        },
+        &copts,
+    );
+    assert!(!q.ok && q.errors == 1, "{q:?}");
+    assert!(q.first_error.unwrap().contains("flash error"));
+    assert_eq!(q.tour_calls[3].outcome, "failed");
+    // A success where a refusal is documented (a missing id found).
+    let refused = TOUR
+        .iter()
+        .position(|t| t.2 == TourExpect::Refused)
+        .unwrap();
+    let q = toured(
+        |t| {
+            t[refused].status = ST_OK;
+            t[refused].message = None;
+            t[refused].value = Some(7);
+        },
+        &copts,
+    );
+    assert!(!q.ok && q.errors == 1, "{q:?}");
+    // A refusal where success is expected.
+    let q = toured(
+        |t| {
+            t[0].status = ST_REFUSED;
+            t[0].value = None;
+            t[0].message = Some("not found".into());
+        },
+        &copts,
+    );
+    assert!(!q.ok && q.errors == 1, "{q:?}");
+    // A call left out, calls out of order, or the last call missing.
+    let q = toured(|t| drop(t.remove(5)), &copts);
+    assert!(!q.ok && q.errors > 0);
+    let q = toured(|t| t.swap(1, 2), &copts);
+    assert!(!q.ok && q.errors > 0);
+    let q = toured(|t| drop(t.pop()), &copts);
+    assert!(!q.ok && q.errors > 0);
+    // A call over the stack budget.
+    let budget = CheckOptions {
+        stack_budget: Some(4096),
+        ..CheckOptions::default()
+    };
+    let q = toured(|t| t[10].stack = 5000, &budget);
+    assert!(q.over_stack_budget && !q.ok && q.errors == 0);
+    assert_eq!(q.peak_stack_by_op[TOUR[10].0], 5000);
 }

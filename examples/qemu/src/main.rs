@@ -19,6 +19,10 @@
 //! a synthetic clock that advances 60 s per memory store, recall and update,
 //! a blocked append answered by deleting the session, a remount that drops
 //! the store and mounts the same flash with `MountMode::ExistingOnly`.
+//!
+//! A stream made with `--tour` ends with the API tour (src/tour.rs): every
+//! other public `Store` operation, called on the store the trace left and
+//! measured the same way.
 #![no_std]
 #![no_main]
 
@@ -132,6 +136,9 @@ macro_rules! engine {
         (r, used)
     }};
 }
+
+// After the macro: the tour uses it.
+mod tour;
 
 // ---- failures ------------------------------------------------------------------
 
@@ -438,6 +445,10 @@ fn run_op(run: &mut Run, tag: u8, payload: &[u8]) -> Result<(), Fatal> {
         }
         TAG_REMOUNT => {
             remount(run);
+            return Ok(());
+        }
+        tour::TAG_TOUR => {
+            tour::tour(run);
             return Ok(());
         }
         _ => {}

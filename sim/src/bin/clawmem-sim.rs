@@ -246,6 +246,12 @@ struct StreamArgs {
     /// Rounds to replay (as `replay --repeat`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
+    /// End the stream with the API tour: the firmware calls every other
+    /// public `Store` operation on the store the trace left, each measured
+    /// and reported under its own name (opcheck then makes no host
+    /// comparison of the flash work).
+    #[arg(long)]
+    tour: bool,
 }
 
 impl StreamArgs {
@@ -255,6 +261,7 @@ impl StreamArgs {
             repeat: self.repeat,
             size_bytes: self.size,
             preset: self.preset,
+            tour: self.tour,
         }
     }
 }
