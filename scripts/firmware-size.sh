@@ -184,7 +184,7 @@ echo
 echo "== largest stack frames (sub sp in the prologues; call depth adds them up)"
 awk '
 /^[0-9a-f]+ <.*>:$/ { fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); next }
-/\tsub(\.w)?\tsp, (sp, )?#[0-9]/ {
+/\tsub(\.w|w)?\tsp, (sp, )?#[0-9]/ {
     # The immediate is hex in newer LLVM, decimal in older.
     s = $0; sub(/.*#/, "", s); base = 10; digits = "0123456789"
     if (s ~ /^0x/) { s = substr(s, 3); base = 16; digits = "0123456789abcdef" }

@@ -1447,6 +1447,10 @@ pub struct QemuReport {
     /// Deepest engine stack use per operation kind (the tour's calls under
     /// their own names).
     pub peak_stack_by_op: std::collections::BTreeMap<String, u64>,
+    /// Stack of the constructors that return the `Store` by value
+    /// (`mount_in`), which holds the store itself; not in
+    /// `peak_stack_bytes` nor the budget (see `BY_VALUE`).
+    pub by_value_stack_by_op: std::collections::BTreeMap<String, u64>,
     /// The stream ended with the API tour (`--tour`).
     pub tour: bool,
     /// The tour's calls in order, with their outcomes.
@@ -1557,6 +1561,12 @@ struct Tally {
 }
 
 /// Counts a result's engine stack under its operation kind.
+/// Constructors that return the `Store` by value: their frame holds the
+/// store itself (`engine_state_bytes`) on its way out, besides the engine's
+/// own work. A firmware builds the store in place (`mount_into`, counted in
+/// `peak_stack_bytes`); these are reported apart, outside the budget.
+const BY_VALUE: &[&str] = &["mount_in"];
+
 fn stack(t: &mut Tally, res: &WireResult, at: &str) {
     stack_as(t, stack_kind(res.tag), res, at);
 }
@@ -1564,6 +1574,15 @@ fn stack(t: &mut Tally, res: &WireResult, at: &str) {
 /// Counts a result's engine stack under `kind`.
 fn stack_as(t: &mut Tally, kind: &str, res: &WireResult, at: &str) {
     if res.stack == 0 {
+        return;
+    }
+    if BY_VALUE.contains(&kind) {
+        let e = t
+            .report
+            .by_value_stack_by_op
+            .entry(kind.to_string())
+            .or_insert(0);
+        *e = (*e).max(u64::from(res.stack));
         return;
     }
     let e = t
@@ -1689,6 +1708,7 @@ pub fn check(
             peak_stack_bytes: 0,
             peak_stack_at: None,
             peak_stack_by_op: Default::default(),
+            by_value_stack_by_op: Default::default(),
             tour: opts.tour,
             tour_calls: Vec::new(),
             call_site_depth_bytes: 0,

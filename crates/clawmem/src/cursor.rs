@@ -453,6 +453,14 @@ pub(crate) struct Chain {
 }
 
 impl Chain {
+    /// No batches (a placeholder in the work area).
+    pub(crate) const EMPTY: Chain = Chain {
+        addrs: [0; CHAIN_CAP],
+        len: 0,
+    };
+}
+
+impl Chain {
     /// Collects the chain of `s` by walking back from its head.
     pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail<F::Error>> {
         let mut addrs = [0u32; CHAIN_CAP];
@@ -577,6 +585,14 @@ impl Chain {
 #[derive(Clone, Copy)]
 pub(crate) struct Records {
     chain: Chain,
+    pos: RecPos,
+}
+
+/// Where a pass over a session's records is, apart from the chain it walks:
+/// several passes over one chain share the chain (a base being written
+/// sweeps it three times at once) and keep only this each.
+#[derive(Clone, Copy)]
+pub(crate) struct RecPos {
     root_is_base: bool,
     base: Option<BaseLayout>,
     segment: usize,
@@ -635,22 +651,66 @@ impl Records {
         };
         Ok(Records {
             chain,
-            root_is_base: s.root_is_base,
-            base,
-            segment: 0,
-            index: 0,
-            meta: None,
-            body_offset: 0,
-            degraded,
-            skip: 0,
+            pos: RecPos {
+                root_is_base: s.root_is_base,
+                base,
+                segment: 0,
+                index: 0,
+                meta: None,
+                body_offset: 0,
+                degraded,
+                skip: 0,
+            },
         })
+    }
+
+    /// The chain and the position, apart (for passes that share a chain).
+    pub fn split(self) -> (Chain, RecPos) {
+        (self.chain, self.pos)
     }
 
     /// Whether damage was found: the caller should rebuild the index.
     #[inline(never)]
     pub fn degraded(&self) -> bool {
-        self.degraded
+        self.pos.degraded
     }
+
+    /// Skips chain segment `k` from now on (its batch failed its check).
+    pub fn skip_segment(&mut self, k: usize) {
+        self.pos.skip_segment(k)
+    }
+
+    /// The chain (root first).
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// Back to the first record.
+    pub fn rewind(&mut self) {
+        self.pos.rewind()
+    }
+
+    /// The next record, or `None` after the last.
+    pub fn next<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+    ) -> Result<Option<RecordInfo>, Fail<F::Error>> {
+        self.pos.next(io, &self.chain)
+    }
+}
+
+impl RecPos {
+    /// A position on no chain (a placeholder in the work area).
+    pub(crate) const EMPTY: RecPos = RecPos {
+        root_is_base: false,
+        base: None,
+        segment: 0,
+        index: 0,
+        meta: None,
+        body_offset: 0,
+        degraded: false,
+        skip: 0,
+    };
 
     /// Skips chain segment `k` from now on (its batch failed its check).
     pub fn skip_segment(&mut self, k: usize) {
@@ -658,11 +718,6 @@ impl Records {
             self.skip |= 1 << k;
             self.degraded = true;
         }
-    }
-
-    /// The chain (root first).
-    pub fn chain(&self) -> &Chain {
-        &self.chain
     }
 
     /// Back to the first record.
@@ -674,13 +729,14 @@ impl Records {
         self.body_offset = 0;
     }
 
-    /// The next record, or `None` after the last.
+    /// The next record of `chain`, or `None` after the last.
     pub fn next<F: NorFlash>(
         &mut self,
         io: &mut Io<'_, F>,
+        chain: &Chain,
     ) -> Result<Option<RecordInfo>, Fail<F::Error>> {
         loop {
-            if self.segment >= self.chain.len {
+            if self.segment >= chain.len {
                 return Ok(None);
             }
             if self.segment < CHAIN_CAP && self.skip & (1 << self.segment) != 0 {
@@ -734,7 +790,7 @@ impl Records {
                     damaged: false,
                 }));
             }
-            let addr = self.chain.addrs[self.segment];
+            let addr = chain.addrs[self.segment];
             if self.meta.is_none() {
                 match BatchMeta::read(io, addr) {
                     Ok(meta) => {

@@ -26,7 +26,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{RecordInfo, Records};
+use crate::cursor::{Chain, RecPos, RecordInfo, Records};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
@@ -87,7 +87,7 @@ struct KeepState {
 }
 
 impl KeepState {
-    fn new() -> Self {
+    const fn new() -> Self {
         KeepState {
             turns: TurnCursor::new(),
             index: 0,
@@ -273,7 +273,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             oldest,
         }
         .encode(&mut fixed);
-        let sweep = Sweep::new(recs);
+        // One chain, three positions on it.
+        let (chain, pos) = recs.split();
+        let sweep = Sweep::new(pos);
+        let work: &mut Work = self.work.borrow_mut();
+        let w = &mut work.base;
+        w.chain = chain;
+        w.entries = sweep;
+        w.crcs = sweep;
+        w.bodies = sweep;
         let mut payload = BasePayload {
             fixed,
             id,
@@ -288,9 +296,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             bodies_at,
             total,
             last_end: 0,
-            entries: sweep,
-            crcs: sweep,
-            bodies: sweep,
+            w,
         };
         let (addr, _) = self.log.write_batch(kind::SESSION_BASE, &mut payload)?;
         if addr != start {
@@ -313,7 +319,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 /// One sequential pass over the kept records of a base being written.
 #[derive(Clone, Copy)]
 struct Sweep {
-    recs: Records,
+    pos: RecPos,
     state: KeepState,
     /// Index (among kept records, the summary counting as 0) of `cur`.
     k: Option<u32>,
@@ -325,10 +331,9 @@ struct Sweep {
 }
 
 impl Sweep {
-    #[inline(never)]
-    fn new(recs: Records) -> Self {
+    const fn new(pos: RecPos) -> Self {
         Sweep {
-            recs,
+            pos,
             state: KeepState::new(),
             k: None,
             cur: None,
@@ -338,7 +343,7 @@ impl Sweep {
     }
 
     fn rewind(&mut self) {
-        self.recs.rewind();
+        self.pos.rewind();
         self.state = KeepState::new();
         self.k = None;
         self.cur = None;
@@ -350,7 +355,7 @@ impl Sweep {
 /// A base's payload, produced piece by piece as the log writes it: the
 /// fixed part and the id, then the CHDX entries, the CRCs and the embedded
 /// bodies, each section from its own sweep over the kept records.
-struct BasePayload<'p, 'r> {
+struct BasePayload<'p, 'r, 'w> {
     fixed: [u8; BASE_FIXED as usize],
     id: [u8; MAX_SESSION_ID_BYTES],
     id_len: u32,
@@ -364,9 +369,29 @@ struct BasePayload<'p, 'r> {
     bodies_at: u32,
     total: u32,
     last_end: u32,
+    /// The chain and the three sweeps, in the work area.
+    w: &'w mut BaseWork,
+}
+
+/// What a base being written walks: the session's chain and three sweeps
+/// over it (entries, CRCs, bodies). It lives in the work area: it is a few
+/// KiB, and no base is written while another is (a base is written with no
+/// collection under it).
+pub(crate) struct BaseWork {
+    chain: Chain,
     entries: Sweep,
     crcs: Sweep,
     bodies: Sweep,
+}
+
+impl BaseWork {
+    /// An empty one, for the work area.
+    pub(crate) const EMPTY: BaseWork = BaseWork {
+        chain: Chain::EMPTY,
+        entries: Sweep::new(RecPos::EMPTY),
+        crcs: Sweep::new(RecPos::EMPTY),
+        bodies: Sweep::new(RecPos::EMPTY),
+    };
 }
 
 /// A kept record as the base sees it: from RAM (the summary) or flash.
@@ -376,11 +401,13 @@ enum Kept<'r> {
     Flash(RecordInfo),
 }
 
-impl<'r> BasePayload<'_, 'r> {
+impl<'r> BasePayload<'_, 'r, '_> {
     /// Moves `sweep` to kept record `k`; returns it and its body's offset in
     /// the embedded section (if embedded).
+    #[allow(clippy::too_many_arguments)] // the sweep, the chain it walks, and the base's fixed facts
     fn seek<F: NorFlash>(
         sweep: &mut Sweep,
+        chain: &Chain,
         io: &mut Io<'_, F>,
         keep: Keep<'_>,
         summary: Option<Record<'r>>,
@@ -413,8 +440,8 @@ impl<'r> BasePayload<'_, 'r> {
             }
             loop {
                 let r = sweep
-                    .recs
-                    .next(io)?
+                    .pos
+                    .next(io, chain)?
                     .ok_or(Error::LogicBug("base sweep ran out of records"))?;
                 if r.damaged {
                     continue;
@@ -439,7 +466,7 @@ impl<'r> BasePayload<'_, 'r> {
     }
 }
 
-impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
+impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
     fn len(&self) -> u32 {
         self.total
     }
@@ -452,9 +479,9 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
     ) -> Result<(), Fail<F::Error>> {
         if offset < self.last_end {
             // A new pass over this chunk (checksum, then program).
-            self.entries.rewind();
-            self.crcs.rewind();
-            self.bodies.rewind();
+            self.w.entries.rewind();
+            self.w.crcs.rewind();
+            self.w.bodies.rewind();
         }
         self.last_end = offset + out.len() as u32;
         let mut done = 0usize;
@@ -478,7 +505,8 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
                 let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
                 let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
                 let (rec, emb) = Self::seek(
-                    &mut self.entries,
+                    &mut self.w.entries,
+                    &self.w.chain,
                     io,
                     self.keep,
                     self.summary,
@@ -507,7 +535,8 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
                 let k = (p - self.crcs_at) / 4;
                 let j = ((p - self.crcs_at) % 4) as usize;
                 let (rec, _) = Self::seek(
-                    &mut self.crcs,
+                    &mut self.w.crcs,
+                    &self.w.chain,
                     io,
                     self.keep,
                     self.summary,
@@ -540,9 +569,10 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
             } else {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
-                let mut k = self.bodies.k.unwrap_or(0);
+                let mut k = self.w.bodies.k.unwrap_or(0);
                 let (mut rec, mut off) = Self::seek(
-                    &mut self.bodies,
+                    &mut self.w.bodies,
+                    &self.w.chain,
                     io,
                     self.keep,
                     self.summary,
@@ -574,7 +604,8 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_> {
                     }
                     k += 1;
                     (rec, off) = Self::seek(
-                        &mut self.bodies,
+                        &mut self.w.bodies,
+                        &self.w.chain,
                         io,
                         self.keep,
                         self.summary,

@@ -286,7 +286,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         chat: &ChatKey,
         command: &SessionCommand,
     ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
-        let mut map = self.chat_sessions(chat)?;
+        // One map on the stack (as `chat_sessions`, which this does).
+        let mut map = ChatSessions::first_use(chat.clone());
+        if !self.load_chat_sessions(chat, &mut map)? {
+            self.save_chat_sessions(&map)?;
+        }
         let reply = match command {
             SessionCommand::List => return Ok(Ok(None)),
             SessionCommand::New(name) => match map.new_session(name.as_ref()) {

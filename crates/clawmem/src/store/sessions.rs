@@ -374,6 +374,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Err(Error::InvalidInput("the summary is empty"));
         }
         let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let Some(cut) = self.summary_cut(i, keep_turns)? else {
+            return Ok(false);
+        };
+        if cut.replaced_turns < crate::turns::SUMMARY_MIN_REPLACED_TURNS {
+            return Ok(false);
+        }
+        self.rewrite_base(
+            i,
+            Keep::From(cut.record_index),
+            Some(summary),
+            Embed::None,
+            Priority::Maintenance,
+        )?;
+        Ok(true)
+    }
+
+    /// Where a summary of session `i` would cut, keeping `keep_turns`
+    /// turns: two passes over its records (turns, then the cut). Out of
+    /// line, so its cursor is off the stack when the base is written.
+    #[inline(never)]
+    fn summary_cut(
+        &mut self,
+        i: usize,
+        keep_turns: u64,
+    ) -> Result<Option<crate::turns::SummaryCut>, Fail<F::Error>> {
         let s = self.sessions[i];
         let ring = self.ring_view();
         let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
@@ -390,20 +415,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 finder.push(r.kind, u64::from(r.len));
             }
         }
-        let Some(cut) = finder.finish() else {
-            return Ok(false);
-        };
-        if cut.replaced_turns < crate::turns::SUMMARY_MIN_REPLACED_TURNS {
-            return Ok(false);
-        }
-        self.rewrite_base(
-            i,
-            Keep::From(cut.record_index),
-            Some(summary),
-            Embed::None,
-            Priority::Maintenance,
-        )?;
-        Ok(true)
+        Ok(finder.finish())
     }
 
     /// Reads a session's history into `buf`, oldest record first, applying

@@ -4,7 +4,8 @@
 //! Owns: the active sets of long-term memory (one for the public operation
 //! in progress, one for a compaction that garbage collection starts under
 //! it), a scratch area, the buffer an item's put is read into or encoded
-//! in, and two item slots.
+//! in, three item slots, and what a session base being written walks (its
+//! chain and three sweeps; no base is written while another is).
 //!
 //! Invariants: nothing in it outlives the operation that filled it; every
 //! reader fills what it reads first. The operation level ([`OP`]) is never
@@ -19,6 +20,7 @@
 
 use heapless::Vec;
 
+use super::base::BaseWork;
 use super::memory::{Active, ACTIVE_CAP, PUT_FIXED, SCRATCH_BYTES};
 use crate::memory::{Item, ITEM_ENCODED_MAX_BYTES};
 
@@ -45,6 +47,8 @@ pub struct Work {
     /// [`MERGED`] by a public operation's merge, across the compaction its
     /// write may start.
     pub(crate) items: [Item; 3],
+    /// The session chain and the three sweeps of a base being written.
+    pub(crate) base: BaseWork,
 }
 
 impl Work {
@@ -55,6 +59,7 @@ impl Work {
             scratch: [0; SCRATCH_BYTES],
             enc: [0; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
             items: [Item::empty(), Item::empty(), Item::empty()],
+            base: BaseWork::EMPTY,
         }
     }
 }

@@ -58,28 +58,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// contents are moved and a checkpoint records where they went. After a
     /// cut, call again with the same id to finish.
     pub fn memory_forget_scrub(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
-        if self.memory_get(id).is_ok() {
+        Ok(self.mem_scrub(id)?)
+    }
+
+    /// [`memory_forget_scrub`](Self::memory_forget_scrub), with the
+    /// engine's small error and no item on the stack.
+    #[inline(never)]
+    fn mem_scrub(&mut self, id: ItemId) -> Result<(), Fail<F::Error>> {
+        if self.mem_find(id.get())?.is_some() {
             self.mem_forget_record(id.get(), Priority::Maintenance)?;
         }
         self.mem_compact_with(None, Priority::Maintenance)?;
-        let geo = self.log.geo;
-        // Sectors holding a copy (at most every sector, bounded).
-        let mut sectors: Vec<u32, 64> = Vec::new();
-        let mut more = false;
-        self.mem_find_copies(id.get(), |a, _| {
-            let s = a / geo.sector;
-            if !sectors.contains(&s) && sectors.push(s).is_err() {
-                more = true;
+        // One sector holding a copy at a time, found afresh each time (a
+        // wipe moves what lives there and erases it; the item, forgotten,
+        // is not moved): bounded by the sectors, with nothing collected on
+        // the stack.
+        for _ in 0..=self.log.geo.count {
+            let mut first = None;
+            let sector = self.log.geo.sector;
+            self.mem_find_copies(id.get(), |a, _| {
+                first.get_or_insert(a / sector);
+            })?;
+            match first {
+                Some(s) => self.wipe_sector_contents(s)?,
+                None => return Ok(()),
             }
-        })?;
-        for &sector in sectors.iter() {
-            self.wipe_sector_contents(sector)?;
         }
-        if more {
-            // More than 64 sectors held copies: the next call goes on.
-            return self.memory_forget_scrub(id);
-        }
-        Ok(())
+        Err(Fail::LogicBug("scrub passes did not end"))
     }
 
     /// Moves everything live out of `sector` and erases it.
@@ -129,7 +134,7 @@ impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
     /// forgotten, with some copies still to zero (call again with the same
     /// id: it is found by its copies even once forgotten).
     pub fn memory_forget_scrub_in_place(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
-        if self.memory_get(id).is_ok() {
+        if self.mem_find(id.get())?.is_some() {
             self.mem_forget_record(id.get(), Priority::Maintenance)?;
         }
         self.mem_compact_with(None, Priority::Maintenance)?;
