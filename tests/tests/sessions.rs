@@ -606,7 +606,8 @@ fn engine_state_fits_in_4_kib() {
     let work = core::mem::size_of::<Work>();
     println!("work area: {work} B");
     let owned = core::mem::size_of::<Store<Esp32Flash, 64>>() - flash;
-    assert_eq!(owned, state - core::mem::size_of::<&mut Work>() + work);
+    // Owned, the work area is inside the store (with its alignment's padding).
+    assert!(owned >= state - core::mem::size_of::<&mut Work>() + work);
     let big = core::mem::size_of::<Store<Esp32Flash, 128, &'static mut Work>>() - flash;
     println!("engine state: {big} B for 128 sessions (as the replays use), work area lent");
 }
