@@ -199,6 +199,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
+    #[inline(never)]
     pub(super) fn checkpoint_len(&self) -> u32 {
         (CKPT_FIXED
             + self.sessions.len() * SESSION_ENCODED
