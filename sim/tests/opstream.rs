@@ -417,8 +417,8 @@ fn tour_results_are_checked_and_reported_under_their_own_names() {
     let before = TOUR[last as usize - 1].0;
     assert!(q.peak_stack_at.unwrap().contains(before));
     for (op, _, _) in TOUR {
-        let reported = q.peak_stack_by_op.contains_key(*op)
-            || q.by_value_stack_by_op.contains_key(*op);
+        let reported =
+            q.peak_stack_by_op.contains_key(*op) || q.by_value_stack_by_op.contains_key(*op);
         assert!(reported, "{op}");
     }
 }

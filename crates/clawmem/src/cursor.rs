@@ -423,6 +423,7 @@ impl BatchMeta {
     }
 
     /// Iterates `(kind, format, len)` of the records.
+    #[inline(never)]
     pub fn records(&self) -> impl Iterator<Item = (RecordType, BackendFormat, u32)> + '_ {
         let mut at = self.records_at;
         (0..self.fixed.count).filter_map(move |_| {

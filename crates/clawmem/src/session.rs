@@ -126,6 +126,7 @@ impl Session {
 }
 
 /// Packs a record's type and format into one byte.
+#[inline(never)]
 pub(crate) fn pack_kind(kind: RecordType, format: BackendFormat) -> u8 {
     (kind.as_u8() << 4) | format.as_u8()
 }

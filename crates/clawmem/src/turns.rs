@@ -109,6 +109,7 @@ impl TurnCursor {
     }
 
     /// Turns seen so far (0 before the first record).
+    #[inline(never)]
     pub const fn turns(&self) -> u64 {
         if self.records == 0 {
             0

@@ -275,6 +275,7 @@ impl<'a> StrChars<'a> {
 
     /// Decodes the escape at `at` (a backslash): the character and the
     /// escape's length in bytes.
+    #[inline(never)]
     fn escape(&self, at: usize) -> ScanResult<(char, usize)> {
         let simple = match self.byte(at.saturating_add(1))? {
             b'"' => '"',
@@ -350,6 +351,7 @@ impl<'a> Json<'a> {
         at
     }
 
+    #[inline(never)]
     fn unexpected(&self, at: usize) -> ScanError {
         match self.byte(at) {
             Some(byte) => malformed(at, JsonErrorKind::UnexpectedByte(byte)),

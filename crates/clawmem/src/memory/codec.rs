@@ -181,6 +181,7 @@ impl<'a> Reader<'a> {
         Ok(self.array::<1>()?[0])
     }
 
+    #[inline(never)]
     fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from_le_bytes(self.array()?))
     }

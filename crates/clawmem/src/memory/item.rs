@@ -332,6 +332,7 @@ impl Item {
         now: u32,
         limit: LabelLimit,
     ) -> Result<Option<Self>, ItemError> {
+        #[inline(never)]
         fn pick<'a>(patch: &'a str, current: &'a str) -> &'a str {
             if patch.is_empty() {
                 current
@@ -364,6 +365,7 @@ impl Item {
     }
 
     /// The memory text.
+    #[inline(never)]
     pub fn content(&self) -> &str {
         &self.content
     }

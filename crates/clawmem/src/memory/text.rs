@@ -61,6 +61,7 @@ pub const TERM_SEPARATORS: [char; 4] = [',', ';', '/', '|'];
 /// Whitespace as C's `isspace` in the "C" locale sees it, which is what
 /// ESP-Claw's `trim_whitespace` strips. Unlike [`str::trim`] this leaves
 /// non-ASCII spaces (such as U+3000) alone.
+#[inline(never)]
 pub(crate) fn is_c_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r')
 }
@@ -99,6 +100,7 @@ pub(crate) fn to_fixed<const N: usize>(s: &str) -> heapless::String<N> {
 
 /// The non-empty, trimmed terms of a tags/keywords list, in order.
 /// Consecutive separators yield no empty terms (like `strtok_r`).
+#[inline(never)]
 pub(crate) fn terms(list: &str) -> impl Iterator<Item = &str> {
     list.split(TERM_SEPARATORS)
         .map(trim_c)

@@ -53,7 +53,6 @@ pub(super) const DELETED_MAX: usize = 48;
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads a checkpoint: the full checkpoint it builds on, then every
     /// delta after it in order; `false` if any is damaged.
-    #[inline(never)]
     pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
         // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
         // deltas follow a full one).
@@ -200,6 +199,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
+    #[inline(never)]
     pub(super) fn checkpoint_len(&self) -> u32 {
         (CKPT_FIXED
             + self.sessions.len() * SESSION_ENCODED
