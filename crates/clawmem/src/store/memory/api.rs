@@ -168,7 +168,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         f: &mut dyn FnMut(&Item),
     ) -> Result<usize, Fail<F::Error>> {
         self.mem_active(OP)?;
-        self.work.borrow_mut().active[OP].sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
         let mut listed = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
@@ -204,7 +204,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // labels of every active item, oldest item first. The labels' hashes
         // go to the scratch area in that order; a label is emitted where its
         // hash first appears, with the number of times it appears.
-        self.work.borrow_mut().active[OP].sort_unstable_by_key(|a| a.id);
+        sort_active(&mut self.work.borrow_mut().active[OP], &by_id);
         let cap = SCRATCH_BYTES / 4;
         let mut hashes = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
@@ -502,7 +502,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         set.truncate(kept);
-        set.sort_unstable_by(|a, b| a.rank().recall_cmp(&b.rank()));
+        sort_active(set, &by_recall);
         set.truncate(limit);
         let matched = set.len();
         self.mem_before_write(Priority::User)?;

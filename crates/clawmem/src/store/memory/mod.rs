@@ -297,6 +297,30 @@ pub(crate) struct Active {
     pub bloom: u16,
 }
 
+/// Sorts an active set by `before` (a total order, so the result is the
+/// one any sort gives): one insertion sort for every order, compiled once
+/// (code size); the set holds at most [`ACTIVE_CAP`] entries.
+#[inline(never)]
+fn sort_active(set: &mut [Active], before: &dyn Fn(&Active, &Active) -> bool) {
+    for i in 1..set.len() {
+        let mut j = i;
+        while j > 0 && before(&set[j], &set[j - 1]) {
+            set.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+}
+
+/// Recall order: [`ItemRank::recall_cmp`].
+fn by_recall(a: &Active, b: &Active) -> bool {
+    a.rank().recall_cmp(&b.rank()) == core::cmp::Ordering::Less
+}
+
+/// Id order.
+fn by_id(a: &Active, b: &Active) -> bool {
+    a.id < b.id
+}
+
 impl Active {
     /// The entry of `item`, put at `addr`.
     fn of(item: &Item, addr: u32) -> Active {
