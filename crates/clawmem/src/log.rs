@@ -278,6 +278,26 @@ pub(crate) fn usage_slot(kind: u8) -> usize {
 }
 
 impl<F: NorFlash> Log<F> {
+    /// A log over `flash` before anything is known of its ring: the head
+    /// sector `head`, writing at `write_pos`, the tail at `tail_seq`; no
+    /// checkpoint, nothing written. Format and mount set the rest.
+    pub fn new(flash: F, geo: Geometry, head: u32, write_pos: u32, tail_seq: u32) -> Self {
+        Log {
+            flash,
+            geo,
+            head,
+            head_seq: 0,
+            head_erase_count: 0,
+            write_pos,
+            tail_seq,
+            next_seq: 1,
+            checkpoint: crate::layout::NO_ADDR,
+            buf: [0; STAGE],
+            written: [0; USAGE_SLOTS],
+            batch_bytes: 0,
+        }
+    }
+
     /// Flash access.
     pub fn io(&mut self) -> Io<'_, F> {
         Io {

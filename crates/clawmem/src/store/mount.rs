@@ -86,20 +86,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         *slot = None;
         let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
-        let mut log = Log {
-            flash,
-            geo,
-            head: geo.count - 1,
-            head_seq: 0,
-            head_erase_count: 0,
-            write_pos: geo.capacity(),
-            tail_seq: 1,
-            next_seq: 1,
-            checkpoint: NO_ADDR,
-            buf: [0; STAGE],
-            written: [0; crate::log::USAGE_SLOTS],
-            batch_bytes: 0,
-        };
+        let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
         for i in (0..geo.count).rev() {
             let h = log.io().sector_header(i)?;
             if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) || i == 0 {
@@ -185,20 +172,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         *slot = None;
         let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
-        let mut log = Log {
-            flash,
-            geo,
-            head: 0,
-            head_seq: 0,
-            head_erase_count: 0,
-            write_pos: 0,
-            tail_seq: 0,
-            next_seq: 1,
-            checkpoint: NO_ADDR,
-            buf: [0; STAGE],
-            written: [0; crate::log::USAGE_SLOTS],
-            batch_bytes: 0,
-        };
+        let mut log = Log::new(flash, geo, 0, 0, 0);
         let mut report = MountReport::default();
         // 1. Sector headers: find the head. A first pass reads 12 bytes of
         // each (magic, version, flags, sequence) and checks only the
