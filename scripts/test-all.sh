@@ -13,7 +13,7 @@ step() { printf '\n==> %s\n' "$*"; }
 step "toolchain (rust-toolchain.toml)"
 rustup show active-toolchain || rustup toolchain install
 rustup component add rustfmt clippy
-rustup target add thumbv7em-none-eabihf riscv32imc-unknown-none-elf
+rustup target add thumbv7em-none-eabihf riscv32imc-unknown-none-elf riscv32imac-unknown-none-elf
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -31,7 +31,7 @@ step "canary: the suite must catch an engine that skips a CRC check"
 bash scripts/canary.sh
 
 step "no_std builds of crates/clawmem"
-for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
+for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf riscv32imac-unknown-none-elf; do
     cargo build -p clawmem --release --target "$target"
 done
 
