@@ -20,11 +20,9 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 
-use super::{Priority, Store};
+use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{Chain, RecPos, RecordInfo, Records};
 use crate::error::{Error, Fail};

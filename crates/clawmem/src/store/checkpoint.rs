@@ -20,14 +20,12 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
 
 use super::memory::{MemState, MEM_STATE_ENCODED};
 use super::objects::{ObjectSlot, MAX_OBJECTS, OBJ_CHAT_MAP, OBJ_ENCODED, OBJ_PROFILE};
-use super::{Priority, Store};
+use super::{Priority, Store, Work};
 use crate::cursor::VerifiedReader;
 use crate::error::{Error, Fail};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};

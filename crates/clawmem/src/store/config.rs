@@ -12,12 +12,10 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 
 use super::checkpoint::CKPT_FIXED;
-use super::{MemoryConfig, Store};
+use super::{MemoryConfig, Store, Work};
 use crate::error::{Error, Fail};
 use crate::layout::CHUNK_HEADER_LEN;
 use crate::session::{BASE_FIXED, MAX_SESSION_ID_BYTES, SESSION_ENCODED};

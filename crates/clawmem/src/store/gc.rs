@@ -29,13 +29,11 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 
 use super::base::Embed;
 use super::objects::OBJ_FIXED;
-use super::Store;
+use super::{Store, Work};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN};
 use crate::log::{Io, Payload};

@@ -78,6 +78,11 @@ use crate::session::{Session, MAX_SESSION_ID_BYTES};
 /// An agent memory store on a NOR flash partition.
 ///
 /// `MAX_SESSIONS` bounds the session table held in RAM (32 bytes each).
+/// `W` is the engine's working RAM ([`Work`]): the store owns one by default
+/// ([`Store::mount`], [`Store::format`]); a firmware lends one, usually
+/// `&'static mut Work`, and builds the store in place in a static
+/// ([`Store::mount_into`]), so that neither the store nor the work area is
+/// ever on the stack.
 pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work> = Work> {
     log: Log<F>,
     sessions: Vec<Session, MAX_SESSIONS>,

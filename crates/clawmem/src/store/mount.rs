@@ -27,14 +27,12 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
 
 use super::checkpoint::DELTAS_PER_FULL;
 use super::memory::MemState;
-use super::{Config, MountMode, MountReport, Priority, Store};
+use super::{Config, MountMode, MountReport, Priority, Store, Work};
 use crate::error::{Error, Fail};
 use crate::layout::{geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, NO_ADDR};
 use crate::log::{Io, Log, Slot, STAGE};

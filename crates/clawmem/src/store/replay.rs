@@ -24,13 +24,11 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 
 use super::memory::{self, MemState};
 use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
-use super::Store;
+use super::{Store, Work};
 use crate::cursor::{read_base, BatchMeta};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};

@@ -23,13 +23,11 @@
 
 use core::borrow::BorrowMut;
 
-use super::Work;
-
 use embedded_storage::nor_flash::NorFlash;
 
 use super::base::{Embed, Keep};
 use super::report::HIST_HEADER;
-use super::{Appended, Gate, History, Priority, SessionInfo, Store};
+use super::{Appended, Gate, History, Priority, SessionInfo, Store, Work};
 use crate::chdx::BackendFormat;
 use crate::cursor::{read_id, Records, VerifiedReader};
 use crate::error::SESSION_BLOCKED_WARNING;
