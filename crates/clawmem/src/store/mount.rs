@@ -100,6 +100,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         log.tail_seq = 1;
         log.head_seq = 0;
         log.open_next_sector()?;
+        // The store is written out here and in `mount_into` rather than
+        // built by a shared constructor: a constructor's return value is
+        // a second `Store` on the stack (measured: the QEMU remount went
+        // from 3,004 B to 7,132 B), while a literal lands in the slot.
         let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
