@@ -296,15 +296,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.scan_damaged = NO_ADDR;
                 self.mount_report.salvaged_memory_index = false;
                 self.mem_links.clear();
-                self.mem = MemState {
-                    root: addr,
-                    head: addr,
-                    chain: 0,
-                    changes: 0,
-                    bytes: 0,
-                    oldest: u32_at(&b, 12).min(sector_seq),
-                    next_id: self.mem.next_id.max(u32_at(&b, 4)),
-                };
+                self.mem = MemState::rooted_at(
+                    addr,
+                    u32_at(&b, 12).min(sector_seq),
+                    self.mem.next_id.max(u32_at(&b, 4)),
+                );
             }
             kind::OBJECT => {
                 let mut b = [0u8; OBJ_FIXED as usize];

@@ -666,18 +666,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let addr = self.write(kind::MEM_INDEX, &mut payload, Priority::Maintenance)?;
         let seq = self.log.head_seq_of(addr);
         self.mem_links.clear();
-        self.mem = MemState {
-            root: addr,
-            head: addr,
-            oldest: seq,
-            ..MemState {
-                chain: 0,
-                changes: 0,
-                bytes: 0,
-                next_id: self.mem.next_id,
-                ..MemState::EMPTY
-            }
-        };
+        self.mem = MemState::rooted_at(addr, seq, self.mem.next_id);
         Ok(())
     }
 

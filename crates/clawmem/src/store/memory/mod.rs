@@ -172,6 +172,20 @@ impl MemState {
         next_id: 1,
     };
 
+    /// The state right after an index at `addr`: the chain is the index
+    /// alone, nothing changed since; `oldest` and `next_id` as given.
+    pub fn rooted_at(addr: u32, oldest: u32, next_id: u32) -> MemState {
+        MemState {
+            root: addr,
+            head: addr,
+            chain: 0,
+            changes: 0,
+            bytes: 0,
+            oldest,
+            next_id,
+        }
+    }
+
     pub fn encode(&self, b: &mut [u8; MEM_STATE_ENCODED]) {
         b[0..4].copy_from_slice(&self.root.to_le_bytes());
         b[4..8].copy_from_slice(&self.head.to_le_bytes());
