@@ -77,13 +77,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: as [`format_in`](Self::format_in).
     pub fn format_into(
         slot: &mut Option<Self>,
-        mut flash: F,
+        flash: F,
         work: W,
         config: Config,
     ) -> Result<(), Error<F::Error>> {
         *slot = None;
         let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
+        // Head sequence 0 and tail 1, an empty ring: opening sector 0 takes
+        // sequence 1.
         let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
         for i in (0..geo.count).rev() {
             let h = log.io().sector_header(i)?;
@@ -94,11 +96,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     .map_err(Fail::Flash)?;
             }
         }
-        flash = log.flash;
-        let mut log = Log { flash, ..log };
-        // Opening sector 0 takes sequence 1 (tail_seq - 1 + 1).
-        log.tail_seq = 1;
-        log.head_seq = 0;
         log.open_next_sector()?;
         // The store is written out here and in `mount_into` rather than
         // built by a shared constructor: a constructor's return value is
