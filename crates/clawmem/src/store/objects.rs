@@ -84,26 +84,53 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
-    /// Writes a new version of an object.
+    /// Writes a new version of an object: `data`, or the encoding of `map`
+    /// when one is given. A map is encoded into the work area's scratch once
+    /// room is made (making room may use the scratch).
     ///
     /// Power loss: atomic; the old version stands until the new one commits.
-    fn write_object(&mut self, ty: u8, key: u32, data: &[u8]) -> Result<(), Fail<F::Error>> {
+    fn write_object(
+        &mut self,
+        ty: u8,
+        key: u32,
+        data: &[u8],
+        map: Option<&ChatSessions>,
+    ) -> Result<(), Fail<F::Error>> {
+        let n = match map {
+            Some(m) => m.encoded_len(),
+            None => data.len(),
+        };
+        if map.is_some() && n > crate::chat::MAP_ENCODED_MAX_BYTES {
+            return Err(Error::LogicBug("chat map larger than its maximum"));
+        }
         let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
         if !exists && self.objects.is_full() {
             return Err(Error::TooManySessions { max: MAX_OBJECTS });
         }
+        let len = OBJ_FIXED + n as u32;
+        self.prepare_write(len, Priority::User)?;
+        let w: &mut Work = self.work.borrow_mut();
+        let data = match map {
+            Some(m) => {
+                m.encode(&mut w.scratch)
+                    .map_err(|_| Error::LogicBug("chat map larger than its maximum"))?;
+                &w.scratch[..n]
+            }
+            None => data,
+        };
         let mut head = [0u8; OBJ_FIXED as usize];
         head[0] = ty;
         head[4..8].copy_from_slice(&key.to_le_bytes());
         let mut payload = Slices([&head[..], data]);
-        let addr = self.write(kind::OBJECT, &mut payload, Priority::User)?;
+        let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
+        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         let seq = self.log.head_seq_of(addr);
         self.upsert_object(ObjectSlot {
             ty,
             key,
             addr,
             seq,
-            len: data.len() as u32,
+            len: n as u32,
         })
     }
 
@@ -199,7 +226,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 limit: self.config.profile_max_bytes,
             });
         }
-        Ok(self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes())?)
+        Ok(self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes(), None)?)
     }
 
     /// A chat's session map (ESP-Claw `/session`). On first use the chat
@@ -239,37 +266,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
-    /// Stores a chat's session map. It is encoded into the work area's
-    /// scratch once room is made (making room may use the scratch).
+    /// Stores a chat's session map.
     fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Fail<F::Error>> {
-        let (ty, key) = (OBJ_CHAT_MAP, fnv1a32(map.key().as_str().as_bytes()));
-        let n = map.encoded_len();
-        if n > crate::chat::MAP_ENCODED_MAX_BYTES {
-            return Err(Error::LogicBug("chat map larger than its maximum"));
-        }
-        let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
-        if !exists && self.objects.is_full() {
-            return Err(Error::TooManySessions { max: MAX_OBJECTS });
-        }
-        let len = OBJ_FIXED + n as u32;
-        self.prepare_write(len, Priority::User)?;
-        let w: &mut Work = self.work.borrow_mut();
-        map.encode(&mut w.scratch)
-            .map_err(|_| Error::LogicBug("chat map larger than its maximum"))?;
-        let mut head = [0u8; OBJ_FIXED as usize];
-        head[0] = ty;
-        head[4..8].copy_from_slice(&key.to_le_bytes());
-        let mut payload = Slices([&head[..], &w.scratch[..n]]);
-        let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
-        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
-        let seq = self.log.head_seq_of(addr);
-        self.upsert_object(ObjectSlot {
-            ty,
-            key,
-            addr,
-            seq,
-            len: n as u32,
-        })
+        let key = fnv1a32(map.key().as_str().as_bytes());
+        self.write_object(OBJ_CHAT_MAP, key, &[], Some(map))
     }
 
     /// Runs a `/session` command for a chat (parse it with
