@@ -136,13 +136,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let Some(s) = Session::decode(&b) else {
                 return Ok(false);
             };
-            match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
-                Some(x) => *x = s,
-                None => self
-                    .sessions
-                    .push(s)
-                    .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
-            }
+            Self::upsert_session(&mut self.sessions, s)?;
         }
         for _ in 0..deleted_count {
             let mut b = [0u8; 4];

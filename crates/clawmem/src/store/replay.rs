@@ -25,6 +25,7 @@
 use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
 
 use super::memory::{self, MemState};
 use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
@@ -116,9 +117,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         size,
                         dirty: true,
                     };
-                    self.sessions
-                        .push(s)
-                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
+                    Self::upsert_session(&mut self.sessions, s)?;
                     return Ok(());
                 }
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
@@ -140,9 +139,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // pointers to it and recover the name there, or the
                     // whole session is lost.
                     let s = self.adopt(addr, &meta, sector_seq)?;
-                    self.sessions
-                        .push(s)
-                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?;
+                    Self::upsert_session(&mut self.sessions, s)?;
                 }
             }
             kind::SESSION_BASE => {
@@ -184,13 +181,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     size: b.fixed.size,
                     dirty: true,
                 };
-                match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
-                    Some(x) => *x = s,
-                    None => self
-                        .sessions
-                        .push(s)
-                        .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
-                }
+                Self::upsert_session(&mut self.sessions, s)?;
             }
             kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS => {
                 let mut b = [0u8; 20];
@@ -338,6 +329,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// Puts `s` in `sessions` (the table) in place of the session with its uid,
+    /// else at the end.
+    #[inline(never)]
+    pub(super) fn upsert_session(
+        sessions: &mut Vec<Session, MAX_SESSIONS>,
+        s: Session,
+    ) -> Result<(), Fail<F::Error>> {
+        match sessions.iter_mut().find(|x| x.uid == s.uid) {
+            Some(x) => *x = s,
+            None => sessions
+                .push(s)
+                .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
         }
         Ok(())
     }
