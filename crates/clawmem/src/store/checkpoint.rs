@@ -247,23 +247,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.checkpoint_len()
         };
         self.ensure_room(len, p)?;
-        let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
-        fixed[0] = if delta { CKPT_DELTA } else { CKPT_VERSION };
-        fixed[1] = self.objects.len() as u8;
         let count = if delta {
             self.sessions.iter().filter(|s| s.dirty).count()
         } else {
             self.sessions.len()
         };
-        fixed[2..4].copy_from_slice(&(count as u16).to_le_bytes());
-        fixed[4..8].copy_from_slice(&self.next_uid.to_le_bytes());
-        fixed[8..12].copy_from_slice(&self.log.tail_seq.to_le_bytes());
-        fixed[12..16].copy_from_slice(&self.log.next_seq.to_le_bytes());
-        if delta {
-            fixed[16..20].copy_from_slice(&self.log.checkpoint.to_le_bytes());
-            fixed[20..22].copy_from_slice(&(self.deleted_since_full.len() as u16).to_le_bytes());
-            fixed[22..24].copy_from_slice(&((self.deltas_since_full + 1) as u16).to_le_bytes());
-        }
+        // The fixed parts as little-endian words (a full checkpoint writes
+        // only the first four).
+        let fixed = [
+            u32::from(if delta { CKPT_DELTA } else { CKPT_VERSION })
+                | (self.objects.len() as u32) << 8
+                | (count as u32 & 0xFFFF) << 16,
+            self.next_uid,
+            self.log.tail_seq,
+            self.log.next_seq,
+            self.log.checkpoint,
+            (self.deleted_since_full.len() as u32 & 0xFFFF)
+                | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
+        ];
         let mut mem = [0u8; MEM_STATE_ENCODED];
         self.mem.encode(&mut mem);
         let mut payload = CheckpointPayload {
@@ -310,7 +311,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 }
 
 struct CheckpointPayload<'a> {
-    fixed: [u8; CKPT_FIXED + CKPT_DELTA_FIXED],
+    /// The fixed parts, as little-endian words.
+    fixed: [u32; (CKPT_FIXED + CKPT_DELTA_FIXED) / 4],
     fixed_len: usize,
     sessions: &'a [Session],
     /// A delta carries only the sessions changed since the full checkpoint.
@@ -338,7 +340,7 @@ impl CheckpointPayload<'_> {
         let objects_at = deleted_at + self.deleted.len() * 4;
         let mem_at = objects_at + self.objects.len() * OBJ_ENCODED;
         if p < sessions_at {
-            return self.fixed.get(p).copied();
+            return Some((self.fixed.get(p / 4)? >> (8 * (p % 4))) as u8);
         }
         if p < deleted_at {
             let q = p - sessions_at;
@@ -352,9 +354,8 @@ impl CheckpointPayload<'_> {
         }
         if p < mem_at {
             let q = p - objects_at;
-            let mut b = [0u8; OBJ_ENCODED];
-            self.objects.get(q / OBJ_ENCODED)?.encode(&mut b);
-            return Some(b[q % OBJ_ENCODED]);
+            let o = self.objects.get(q / OBJ_ENCODED)?;
+            return Some(o.encoded_byte(q % OBJ_ENCODED));
         }
         self.mem.get(p - mem_at).copied()
     }

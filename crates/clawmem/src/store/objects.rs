@@ -50,13 +50,18 @@ pub(super) struct ObjectSlot {
 }
 
 impl ObjectSlot {
-    pub(super) fn encode(&self, b: &mut [u8; OBJ_ENCODED]) {
-        b[0] = self.ty;
-        b[1..4].fill(0);
-        b[4..8].copy_from_slice(&self.key.to_le_bytes());
-        b[8..12].copy_from_slice(&self.addr.to_le_bytes());
-        b[12..16].copy_from_slice(&self.seq.to_le_bytes());
-        b[16..20].copy_from_slice(&self.len.to_le_bytes());
+    /// Byte `r` (below [`OBJ_ENCODED`]) of the slot's encoding in a
+    /// checkpoint: type u8, zero u8, zero u16, key, address, sector
+    /// sequence and length u32, all little-endian.
+    pub(super) fn encoded_byte(&self, r: usize) -> u8 {
+        let word = match r / 4 {
+            0 => u32::from(self.ty),
+            1 => self.key,
+            2 => self.addr,
+            3 => self.seq,
+            _ => self.len,
+        };
+        (word >> (8 * (r % 4))) as u8
     }
 }
 
