@@ -81,6 +81,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         work: W,
         config: Config,
     ) -> Result<(), Error<F::Error>> {
+        Ok(Self::format_in_place(slot, flash, work, config)?)
+    }
+
+    /// [`format_into`](Self::format_into) with the engine's error, for
+    /// mount to call too (the error is converted once, by the caller).
+    fn format_in_place(
+        slot: &mut Option<Self>,
+        flash: F,
+        work: W,
+        config: Config,
+    ) -> Result<(), Fail<F::Error>> {
         *slot = None;
         let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
@@ -128,7 +139,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if r.is_err() {
             *slot = None;
         }
-        r.map_err(Error::from)
+        r
     }
 
     /// Mounts the store on `flash`, with `work` as the engine's working RAM
@@ -168,6 +179,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         config: Config,
         mode: MountMode,
     ) -> Result<(), Error<F::Error>> {
+        Ok(Self::mount_in_place(slot, flash, work, config, mode)?)
+    }
+
+    /// [`mount_into`](Self::mount_into) with the engine's error (converted
+    /// once, by the caller).
+    fn mount_in_place(
+        slot: &mut Option<Self>,
+        flash: F,
+        work: W,
+        config: Config,
+        mode: MountMode,
+    ) -> Result<(), Fail<F::Error>> {
         *slot = None;
         let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
@@ -253,7 +276,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
             if mode == MountMode::FormatIfBlank && all_erased {
-                return Self::format_into(slot, log.flash, work, config);
+                return Self::format_in_place(slot, log.flash, work, config);
             }
             return Err(Error::NotFormatted);
         };
@@ -422,7 +445,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if r.is_err() {
             *slot = None;
         }
-        r.map_err(Error::from)
+        r
     }
 
     /// Steps 3 on of a mount, on the store built in place: the newest
