@@ -225,14 +225,13 @@ pub(crate) fn encode_sector_header(
     erase_count: u32,
     checkpoint: u32,
 ) {
-    out[0..4].copy_from_slice(&SECTOR_MAGIC.to_le_bytes());
-    out[4..6].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out[6..8].copy_from_slice(&flags.to_le_bytes());
-    out[8..12].copy_from_slice(&seq.to_le_bytes());
-    out[12..16].copy_from_slice(&erase_count.to_le_bytes());
-    out[16..20].copy_from_slice(&checkpoint.to_le_bytes());
+    put_u32(out, 0, SECTOR_MAGIC);
+    put_u32(out, 4, u32::from(FORMAT_VERSION) | u32::from(flags) << 16);
+    put_u32(out, 8, seq);
+    put_u32(out, 12, erase_count);
+    put_u32(out, 16, checkpoint);
     let crc = CRC.checksum(&out[0..20]);
-    out[20..24].copy_from_slice(&crc.to_le_bytes());
+    put_u32(out, 20, crc);
 }
 
 /// Decodes a sector header from `bytes` (at least `SECTOR_HEADER_LEN` long).
@@ -279,13 +278,12 @@ pub(crate) struct ChunkHeader {
 impl ChunkHeader {
     /// Encodes into 12 bytes.
     pub fn encode(&self) -> [u8; CHUNK_HEADER_LEN as usize] {
-        let mut b = [0u8; CHUNK_HEADER_LEN as usize];
-        b[0] = self.kind;
-        b[1] = (self.flags & 0x0F) | (((self.len >> 16) as u8 & 0x0F) << 4);
-        b[2..4].copy_from_slice(&(self.len as u16).to_le_bytes());
-        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
-        b[8..12].copy_from_slice(&self.crc.to_le_bytes());
-        b
+        let flags = (self.flags & 0x0F) | (((self.len >> 16) as u8 & 0x0F) << 4);
+        let [k, f, l0, l1] =
+            (u32::from(self.kind) | u32::from(flags) << 8 | (self.len & 0xFFFF) << 16).to_le_bytes();
+        let [s0, s1, s2, s3] = self.seq.to_le_bytes();
+        let [c0, c1, c2, c3] = self.crc.to_le_bytes();
+        [k, f, l0, l1, s0, s1, s2, s3, c0, c1, c2, c3]
     }
 
     /// Decodes 12 bytes. `None` if they are all 0xFF (erased) or name no
@@ -375,12 +373,25 @@ pub(crate) mod kind {
 
 /// Reads a little-endian u16 at `at` (caller guarantees bounds).
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
+    match b[at..at + 2] {
+        [x, y] => u16::from_le_bytes([x, y]),
+        _ => 0,
+    }
+}
+
+/// Writes `v` little-endian at `at` (caller guarantees bounds).
+pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    if let [w, x, y, z] = &mut b[at..at + 4] {
+        [*w, *x, *y, *z] = v.to_le_bytes();
+    }
 }
 
 /// Reads a little-endian u32 at `at` (caller guarantees bounds).
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    match b[at..at + 4] {
+        [w, x, y, z] => u32::from_le_bytes([w, x, y, z]),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
