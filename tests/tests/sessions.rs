@@ -530,6 +530,20 @@ fn blank_foreign_and_newer_images() {
         Ok(_) => panic!("a foreign image was mounted"),
     };
     assert_eq!(err, Error::NotFormatted);
+    // Erased sector headers but a byte written further in (the middle of a
+    // sector, the partition's last byte): not blank, refused.
+    for (at, word) in [
+        (4096 * 5 + 700, b"\x00\xff\xff\xff"),
+        (4096 * 16 - 4, b"\xff\xff\xff\x00"),
+    ] {
+        let mut sim = SimFlash::new(Preset::Esp32.model(4096 * 16).unwrap());
+        sim.program(at, word).unwrap();
+        let f = Esp32Flash::new(sim).unwrap();
+        assert!(matches!(
+            S::mount(f, cfg, MountMode::FormatIfBlank),
+            Err(Error::NotFormatted)
+        ));
+    }
     // A newer format: refused, untouched.
     let mut store = S::format(flash(16), cfg).unwrap();
     store

@@ -280,7 +280,8 @@ impl ChunkHeader {
     pub fn encode(&self) -> [u8; CHUNK_HEADER_LEN as usize] {
         let flags = (self.flags & 0x0F) | (((self.len >> 16) as u8 & 0x0F) << 4);
         let [k, f, l0, l1] =
-            (u32::from(self.kind) | u32::from(flags) << 8 | (self.len & 0xFFFF) << 16).to_le_bytes();
+            (u32::from(self.kind) | u32::from(flags) << 8 | (self.len & 0xFFFF) << 16)
+                .to_le_bytes();
         let [s0, s1, s2, s3] = self.seq.to_le_bytes();
         let [c0, c1, c2, c3] = self.crc.to_le_bytes();
         [k, f, l0, l1, s0, s1, s2, s3, c0, c1, c2, c3]

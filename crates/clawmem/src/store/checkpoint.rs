@@ -161,7 +161,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 seq: u32_at(&b, 12),
                 len: u32_at(&b, 16),
             };
-            if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || b[1..4] != [0, 0, 0] {
+            if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || u32_at(&b, 0) >> 8 != 0 {
                 return Ok(false);
             }
             let _ = slots.push(slot);

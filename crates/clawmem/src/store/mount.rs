@@ -260,18 +260,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if newest.is_none() && mode == MountMode::FormatIfBlank && all_erased {
             // Formatting is only for a partition that is erased through and
             // through, never for a foreign one.
-            let mut io = log.io();
-            let mut buf = [0u8; 64];
-            for i in 0..geo.count {
-                let start = geo.sector_start(i);
-                let mut at = start;
-                while at < start + geo.sector {
-                    io.read(at, &mut buf)?;
-                    if buf.iter().any(|x| *x != 0xFF) {
-                        return Err(Error::NotFormatted);
-                    }
-                    at += buf.len() as u32;
+            let mut io = Io {
+                flash: &mut log.flash,
+                geo: &log.geo,
+            };
+            let mut at = 0;
+            while at < geo.capacity() {
+                let buf = &mut log.buf[..(geo.capacity() - at).min(STAGE as u32) as usize];
+                io.read(at, buf)?;
+                if buf.iter().any(|x| *x != 0xFF) {
+                    return Err(Error::NotFormatted);
                 }
+                at += STAGE as u32;
             }
         }
         let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
