@@ -395,33 +395,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             } else {
                 None
             };
-            if let Some((_, n)) = self.log.start_name(root, Some(uid), &mut id)? {
+            let named = self.log.start_name(root, Some(uid), &mut id)?;
+            // A sound batch of the session counts: the first one, whose
+            // name was found (the scan skipped it), or one before the head
+            // that is not a first batch, which lets the walk go on past it.
+            let m = m.filter(|m| {
+                m.fixed.uid == uid
+                    && (named.is_some() || m.id().is_none() && m.fixed.prev != NO_ADDR)
+            });
+            if let Some(m) = &m {
+                s.records = s.records.saturating_add(u16::from(m.fixed.count));
+                s.size = s
+                    .size
+                    .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
+            }
+            if let Some((_, n)) = named {
                 s.id_hash = fnv1a32(&id[..n]);
                 s.id_len = n as u8;
-                match m {
-                    // A sound first batch the scan skipped: its records count.
-                    Some(m) if m.fixed.uid == uid => {
-                        s.records = s.records.saturating_add(u16::from(m.fixed.count));
-                        s.size = s
-                            .size
-                            .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
-                    }
-                    _ => self.mount_report.recovered_names += 1,
+                if m.is_none() {
+                    self.mount_report.recovered_names += 1;
                 }
                 return Ok(s);
             }
-            // Not a first batch: a sound batch of the session lets the
-            // walk go on past it.
             match m {
-                Some(m) if m.fixed.uid == uid && m.id().is_none() && m.fixed.prev != NO_ADDR => {
-                    s.records = s.records.saturating_add(u16::from(m.fixed.count));
-                    s.size = s
-                        .size
-                        .saturating_add(m.bodies_len() + u32::from(m.fixed.count));
+                Some(m) => {
                     s.chain += 1;
                     s.root = m.fixed.prev;
                 }
-                _ => return Err(lost),
+                None => return Err(lost),
             }
         }
         Err(lost)
