@@ -128,43 +128,45 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else {
             self.sessions.clear();
         }
-        for _ in 0..count {
-            let mut b = [0u8; SESSION_ENCODED];
-            if !r.read(&mut io, &mut b)? {
-                return Ok(false);
-            }
-            let Some(s) = Session::decode(&b) else {
-                return Ok(false);
-            };
-            Self::upsert_session(&mut self.sessions, s)?;
-        }
-        for _ in 0..deleted_count {
-            let mut b = [0u8; 4];
-            if !r.read(&mut io, &mut b)? {
-                return Ok(false);
-            }
-            let uid = u32::from_le_bytes(b);
-            if let Some(i) = self.sessions.iter().position(|x| x.uid == uid) {
-                self.sessions.swap_remove(i);
-            }
-        }
+        // The sessions, the deletions and the objects, in that order, read
+        // by one loop.
         let mut slots: Vec<ObjectSlot, MAX_OBJECTS> = Vec::new();
-        for _ in 0..objects {
-            let mut b = [0u8; OBJ_ENCODED];
-            if !r.read(&mut io, &mut b)? {
-                return Ok(false);
-            }
-            let slot = ObjectSlot {
-                ty: b[0],
-                key: u32_at(&b, 4),
-                addr: u32_at(&b, 8),
-                seq: u32_at(&b, 12),
-                len: u32_at(&b, 16),
+        let deleted_end = count + deleted_count;
+        for k in 0..deleted_end + objects {
+            let mut b = [0u8; SESSION_ENCODED];
+            let n = if k < count {
+                SESSION_ENCODED
+            } else if k < deleted_end {
+                4
+            } else {
+                OBJ_ENCODED
             };
-            if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || u32_at(&b, 0) >> 8 != 0 {
+            if !r.read(&mut io, &mut b[..n])? {
                 return Ok(false);
             }
-            let _ = slots.push(slot);
+            if k < count {
+                let Some(s) = Session::decode(&b) else {
+                    return Ok(false);
+                };
+                Self::upsert_session(&mut self.sessions, s)?;
+            } else if k < deleted_end {
+                let uid = u32_at(&b, 0);
+                if let Some(i) = self.sessions.iter().position(|x| x.uid == uid) {
+                    self.sessions.swap_remove(i);
+                }
+            } else {
+                let slot = ObjectSlot {
+                    ty: b[0],
+                    key: u32_at(&b, 4),
+                    addr: u32_at(&b, 8),
+                    seq: u32_at(&b, 12),
+                    len: u32_at(&b, 16),
+                };
+                if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || u32_at(&b, 0) >> 8 != 0 {
+                    return Ok(false);
+                }
+                let _ = slots.push(slot);
+            }
         }
         let mut m = [0u8; MEM_STATE_ENCODED];
         if !r.read(&mut io, &mut m)? || !r.finish() {
