@@ -382,15 +382,9 @@ impl<F: NorFlash> Log<F> {
             .erase(start, start + self.geo.sector)
             .map_err(Error::Flash)?;
         let seq = self.head_seq.wrapping_add(1);
-        let len = self.geo.sector_header as usize;
-        self.buf[..len].fill(0xFF);
-        encode_sector_header(&mut self.buf, seq, 0, erase_count, self.checkpoint);
         // The sector is erased now: whatever happens next, it is no longer
         // the old sector, so the ring moves on.
-        let result = self
-            .flash
-            .write(start, &self.buf[..len])
-            .map_err(Error::Flash);
+        let result = self.write_sector_header(index, seq, erase_count);
         self.head = index;
         self.head_seq = seq;
         self.head_erase_count = erase_count;
