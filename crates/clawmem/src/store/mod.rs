@@ -72,7 +72,7 @@ use objects::ObjectSlot;
 use crate::cursor::{start_name, verify_batch, Records, RingView};
 use crate::error::{Error, Fail};
 use crate::layout::SectorHeader;
-use crate::log::{Io, Log};
+use crate::log::{Io, Log, Slot};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
 
 /// An agent memory store on a NOR flash partition.
@@ -312,15 +312,8 @@ impl<F: NorFlash> Log<F> {
     /// Whether sector `idx` starts with a chunk whose header decodes and
     /// whose CRC checks out.
     fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail<F::Error>> {
-        let at = self.geo.first_chunk(idx);
-        let mut io = Io {
-            flash: &mut self.flash,
-            geo: &self.geo,
-        };
-        match io.chunk_header(at)? {
-            Some(h) if at + self.geo.chunk_size(h.len) <= self.geo.sector_end(at) => {
-                io.chunk_crc_ok(at, &h, &mut self.buf)
-            }
+        match self.slot_at(idx, self.geo.first_chunk(idx))? {
+            Slot::Chunk(c) => self.crc_ok(&c),
             _ => Ok(false),
         }
     }
