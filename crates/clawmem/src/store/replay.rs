@@ -36,10 +36,21 @@ use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
 
+/// Why [`apply`](Store::apply) left a batch out: it failed a check, or
+/// reading it failed. The scan only counts it (and notes where), so the
+/// reason is not carried.
+pub(super) struct Skip;
+
+impl<E> From<Fail<E>> for Skip {
+    fn from(_: Fail<E>) -> Self {
+        Skip
+    }
+}
+
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Applies one committed batch found at mount to the RAM state.
     #[inline(never)]
-    pub(super) fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Fail<F::Error>> {
+    pub(super) fn apply(&mut self, addr: u32, h: &ChunkHeader) -> Result<(), Skip> {
         // The scan reads chunk headers, not payloads. Deletions, blocks,
         // tombstones and access records are small: check their CRC, so
         // that a bit flipped at rest cannot turn a batch into a deletion or
@@ -50,10 +61,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             kind::SESSION_DELETE | kind::SESSION_BLOCK | kind::MEM_FORGET | kind::MEM_ACCESS
         );
         if destructive && self.log.verify(addr)?.is_none() {
-            return Err(Error::Corrupted {
-                address: addr,
-                what: "a record failed its checksum",
-            });
+            // A record failed its checksum.
+            return Err(Skip);
         }
         let geo = self.log.geo;
         let sector_seq = self
@@ -66,12 +75,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let uid = meta.fixed.uid;
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
                 if added > geo.capacity() {
-                    // A record length damaged at rest (the scan does not
-                    // read bodies, so their CRCs are not checked here).
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a batch's record lengths exceed the partition",
-                    });
+                    // A batch's record lengths exceed the partition: a
+                    // record length damaged at rest (the scan does not read
+                    // bodies, so their CRCs are not checked here).
+                    return Err(Skip);
                 }
                 if meta.id().is_some() {
                     // The session's name comes from here: trust it only if
@@ -91,10 +98,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                                 (uid, n, 0, 0)
                             }
                             None => {
-                                return Err(Error::Corrupted {
-                                    address: addr,
-                                    what: "a session's name failed its checksum",
-                                })
+                                // A session's name failed its checksum.
+                                return Err(Skip)
                             }
                         },
                     };
@@ -156,16 +161,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // the one the table has (the base's copy is not trusted
                 // unchecked); a base for an unknown session is damage.
                 let Some(known) = self.sessions.iter().find(|x| x.uid == b.fixed.uid) else {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a session base for no known session",
-                    });
+                    // A session base for no known session.
+                    return Err(Skip);
                 };
                 if known.id_hash != fnv1a32(&id[..n]) || known.id_len as usize != n {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a session base names another session",
-                    });
+                    // A session base names another session.
+                    return Err(Skip);
                 }
                 let s = Session {
                     uid: b.fixed.uid,
@@ -244,10 +245,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.mem_damaged = self.mem_damaged.saturating_add(1);
                     self.mount_report.salvaged_memory_index = true;
                 } else if prev != self.mem.head {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a memory record does not follow the memory chain",
-                    });
+                    // A memory record does not follow the memory chain.
+                    return Err(Skip);
                 }
                 self.scan_damaged = NO_ADDR;
                 self.mem.head = addr;
@@ -279,10 +278,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     || catalog as usize > memory::CATALOG_MAX
                     || expected != u64::from(total)
                 {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a memory index that does not hold together",
-                    });
+                    // A memory index that does not hold together.
+                    return Err(Skip);
                 }
                 self.scan_damaged = NO_ADDR;
                 self.mount_report.salvaged_memory_index = false;
@@ -304,16 +301,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // Checked before it replaces the version before it: a
                     // flipped key must not make it stand for another
                     // document, and a damaged one must not hide a sound one.
-                    len: self.object_len(addr)?.ok_or(Error::Corrupted {
-                        address: addr,
-                        what: "a stored document failed its checksum",
-                    })?,
+                    len: self.object_len(addr)?.ok_or(Skip)?,
                 };
                 if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "unknown object type",
-                    });
+                    // Unknown object type.
+                    return Err(Skip);
                 }
                 self.upsert_object(slot)?;
             }
@@ -359,13 +351,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         meta: &BatchMeta,
         sector_seq: u32,
-    ) -> Result<Session, Fail<F::Error>> {
+    ) -> Result<Session, Skip> {
         let geo = self.log.geo;
         let uid = meta.fixed.uid;
-        let lost = Error::Corrupted {
-            address: addr,
-            what: "a batch of a session whose name is lost",
-        };
+        // The batch of a session whose name is lost.
+        let lost = Skip;
         let mut s = Session {
             uid,
             id_hash: 0,
@@ -435,7 +425,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// of them rotted; a chain record with a flipped kind byte links to the
     /// head, and `mem_lost_link` takes it first).
     #[inline(never)]
-    fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Fail<F::Error>> {
+    fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Skip> {
         if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
             return Ok(false);
         }
@@ -458,7 +448,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// links to nothing, so a damaged index never passes; the chain then
     /// stops there as before.)
     #[inline(never)]
-    fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Fail<F::Error>> {
+    fn mem_lost_link(&mut self, prev: u32, addr: u32) -> Result<bool, Skip> {
         let head = self.mem.head;
         if prev == NO_ADDR {
             return Ok(false);
