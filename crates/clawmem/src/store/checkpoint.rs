@@ -54,12 +54,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
         // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
         // deltas follow a full one).
-        let mut chain: Vec<u32, { DELTAS_PER_FULL as usize + 1 }> = Vec::new();
+        let mut chain = [0u32; DELTAS_PER_FULL as usize + 1];
+        let mut n = 0;
         let mut at = addr;
         loop {
-            if at >= self.log.geo.capacity() || chain.push(at).is_err() {
+            if at >= self.log.geo.capacity() || n == chain.len() {
                 return Ok(false);
             }
+            chain[n] = at;
+            n += 1;
             let mut io = self.log.io();
             match io.chunk_header(at)? {
                 Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
@@ -73,13 +76,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 _ => return Ok(false),
             }
         }
-        for (k, &c) in chain.iter().rev().enumerate() {
-            if !self.apply_checkpoint(c, k > 0)? {
+        // The full checkpoint first (the last one found), then the deltas.
+        for k in (0..n).rev() {
+            if !self.apply_checkpoint(chain[k], k + 1 < n)? {
                 return Ok(false);
             }
         }
-        self.full_checkpoint = chain.last().copied().unwrap_or(addr);
-        self.deltas_since_full = chain.len() as u32 - 1;
+        self.full_checkpoint = chain[n - 1];
+        self.deltas_since_full = n as u32 - 1;
         self.deleted_since_full.clear();
         Ok(true)
     }
