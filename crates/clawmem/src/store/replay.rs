@@ -99,7 +99,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                             }
                             None => {
                                 // A session's name failed its checksum.
-                                return Err(Skip)
+                                return Err(Skip);
                             }
                         },
                     };
@@ -346,12 +346,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// through the back pointers (each one sound and of the same uid), and
     /// the name is recovered from the first ([`start_name`]).
     #[inline(never)]
-    fn adopt(
-        &mut self,
-        addr: u32,
-        meta: &BatchMeta,
-        sector_seq: u32,
-    ) -> Result<Session, Skip> {
+    fn adopt(&mut self, addr: u32, meta: &BatchMeta, sector_seq: u32) -> Result<Session, Skip> {
         let geo = self.log.geo;
         let uid = meta.fixed.uid;
         // The batch of a session whose name is lost.
