@@ -356,7 +356,7 @@ impl CheckpointPayload<'_> {
         }
         if p < objects_at {
             let q = p - deleted_at;
-            return Some(self.deleted.get(q / 4)?.to_le_bytes()[q % 4]);
+            return Some((self.deleted.get(q / 4)? >> (8 * (q % 4))) as u8);
         }
         if p < mem_at {
             let q = p - objects_at;
