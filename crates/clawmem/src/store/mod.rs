@@ -72,7 +72,7 @@ use objects::ObjectSlot;
 use crate::cursor::{start_name, verify_batch, Records, RingView};
 use crate::error::{Error, Fail};
 use crate::layout::SectorHeader;
-use crate::log::{Io, Log, Slot};
+use crate::log::{Io, Log};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
 
 /// An agent memory store on a NOR flash partition.
@@ -307,15 +307,6 @@ impl<F: NorFlash> Log<F> {
             geo: &self.geo,
         };
         start_name(&mut io, addr, uid, out, &mut self.buf)
-    }
-
-    /// Whether sector `idx` starts with a chunk whose header decodes and
-    /// whose CRC checks out.
-    fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail<F::Error>> {
-        match self.slot_at(idx, self.geo.first_chunk(idx))? {
-            Slot::Chunk(c) => self.crc_ok(&c),
-            _ => Ok(false),
-        }
     }
 
     /// Sector sequence of the sector holding `addr` (the head's if unknown).

@@ -1,20 +1,18 @@
-//! Format and mount: finding the head, the newest checkpoint, and the chunks
+//! Format and mount: the ring opened, the newest checkpoint, and the chunks
 //! written after it (`docs/FORMAT.md`, "Mount").
 //!
-//! Mount reads every sector header (a first pass of 12 bytes each, then the
-//! winner's CRC), walks the head sector's chunk headers to find where writing
-//! goes on, loads the newest checkpoint (`checkpoint.rs`), and scans the
-//! chunk headers after it, handing each committed batch to
+//! Mount has the log find the ring ([`Log::open`](crate::log::Log::open),
+//! `log/open.rs`: the sector header pass and the walk of the head sector),
+//! loads the newest checkpoint (`checkpoint.rs`), and scans the chunk
+//! headers after it, handing each committed batch to
 //! [`apply`](Store::apply) (`replay.rs`). It never reads the whole
 //! partition.
 //!
-//! Invariants the walks rely on: batch sequence numbers grow by one from
-//! chunk to chunk within a sector, and only the last chunk of a sector can be
-//! torn (a sector is sealed after any failed write). So only that chunk's CRC
-//! is checked, and a chunk followed by anything but the next sequence number
-//! (its length may be damaged at rest) is checked too; a chunk that fails is
-//! left out and the walk resumes at the next sound chunk. Every loop is
-//! bounded by the geometry.
+//! Invariants the scan relies on are the head walk's: batch sequence
+//! numbers grow by one from chunk to chunk within a sector, and only the
+//! last chunk of a sector can be torn. A chunk followed by anything but the
+//! next sequence number is checked, and one that fails is left out; every
+//! loop is bounded by the geometry.
 //!
 //! Power loss: a cut during [`format`](Store::format) leaves the old store
 //! (possibly missing erased sectors, which mount tolerates) or a blank
@@ -34,8 +32,8 @@ use super::checkpoint::DELTAS_PER_FULL;
 use super::memory::MemState;
 use super::{Config, MountMode, MountReport, Priority, Store, Work};
 use crate::error::{Error, Fail};
-use crate::layout::{geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, NO_ADDR};
-use crate::log::{Io, Log, Slot, STAGE};
+use crate::layout::{geometry, kind, ChunkHeader, SectorHeader, NO_ADDR};
+use crate::log::{Log, Slot};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
     /// [`format_in`](Self::format_in) with a work area of its own inside
@@ -195,223 +193,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let geo = geometry(&flash).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log::new(flash, geo, 0, 0, 0);
-        let mut report = MountReport::default();
-        // 1. Sector headers: find the head. A first pass reads 12 bytes of
-        // each (magic, version, flags, sequence) and checks only the
-        // winner's CRC; if that fails, a second pass checks every header.
-        let mut newest: Option<(u32, u32, u32, u32)> = None;
-        let mut all_erased = true;
-        let mut best: Option<(u32, u32)> = None;
-        for i in 0..geo.count {
-            report.sector_headers += 1;
-            let mut b = [0u8; 12];
-            log.io().read(geo.sector_start(i), &mut b)?;
-            if b.iter().all(|x| *x == 0xFF) {
-                continue;
-            }
-            all_erased = false;
-            if u32_at(&b, 0) != crate::layout::SECTOR_MAGIC_VALUE {
-                continue;
-            }
-            let version = u16_at(&b, 4);
-            if version > crate::layout::FORMAT_VERSION {
-                if let SectorHeader::Newer { version } = log.io().sector_header(i)? {
-                    return Err(Error::UnsupportedVersion {
-                        found: version,
-                        supported: crate::layout::FORMAT_VERSION,
-                    });
-                }
-                continue;
-            }
-            let seq = u32_at(&b, 8);
-            if version == crate::layout::FORMAT_VERSION && best.is_none_or(|(_, s)| seq > s) {
-                best = Some((i, seq));
-            }
-        }
-        if let Some((i, seq)) = best {
-            if let SectorHeader::Valid {
-                seq: s,
-                erase_count,
-                checkpoint,
-                ..
-            } = log.io().sector_header(i)?
-            {
-                if s == seq {
-                    newest = Some((i, seq, erase_count, checkpoint));
-                }
-            }
-        }
-        if newest.is_none() && best.is_some() {
-            for i in 0..geo.count {
-                report.sector_headers += 1;
-                if let SectorHeader::Valid {
-                    seq,
-                    erase_count,
-                    checkpoint,
-                    ..
-                } = log.io().sector_header(i)?
-                {
-                    if newest.is_none_or(|n| seq > n.1) {
-                        newest = Some((i, seq, erase_count, checkpoint));
-                    }
-                }
-            }
-        }
-        if newest.is_none() && mode == MountMode::FormatIfBlank && all_erased {
-            // Formatting is only for a partition that is erased through and
-            // through, never for a foreign one.
-            let mut io = Io {
-                flash: &mut log.flash,
-                geo: &log.geo,
-            };
-            let mut at = 0;
-            while at < geo.capacity() {
-                let buf = &mut log.buf[..(geo.capacity() - at).min(STAGE as u32) as usize];
-                io.read(at, buf)?;
-                if buf.iter().any(|x| *x != 0xFF) {
-                    return Err(Error::NotFormatted);
-                }
-                at += STAGE as u32;
-            }
-        }
-        let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
-            if mode == MountMode::FormatIfBlank && all_erased {
-                return Self::format_in_place(slot, log.flash, work, config);
-            }
-            return Err(Error::NotFormatted);
+        // 1. and 2.: the sector headers and the head sector (`log/open.rs`).
+        let Some(opened) = log.open(mode == MountMode::FormatIfBlank)? else {
+            return Self::format_in_place(slot, log.into_flash(), work, config);
         };
-        // The head's own header may have rotted: then the newest valid
-        // header is the sector before it. Such a sector holds sound chunks
-        // newer than any of that one's; a sector whose opening was cut
-        // holds none (its erase, if cut, leaves only older ones). It is
-        // taken as the head, sealed, and kept in the ring like any sector
-        // with a damaged header.
-        let next = geo.next(head);
-        if next != head && log.io().sector_header(next)? == SectorHeader::Invalid {
-            let before = log.io().chunk_header(geo.first_chunk(head))?;
-            let after = log.io().chunk_header(geo.first_chunk(next))?;
-            if let (Some(b), Some(a)) = (before, after) {
-                // (Equal: the head's first batch goes on in the next sector.)
-                if a.seq >= b.seq && log.first_chunk_sound(next)? {
-                    head = next;
-                    head_seq += 1;
-                    report.damaged_headers += 1;
-                    report.sealed_head = true;
-                }
-            }
-        }
-        log.head = head;
-        log.head_seq = head_seq;
-        log.head_erase_count = head_erase_count;
-        log.tail_seq = head_seq;
-        // 2. The head sector: the newest checkpoint in it, and where writing
-        // goes on.
-        let mut pos = geo.first_chunk(head);
-        // Walk the chunk headers. Only the last chunk can be torn (the sector
-        // is sealed after any failed write), so only its CRC is checked;
-        // damage elsewhere is found, and confined, when a record is read.
-        let sector_end = geo.sector_start(head) + geo.sector;
-        let mut last: Option<crate::log::ChunkAt> = None;
-        let mut checkpoints = [None::<u32>; 2];
-        // The last chunk's CRC, once checked: (address, sound).
-        let mut last_ok: Option<(u32, bool)> = None;
-        loop {
-            match log.slot_at(head, pos)? {
-                Slot::Chunk(c) => {
-                    // Sequence numbers grow by one from chunk to chunk: a gap
-                    // may mean the chunk before has a length damaged at rest
-                    // and this is not a chunk at all. If the one before fails
-                    // its CRC, the walk resumes at the next sound chunk.
-                    if let Some(l) = last {
-                        if c.header.seq != l.header.seq.wrapping_add(1)
-                            && last_ok.is_none_or(|(at, _)| at != l.address)
-                        {
-                            let ok = log.crc_ok(&l)?;
-                            last_ok = Some((l.address, ok));
-                            if !ok {
-                                match log.resync(head, l.address + geo.write)? {
-                                    Some(p) if p != pos => {
-                                        pos = p;
-                                        continue;
-                                    }
-                                    _ => {}
-                                }
-                            }
-                        }
-                    }
-                    log.next_seq = log.next_seq.max(c.header.seq.wrapping_add(1));
-                    if c.header.kind == kind::CHECKPOINT && c.header.is_first() {
-                        checkpoints = [checkpoints[1], Some(c.address)];
-                    }
-                    last = Some(c);
-                    pos += geo.chunk_size(c.header.len);
-                }
-                Slot::End => {
-                    // The last chunk before the end fails its CRC: a torn
-                    // write, or a length damaged at rest that passed over
-                    // sound chunks. Look for them before the end; found,
-                    // the damaged chunk is left behind and the walk goes on.
-                    if let Some(c) = last {
-                        let ok = log.crc_ok(&c)?;
-                        last_ok = Some((c.address, ok));
-                        if !ok {
-                            if let Some(p) = log.resync_before(head, c.address + geo.write, pos)? {
-                                if p < pos {
-                                    pos = p;
-                                    continue;
-                                }
-                            }
-                        }
-                    }
-                    // A torn first piece may have left bits after an erased
-                    // header: the rest of that piece must be erased too.
-                    let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(sector_end);
-                    let mut io = Io {
-                        flash: &mut log.flash,
-                        geo: &log.geo,
-                    };
-                    if pos < sector_end && !io.is_erased(pos, piece_end - pos, &mut log.buf)? {
-                        report.sealed_head = true;
-                    }
-                    break;
-                }
-                Slot::Damaged => {
-                    // Damage at rest followed by sound chunks: go on after it.
-                    // Damage at the end is a torn write: seal the sector.
-                    let from = last.map_or(pos, |c| c.address) + geo.write;
-                    match log.resync(head, from)? {
-                        Some(p) if p > pos || last.is_none_or(|c| p > c.address) => {
-                            pos = p;
-                            continue;
-                        }
-                        _ => {
-                            report.sealed_head = true;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        let mut valid_end = pos;
-        if let Some(c) = last {
-            let ok = match last_ok {
-                Some((at, ok)) if at == c.address => ok,
-                _ => log.crc_ok(&c)?,
-            };
-            if !ok {
-                report.sealed_head = true;
-                valid_end = c.address;
-                if checkpoints[1] == Some(c.address) {
-                    checkpoints = [None, checkpoints[0]];
-                }
-            }
-        }
-        let head_checkpoint = checkpoints[1];
-        if report.sealed_head {
-            pos = sector_end;
-        }
-        log.write_pos = pos;
-        let head_valid_end = valid_end;
+        let report = MountReport {
+            sector_headers: opened.sector_headers,
+            damaged_headers: opened.damaged_headers,
+            sealed_head: opened.sealed_head,
+            ..MountReport::default()
+        };
+        let (head, head_seq) = (log.head, log.head_seq);
         let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
@@ -436,11 +228,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             work,
         });
         let r = store.mount_finish(
-            head_checkpoint,
-            header_checkpoint,
+            opened.head_checkpoint,
+            opened.header_checkpoint,
             head,
             head_seq,
-            head_valid_end,
+            opened.head_valid_end,
         );
         if r.is_err() {
             *slot = None;

@@ -22,6 +22,8 @@
 
 use embedded_storage::nor_flash::NorFlash;
 
+mod open;
+
 use crate::error::{Error, Fail};
 use crate::layout::{
     align_up, decode_sector_header, encode_sector_header, ChunkHeader, Geometry, SectorHeader,
@@ -296,6 +298,20 @@ impl<F: NorFlash> Log<F> {
             written: [0; USAGE_SLOTS],
             batch_bytes: 0,
         }
+    }
+
+    /// Whether sector `idx` starts with a chunk whose header decodes and
+    /// whose CRC checks out.
+    pub fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail<F::Error>> {
+        match self.slot_at(idx, self.geo.first_chunk(idx))? {
+            Slot::Chunk(c) => self.crc_ok(&c),
+            _ => Ok(false),
+        }
+    }
+
+    /// The flash, given back.
+    pub fn into_flash(self) -> F {
+        self.flash
     }
 
     /// Flash access.

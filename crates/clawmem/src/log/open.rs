@@ -1,0 +1,285 @@
+//! Opening the ring at mount: the sector header pass and the walk of the
+//! head sector (`docs/FORMAT.md`, "Mount").
+//!
+//! Owns finding where the ring stands on a partition: which sector is the
+//! head, its sequence and erase count, where writing goes on, and the
+//! checkpoints the head sector and its header name. The store then loads
+//! the checkpoint and scans what follows it (`store/mount.rs`); this file
+//! knows nothing of what the chunks hold.
+//!
+//! The header pass reads 12 bytes of each sector header (magic, version,
+//! flags, sequence) and checks only the winner's CRC; if that fails, a
+//! second pass checks every header. An image with a newer format version is
+//! refused; a partition that is erased through and through is blank (the
+//! caller may format it); anything else without a valid header is not a
+//! clawmem store.
+//!
+//! Invariants the head walk relies on: batch sequence numbers grow by one
+//! from chunk to chunk within a sector, and only the last chunk of a sector
+//! can be torn (a sector is sealed after any failed write). So only that
+//! chunk's CRC is checked, and a chunk followed by anything but the next
+//! sequence number (its length may be damaged at rest) is checked too; a
+//! chunk that fails is left out and the walk resumes at the next sound
+//! chunk. Every loop is bounded by the geometry.
+//!
+//! Power loss: nothing here writes. A torn write at the head is reported
+//! (`sealed_head`), and the head is then taken as full, so that nothing is
+//! ever written after the tear.
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::{ChunkAt, Io, Log, Slot, STAGE};
+use crate::error::{Error, Fail};
+use crate::layout::{u16_at, u32_at, SectorHeader};
+
+/// What [`Log::open`] found besides the ring's position, which it set.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Opened {
+    /// Sector headers read (both passes).
+    pub sector_headers: u32,
+    /// Sector headers found damaged over sound contents.
+    pub damaged_headers: u32,
+    /// The head sector holds a torn write: it is taken as full.
+    pub sealed_head: bool,
+    /// The newest checkpoint in the head sector, if any.
+    pub head_checkpoint: Option<u32>,
+    /// The checkpoint the head sector's header names.
+    pub header_checkpoint: u32,
+    /// The end of the head sector's sound chunks.
+    pub head_valid_end: u32,
+}
+
+impl<F: NorFlash> Log<F> {
+    /// Finds the ring on the partition and sets the log's head, head
+    /// sequence, erase count, tail (the head, until the store walks back)
+    /// and write position. `None`: the partition is blank and
+    /// `format_if_blank` was asked.
+    ///
+    /// Errors: [`Error::NotFormatted`] for a blank or foreign partition
+    /// (blank only without `format_if_blank`), [`Error::UnsupportedVersion`]
+    /// for an image of a newer format.
+    #[inline(never)]
+    pub fn open(&mut self, format_if_blank: bool) -> Result<Option<Opened>, Fail<F::Error>> {
+        let geo = self.geo;
+        let mut report = Opened::default();
+        // 1. Sector headers: find the head. A first pass reads 12 bytes of
+        // each (magic, version, flags, sequence) and checks only the
+        // winner's CRC; if that fails, a second pass checks every header.
+        let mut newest: Option<(u32, u32, u32, u32)> = None;
+        let mut all_erased = true;
+        let mut best: Option<(u32, u32)> = None;
+        for i in 0..geo.count {
+            report.sector_headers += 1;
+            let mut b = [0u8; 12];
+            self.io().read(geo.sector_start(i), &mut b)?;
+            if b.iter().all(|x| *x == 0xFF) {
+                continue;
+            }
+            all_erased = false;
+            if u32_at(&b, 0) != crate::layout::SECTOR_MAGIC_VALUE {
+                continue;
+            }
+            let version = u16_at(&b, 4);
+            if version > crate::layout::FORMAT_VERSION {
+                if let SectorHeader::Newer { version } = self.io().sector_header(i)? {
+                    return Err(Error::UnsupportedVersion {
+                        found: version,
+                        supported: crate::layout::FORMAT_VERSION,
+                    });
+                }
+                continue;
+            }
+            let seq = u32_at(&b, 8);
+            if version == crate::layout::FORMAT_VERSION && best.is_none_or(|(_, s)| seq > s) {
+                best = Some((i, seq));
+            }
+        }
+        if let Some((i, seq)) = best {
+            if let SectorHeader::Valid {
+                seq: s,
+                erase_count,
+                checkpoint,
+                ..
+            } = self.io().sector_header(i)?
+            {
+                if s == seq {
+                    newest = Some((i, seq, erase_count, checkpoint));
+                }
+            }
+        }
+        if newest.is_none() && best.is_some() {
+            for i in 0..geo.count {
+                report.sector_headers += 1;
+                if let SectorHeader::Valid {
+                    seq,
+                    erase_count,
+                    checkpoint,
+                    ..
+                } = self.io().sector_header(i)?
+                {
+                    if newest.is_none_or(|n| seq > n.1) {
+                        newest = Some((i, seq, erase_count, checkpoint));
+                    }
+                }
+            }
+        }
+        if newest.is_none() && format_if_blank && all_erased {
+            // Formatting is only for a partition that is erased through and
+            // through, never for a foreign one.
+            let mut io = Io {
+                flash: &mut self.flash,
+                geo: &self.geo,
+            };
+            let mut at = 0;
+            while at < geo.capacity() {
+                let buf = &mut self.buf[..(geo.capacity() - at).min(STAGE as u32) as usize];
+                io.read(at, buf)?;
+                if buf.iter().any(|x| *x != 0xFF) {
+                    return Err(Error::NotFormatted);
+                }
+                at += STAGE as u32;
+            }
+        }
+        let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
+            if format_if_blank && all_erased {
+                return Ok(None);
+            }
+            return Err(Error::NotFormatted);
+        };
+        // The head's own header may have rotted: then the newest valid
+        // header is the sector before it. Such a sector holds sound chunks
+        // newer than any of that one's; a sector whose opening was cut
+        // holds none (its erase, if cut, leaves only older ones). It is
+        // taken as the head, sealed, and kept in the ring like any sector
+        // with a damaged header.
+        let next = geo.next(head);
+        if next != head && self.io().sector_header(next)? == SectorHeader::Invalid {
+            let before = self.io().chunk_header(geo.first_chunk(head))?;
+            let after = self.io().chunk_header(geo.first_chunk(next))?;
+            if let (Some(b), Some(a)) = (before, after) {
+                // (Equal: the head's first batch goes on in the next sector.)
+                if a.seq >= b.seq && self.first_chunk_sound(next)? {
+                    head = next;
+                    head_seq += 1;
+                    report.damaged_headers += 1;
+                    report.sealed_head = true;
+                }
+            }
+        }
+        self.head = head;
+        self.head_seq = head_seq;
+        self.head_erase_count = head_erase_count;
+        self.tail_seq = head_seq;
+        // 2. The head sector: the newest checkpoint in it, and where writing
+        // goes on.
+        let mut pos = geo.first_chunk(head);
+        // Walk the chunk headers. Only the last chunk can be torn (the sector
+        // is sealed after any failed write), so only its CRC is checked;
+        // damage elsewhere is found, and confined, when a record is read.
+        let sector_end = geo.sector_start(head) + geo.sector;
+        let mut last: Option<ChunkAt> = None;
+        let mut checkpoints = [None::<u32>; 2];
+        // The last chunk's CRC, once checked: (address, sound).
+        let mut last_ok: Option<(u32, bool)> = None;
+        loop {
+            match self.slot_at(head, pos)? {
+                Slot::Chunk(c) => {
+                    // Sequence numbers grow by one from chunk to chunk: a gap
+                    // may mean the chunk before has a length damaged at rest
+                    // and this is not a chunk at all. If the one before fails
+                    // its CRC, the walk resumes at the next sound chunk.
+                    if let Some(l) = last {
+                        if c.header.seq != l.header.seq.wrapping_add(1)
+                            && last_ok.is_none_or(|(at, _)| at != l.address)
+                        {
+                            let ok = self.crc_ok(&l)?;
+                            last_ok = Some((l.address, ok));
+                            if !ok {
+                                match self.resync(head, l.address + geo.write)? {
+                                    Some(p) if p != pos => {
+                                        pos = p;
+                                        continue;
+                                    }
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
+                    self.next_seq = self.next_seq.max(c.header.seq.wrapping_add(1));
+                    if c.header.kind == crate::layout::kind::CHECKPOINT && c.header.is_first() {
+                        checkpoints = [checkpoints[1], Some(c.address)];
+                    }
+                    last = Some(c);
+                    pos += geo.chunk_size(c.header.len);
+                }
+                Slot::End => {
+                    // The last chunk before the end fails its CRC: a torn
+                    // write, or a length damaged at rest that passed over
+                    // sound chunks. Look for them before the end; found,
+                    // the damaged chunk is left behind and the walk goes on.
+                    if let Some(c) = last {
+                        let ok = self.crc_ok(&c)?;
+                        last_ok = Some((c.address, ok));
+                        if !ok {
+                            if let Some(p) = self.resync_before(head, c.address + geo.write, pos)? {
+                                if p < pos {
+                                    pos = p;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                    // A torn first piece may have left bits after an erased
+                    // header: the rest of that piece must be erased too.
+                    let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(sector_end);
+                    let mut io = Io {
+                        flash: &mut self.flash,
+                        geo: &self.geo,
+                    };
+                    if pos < sector_end && !io.is_erased(pos, piece_end - pos, &mut self.buf)? {
+                        report.sealed_head = true;
+                    }
+                    break;
+                }
+                Slot::Damaged => {
+                    // Damage at rest followed by sound chunks: go on after it.
+                    // Damage at the end is a torn write: seal the sector.
+                    let from = last.map_or(pos, |c| c.address) + geo.write;
+                    match self.resync(head, from)? {
+                        Some(p) if p > pos || last.is_none_or(|c| p > c.address) => {
+                            pos = p;
+                            continue;
+                        }
+                        _ => {
+                            report.sealed_head = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let mut valid_end = pos;
+        if let Some(c) = last {
+            let ok = match last_ok {
+                Some((at, ok)) if at == c.address => ok,
+                _ => self.crc_ok(&c)?,
+            };
+            if !ok {
+                report.sealed_head = true;
+                valid_end = c.address;
+                if checkpoints[1] == Some(c.address) {
+                    checkpoints = [None, checkpoints[0]];
+                }
+            }
+        }
+        let head_checkpoint = checkpoints[1];
+        if report.sealed_head {
+            pos = sector_end;
+        }
+        self.write_pos = pos;
+        report.head_checkpoint = head_checkpoint;
+        report.header_checkpoint = header_checkpoint;
+        report.head_valid_end = valid_end;
+        Ok(Some(report))
+    }
+}
