@@ -53,6 +53,25 @@ impl RecordInfo {
     }
 }
 
+/// An `Option` whose "none" is the byte 0, guaranteed by its `repr(u8)`
+/// tag: `Option` would put a field's niche there (a `bool`'s 2), and a
+/// work area holding one would start nonzero, in `.data` instead of `.bss`.
+#[repr(u8)]
+#[derive(Clone, Copy)]
+pub(crate) enum Slot<T> {
+    Empty = 0,
+    Full(T) = 1,
+}
+
+impl<T> Slot<T> {
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Slot::Full(t) => Some(t),
+            Slot::Empty => None,
+        }
+    }
+}
+
 /// Where a base's sections are.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BaseLayout {
@@ -595,7 +614,7 @@ pub(crate) struct Records {
 #[derive(Clone, Copy)]
 pub(crate) struct RecPos {
     root_is_base: bool,
-    base: Option<BaseLayout>,
+    base: Slot<BaseLayout>,
     segment: usize,
     index: u32,
     meta: Option<BatchMeta>,
@@ -638,17 +657,17 @@ impl Records {
             match read_base(io, s.root) {
                 Ok(b) => {
                     degraded |= !b.header_ok;
-                    Some(b)
+                    Slot::Full(b)
                 }
                 Err(Error::Flash(e)) => return Err(Error::Flash(e)),
                 Err(e) if ring.is_none() => return Err(e),
                 Err(_) => {
                     degraded = true;
-                    None
+                    Slot::Empty
                 }
             }
         } else {
-            None
+            Slot::Empty
         };
         Ok(Records {
             chain,
@@ -704,7 +723,7 @@ impl RecPos {
     /// A position on no chain (a placeholder in the work area).
     pub(crate) const EMPTY: RecPos = RecPos {
         root_is_base: false,
-        base: None,
+        base: Slot::Empty,
         segment: 0,
         index: 0,
         meta: None,
@@ -747,7 +766,7 @@ impl RecPos {
                 continue;
             }
             if self.segment == 0 && self.root_is_base {
-                let Some(b) = self.base.as_ref() else {
+                let Some(b) = self.base.get() else {
                     // The base itself is unreadable: its records are lost.
                     self.segment += 1;
                     self.index = 0;

@@ -24,7 +24,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{Chain, RecPos, RecordInfo, Records};
+use crate::cursor::{Chain, RecPos, RecordInfo, Records, Slot};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
@@ -321,7 +321,7 @@ struct Sweep {
     state: KeepState,
     /// Index (among kept records, the summary counting as 0) of `cur`.
     k: Option<u32>,
-    cur: Option<RecordInfo>,
+    cur: Slot<RecordInfo>,
     /// Offset of `cur`'s body within the embedded-bodies section.
     embed_off: u32,
     /// Bytes of `cur`'s body emitted so far (bodies sweep only).
@@ -334,7 +334,7 @@ impl Sweep {
             pos,
             state: KeepState::new(),
             k: None,
-            cur: None,
+            cur: Slot::Empty,
             embed_off: 0,
             started: false,
         }
@@ -344,7 +344,7 @@ impl Sweep {
         self.pos.rewind();
         self.state = KeepState::new();
         self.k = None;
-        self.cur = None;
+        self.cur = Slot::Empty;
         self.embed_off = 0;
         self.started = false;
     }
@@ -424,7 +424,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
             match (sweep.k, summary) {
                 (Some(0), Some(s)) => sweep.embed_off += s.body.len() as u32,
                 (Some(_), _) => {
-                    if let Some(c) = sweep.cur.filter(|c| ring.embeds(embed, c)) {
+                    if let Some(c) = sweep.cur.get().filter(|c| ring.embeds(embed, c)) {
                         sweep.embed_off += c.len;
                     }
                 }
@@ -433,7 +433,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
             let next_k = sweep.k.map_or(0, |c| c + 1);
             if next_k == 0 && summary.is_some() {
                 sweep.k = Some(0);
-                sweep.cur = None;
+                sweep.cur = Slot::Empty;
                 continue;
             }
             loop {
@@ -445,7 +445,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
                     continue;
                 }
                 if sweep.state.keep(keep, r.kind) {
-                    sweep.cur = Some(r);
+                    sweep.cur = Slot::Full(r);
                     break;
                 }
             }
@@ -455,8 +455,9 @@ impl<'r> BasePayload<'_, 'r, '_> {
         match (k, summary) {
             (0, Some(s)) => Ok((Kept::Summary(s), Some(off))),
             _ => {
-                let r = sweep
+                let r = *sweep
                     .cur
+                    .get()
                     .ok_or(Error::LogicBug("base sweep lost its record"))?;
                 Ok((Kept::Flash(r), ring.embeds(embed, &r).then_some(off)))
             }
