@@ -245,11 +245,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
         let bodies_at = crcs_at + count * 4;
         let total = bodies_at + embedded;
-        let (_, opens) = self.log.plan(total);
+        let (start, opens) = self.log.plan(total);
         if opens > self.log.free_sectors() || u64::from(total) > budget {
             return Ok(false);
         }
-        let (start, opens) = self.log.plan(total);
         let payload_start = start + CHUNK_HEADER_LEN;
         // The base starts in the head sector or, if that is full, the next.
         let new_sector_seq = if self.log.geo.sector_of(start) == self.log.head {
@@ -257,7 +256,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else {
             self.log.head_seq + 1
         };
-        let _ = opens;
         // A relocating base holds every live body itself; otherwise the
         // referenced bodies stay where they are.
         let oldest = oldest_ref.min(new_sector_seq);
@@ -277,9 +275,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
         w.chain = chain;
-        w.entries = sweep;
-        w.crcs = sweep;
-        w.bodies = sweep;
+        w.sweeps = [sweep; 3];
         let mut payload = BasePayload {
             fixed,
             id,
@@ -377,18 +373,20 @@ struct BasePayload<'p, 'r, 'w> {
 /// collection under it).
 pub(crate) struct BaseWork {
     chain: Chain,
-    entries: Sweep,
-    crcs: Sweep,
-    bodies: Sweep,
+    /// Indexed by [`ENTRIES`], [`CRCS`], [`BODIES`].
+    sweeps: [Sweep; 3],
 }
+
+/// The sweep of each section, in [`BaseWork::sweeps`].
+const ENTRIES: usize = 0;
+const CRCS: usize = 1;
+const BODIES: usize = 2;
 
 impl BaseWork {
     /// An empty one, for the work area.
     pub(crate) const EMPTY: BaseWork = BaseWork {
         chain: Chain::EMPTY,
-        entries: Sweep::new(RecPos::EMPTY),
-        crcs: Sweep::new(RecPos::EMPTY),
-        bodies: Sweep::new(RecPos::EMPTY),
+        sweeps: [Sweep::new(RecPos::EMPTY); 3],
     };
 }
 
@@ -400,19 +398,17 @@ enum Kept<'r> {
 }
 
 impl<'r> BasePayload<'_, 'r, '_> {
-    /// Moves `sweep` to kept record `k`; returns it and its body's offset in
-    /// the embedded section (if embedded).
-    #[allow(clippy::too_many_arguments)] // the sweep, the chain it walks, and the base's fixed facts
+    /// Moves sweep `which` to kept record `k`; returns it and its body's
+    /// offset in the embedded section (if embedded).
     fn seek<F: NorFlash>(
-        sweep: &mut Sweep,
-        chain: &Chain,
+        &mut self,
         io: &mut Io<'_, F>,
-        keep: Keep<'_>,
-        summary: Option<Record<'r>>,
-        embed: Embed,
-        ring: &Ring,
+        which: usize,
         k: u32,
     ) -> Result<(Kept<'r>, Option<u32>), Fail<F::Error>> {
+        let (keep, summary, embed, ring) = (self.keep, self.summary, self.embed, &self.ring);
+        let BaseWork { chain, sweeps } = &mut *self.w;
+        let sweep = &mut sweeps[which];
         if sweep.k.is_some_and(|c| c > k) {
             sweep.rewind();
         }
@@ -478,9 +474,9 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
     ) -> Result<(), Fail<F::Error>> {
         if offset < self.last_end {
             // A new pass over this chunk (checksum, then program).
-            self.w.entries.rewind();
-            self.w.crcs.rewind();
-            self.w.bodies.rewind();
+            for sweep in &mut self.w.sweeps {
+                sweep.rewind();
+            }
         }
         self.last_end = offset + out.len() as u32;
         let mut done = 0usize;
@@ -503,16 +499,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             } else if p < self.crcs_at {
                 let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
                 let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
-                let (rec, emb) = Self::seek(
-                    &mut self.w.entries,
-                    &self.w.chain,
-                    io,
-                    self.keep,
-                    self.summary,
-                    self.embed,
-                    &self.ring,
-                    k,
-                )?;
+                let (rec, emb) = self.seek(io, ENTRIES, k)?;
                 let (kind, format, len, addr) = match rec {
                     Kept::Summary(s) => (s.kind, s.format, s.body.len() as u32, 0),
                     Kept::Flash(r) => (r.kind, r.format, r.len, r.addr),
@@ -533,16 +520,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             } else if p < self.bodies_at {
                 let k = (p - self.crcs_at) / 4;
                 let j = ((p - self.crcs_at) % 4) as usize;
-                let (rec, _) = Self::seek(
-                    &mut self.w.crcs,
-                    &self.w.chain,
-                    io,
-                    self.keep,
-                    self.summary,
-                    self.embed,
-                    &self.ring,
-                    k,
-                )?;
+                let (rec, _) = self.seek(io, CRCS, k)?;
                 let crc = match rec {
                     Kept::Summary(s) => CRC.checksum(s.body),
                     Kept::Flash(r) => match r.crc {
@@ -568,18 +546,9 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             } else {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
-                let mut k = self.w.bodies.k.unwrap_or(0);
-                let (mut rec, mut off) = Self::seek(
-                    &mut self.w.bodies,
-                    &self.w.chain,
-                    io,
-                    self.keep,
-                    self.summary,
-                    self.embed,
-                    &self.ring,
-                    k,
-                )?;
+                let mut k = self.w.sweeps[BODIES].k.unwrap_or(0);
                 loop {
+                    let (rec, off) = self.seek(io, BODIES, k)?;
                     let len = match rec {
                         Kept::Summary(s) => s.body.len() as u32,
                         Kept::Flash(r) => r.len,
@@ -602,16 +571,6 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         break;
                     }
                     k += 1;
-                    (rec, off) = Self::seek(
-                        &mut self.w.bodies,
-                        &self.w.chain,
-                        io,
-                        self.keep,
-                        self.summary,
-                        self.embed,
-                        &self.ring,
-                        k,
-                    )?;
                 }
             }
             done += n;
