@@ -28,7 +28,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::base::{Embed, Keep};
 use super::report::HIST_HEADER;
 use super::{Appended, Gate, History, Priority, SessionInfo, Store, Work};
-use crate::chdx::BackendFormat;
+use crate::chdx::{BackendFormat, RecordType};
 use crate::cursor::{read_id, Records, VerifiedReader};
 use crate::error::SESSION_BLOCKED_WARNING;
 use crate::error::{Error, Fail};
@@ -319,14 +319,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail<F::Error>> {
         let s = self.sessions[i];
-        let ring = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged {
-                plan.push(r.kind, u64::from(r.len));
-            }
-        }
+        self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
             let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
@@ -389,31 +383,50 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Where a summary of session `i` would cut, keeping `keep_turns`
-    /// turns: two passes over its records (turns, then the cut). Out of
-    /// line, so its cursor is off the stack when the base is written.
-    #[inline(never)]
+    /// turns: two passes over its records (turns, then the cut).
     fn summary_cut(
         &mut self,
         i: usize,
         keep_turns: u64,
     ) -> Result<Option<crate::turns::SummaryCut>, Fail<F::Error>> {
         let s = self.sessions[i];
-        let ring = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut turns = TurnCursor::new();
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged {
-                turns.advance(r.kind);
+        // Made again after each record of the first pass, so that it starts
+        // the second knowing every turn.
+        let mut finder = SummaryCutFinder::new(0, keep_turns);
+        self.each_record(&s, 2, &mut |pass, kind, len| {
+            if pass == 0 {
+                turns.advance(kind);
+                finder = SummaryCutFinder::new(turns.turns(), keep_turns);
+            } else {
+                finder.push(kind, u64::from(len));
             }
-        }
-        let mut finder = SummaryCutFinder::new(turns.turns(), keep_turns);
-        recs.rewind();
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged {
-                finder.push(r.kind, u64::from(r.len));
-            }
-        }
+        })?;
         Ok(finder.finish())
+    }
+
+    /// Calls `f(pass, kind, body length)` for every record of `s` that is
+    /// not damaged, in order, in each of `passes` passes over one chain.
+    /// Out of line, so its cursor is off the caller's stack afterwards (a
+    /// base written next).
+    #[inline(never)]
+    fn each_record(
+        &mut self,
+        s: &Session,
+        passes: u8,
+        f: &mut dyn FnMut(u8, RecordType, u32),
+    ) -> Result<(), Fail<F::Error>> {
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
+        for pass in 0..passes {
+            recs.rewind();
+            while let Some(r) = recs.next(&mut self.log.io())? {
+                if !r.damaged {
+                    f(pass, r.kind, r.len);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Reads a session's history into `buf`, oldest record first, applying
@@ -580,15 +593,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the partition is damage, and not counted).
     #[inline(never)]
     fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
-        let ring = self.ring_view();
         let capacity = self.log.geo.capacity();
-        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
         let mut total = 0usize;
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged && r.len <= capacity {
-                total += HIST_HEADER + r.len as usize;
+        self.each_record(s, 1, &mut |_, _, len| {
+            if len <= capacity {
+                total += HIST_HEADER + len as usize;
             }
-        }
+        })?;
         Ok(total)
     }
 
