@@ -334,6 +334,15 @@ pub(crate) fn start_name<F: NorFlash>(
     Ok(name(&m, out))
 }
 
+/// The record descriptor at `at` in `meta`: kind, format, body length and
+/// where the next one starts.
+#[inline(never)]
+fn descriptor(meta: &[u8], at: usize) -> Option<(RecordType, BackendFormat, u32, usize)> {
+    let (kind, format) = unpack_kind(*meta.get(at)?)?;
+    let (len, next) = get_varint(meta, at + 1)?;
+    Some((kind, format, len, next))
+}
+
 /// A batch's parsed meta.
 #[derive(Clone, Copy)]
 pub(crate) struct BatchMeta {
@@ -400,9 +409,7 @@ impl BatchMeta {
         }
         let records_at = at;
         for _ in 0..fixed.count {
-            let b = *bytes.get(at).ok_or_else(bad)?;
-            unpack_kind(b).ok_or_else(bad)?;
-            let (len, next) = get_varint(&bytes[..avail], at + 1).ok_or_else(bad)?;
+            let (_, _, len, next) = descriptor(&bytes[..avail], at).ok_or_else(bad)?;
             if len == 0 {
                 return Err(bad());
             }
@@ -441,21 +448,23 @@ impl BatchMeta {
         }
     }
 
-    /// Iterates `(kind, format, len)` of the records.
-    #[inline(never)]
-    pub fn records(&self) -> impl Iterator<Item = (RecordType, BackendFormat, u32)> + '_ {
-        let mut at = self.records_at;
-        (0..self.fixed.count).filter_map(move |_| {
-            let (kind, format) = unpack_kind(*self.bytes.get(at)?)?;
-            let (len, next) = get_varint(&self.bytes[..self.len], at + 1)?;
-            at = next;
-            Some((kind, format, len))
-        })
+    /// The record descriptor at `at` in the meta (from
+    /// [`records_at`](Self::records_at) up to [`len`](Self::len), which
+    /// [`read_with`](Self::read_with) checked): kind, format, body length
+    /// and where the next descriptor starts.
+    pub fn record_at(&self, at: usize) -> Option<(RecordType, BackendFormat, u32, usize)> {
+        descriptor(&self.bytes[..self.len], at)
     }
 
     /// Sum of body lengths.
     pub fn bodies_len(&self) -> u32 {
-        self.records().map(|r| r.2).sum()
+        let mut sum = 0u32;
+        let mut at = self.records_at;
+        while let Some((_, _, len, next)) = self.record_at(at) {
+            sum += len;
+            at = next;
+        }
+        sum
     }
 }
 
@@ -616,6 +625,8 @@ pub(crate) struct RecPos {
     root_is_base: bool,
     base: Slot<BaseLayout>,
     segment: usize,
+    /// The next record: its entry in a base, the position of its
+    /// descriptor in a batch's meta.
     index: u32,
     meta: Option<BatchMeta>,
     body_offset: u32,
@@ -811,12 +822,15 @@ impl RecPos {
                 }));
             }
             let addr = chain.addrs[self.segment];
-            if self.meta.is_none() {
-                match BatchMeta::read(io, addr) {
+            let meta = match self.meta {
+                Some(ref meta) => meta,
+                None => match BatchMeta::read(io, addr) {
                     Ok(meta) => {
                         self.body_offset = meta.len as u32;
-                        self.meta = Some(meta);
-                        self.index = 0;
+                        // In a batch, `index` is where the next record
+                        // descriptor is in the meta.
+                        self.index = meta.records_at as u32;
+                        self.meta.insert(meta)
                     }
                     Err(Error::Flash(e)) => return Err(Error::Flash(e)),
                     Err(_) => {
@@ -826,16 +840,14 @@ impl RecPos {
                         self.segment += 1;
                         return Ok(Some(RecordInfo::damaged(seg)));
                     }
-                }
-            }
-            let meta = self.meta.as_ref().ok_or(Error::LogicBug("meta missing"))?;
-            let found = meta.records().nth(self.index as usize);
-            match found {
-                Some((kind, format, len)) => {
+                },
+            };
+            match meta.record_at(self.index as usize) {
+                Some((kind, format, len, next)) => {
                     let offset = self.body_offset;
                     let body = io.stream_advance(addr + CHUNK_HEADER_LEN, offset);
                     self.body_offset += len;
-                    self.index += 1;
+                    self.index = next as u32;
                     return Ok(Some(RecordInfo {
                         kind,
                         format,
