@@ -4,9 +4,12 @@
 //! [`Records`] walks a session from its root (a base or its first batch)
 //! through the batches chained after it. The chain is stored newest to
 //! oldest; it is collected once into a bounded array ([`CHAIN_CAP`]
-//! addresses), so no recursion and no allocation are needed.
+//! addresses, `chain.rs`), so no recursion and no allocation are needed.
 
 use embedded_storage::nor_flash::NorFlash;
+
+mod chain;
+pub(crate) use chain::{Chain, RingView, CHAIN_CAP};
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{Error, Fail};
@@ -14,7 +17,7 @@ use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
-    BATCH_META_MAX, CHAIN_MAX, MAX_SESSION_ID_BYTES,
+    BATCH_META_MAX, MAX_SESSION_ID_BYTES,
 };
 
 /// One record as found on flash.
@@ -468,147 +471,6 @@ impl BatchMeta {
     }
 }
 
-/// Most batches a chain holds: the root and [`CHAIN_MAX`] batches after it,
-/// and as many again when a rescan of the log finds the chain of a base
-/// damaged at rest (the batches before it and after it).
-pub(crate) const CHAIN_CAP: usize = 2 * CHAIN_MAX + 1;
-const _: () = assert!(CHAIN_CAP <= 128, "one bit per segment in `Records::skip`");
-
-/// The batches of a session from its root to its head, oldest first.
-#[derive(Clone, Copy)]
-pub(crate) struct Chain {
-    pub addrs: [u32; CHAIN_CAP],
-    pub len: usize,
-}
-
-impl Chain {
-    /// No batches (a placeholder in the work area).
-    pub(crate) const EMPTY: Chain = Chain {
-        addrs: [0; CHAIN_CAP],
-        len: 0,
-    };
-}
-
-impl Chain {
-    /// Collects the chain of `s` by walking back from its head.
-    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail<F::Error>> {
-        let mut addrs = [0u32; CHAIN_CAP];
-        let mut n = 0;
-        let mut at = s.head;
-        loop {
-            if n > CHAIN_MAX {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "a session chain is longer than it may be",
-                });
-            }
-            addrs[n] = at;
-            n += 1;
-            if at == s.root {
-                break;
-            }
-            let h = read_first_chunk(io, at, Some(kind::SESSION_BATCH))?;
-            let mut fixed = [0u8; BATCH_FIXED as usize];
-            io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
-            let f = BatchFixed::decode(&fixed).ok_or(Error::Corrupted {
-                address: at,
-                what: "session batch meta is invalid",
-            })?;
-            if f.uid != s.uid || f.prev == at {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "a session chain leads to another session",
-                });
-            }
-            let _ = h;
-            at = f.prev;
-        }
-        addrs[..n].reverse();
-        Ok(Chain { addrs, len: n })
-    }
-}
-
-impl Chain {
-    /// Finds a session's chain again by scanning the log (the ring from the
-    /// tail to the head) for the batches of its uid after its root: the
-    /// repair when a "previous" pointer is damaged. Bounded by the ring.
-    pub fn scan<F: NorFlash>(
-        io: &mut Io<'_, F>,
-        s: &Session,
-        ring: RingView,
-    ) -> Result<Chain, Fail<F::Error>> {
-        let mut addrs = [0u32; CHAIN_CAP];
-        addrs[0] = s.root;
-        let mut n = 1;
-        let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
-        let geo = *io.geo;
-        let used = ring
-            .head_seq
-            .wrapping_sub(ring.tail_seq)
-            .wrapping_add(1)
-            .min(geo.count);
-        for k in 0..used {
-            let sector = (ring.head + geo.count - (used - 1 - k)) % geo.count;
-            let end = geo.sector_start(sector) + geo.sector;
-            let mut pos = geo.first_chunk(sector);
-            // After damage, chunks are trusted again from the next one whose
-            // CRC checks out, searched word by word.
-            let mut resync = false;
-            let mut scratch = [0u8; 64];
-            while pos + CHUNK_HEADER_LEN <= end {
-                let mut raw = [0u8; CHUNK_HEADER_LEN as usize];
-                io.read(pos, &mut raw)?;
-                if raw.iter().all(|b| *b == 0xFF) && !resync {
-                    break;
-                }
-                let h = match ChunkHeader::decode(&raw) {
-                    Some(h)
-                        if pos + geo.chunk_size(h.len) <= end
-                            && (!resync || io.chunk_crc_ok(pos, &h, &mut scratch)?) =>
-                    {
-                        h
-                    }
-                    _ => {
-                        resync = true;
-                        pos += geo.write;
-                        continue;
-                    }
-                };
-                resync = false;
-                let size = geo.chunk_size(h.len);
-                // Sequence numbers grow by one from chunk to chunk in a
-                // sector: anything else after this chunk may mean its length
-                // is damaged; if its CRC fails, search on after its start.
-                let follows = if pos + size + CHUNK_HEADER_LEN <= end {
-                    io.chunk_header(pos + size)?
-                        .is_some_and(|next| next.seq == h.seq.wrapping_add(1))
-                } else {
-                    true
-                };
-                if !follows && !io.chunk_crc_ok(pos, &h, &mut scratch)? {
-                    resync = true;
-                    pos += geo.write;
-                    continue;
-                }
-                if h.kind == kind::SESSION_BATCH
-                    && h.is_first()
-                    && pos != s.root
-                    && h.seq > root_seq
-                {
-                    let mut f = [0u8; BATCH_FIXED as usize];
-                    io.read_stream(pos + CHUNK_HEADER_LEN, &mut f)?;
-                    if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n < CHAIN_CAP {
-                        addrs[n] = pos;
-                        n += 1;
-                    }
-                }
-                pos += size;
-            }
-        }
-        Ok(Chain { addrs, len: n })
-    }
-}
-
 /// Reads a session's records in order: the root's (base entries or first
 /// batch), then each chained batch's.
 #[derive(Clone, Copy)]
@@ -634,14 +496,6 @@ pub(crate) struct RecPos {
     degraded: bool,
     /// Chain segments to skip (found damaged), one bit each.
     skip: u128,
-}
-
-/// Where the ring is, for a rescan of the log.
-#[derive(Clone, Copy)]
-pub(crate) struct RingView {
-    pub head: u32,
-    pub head_seq: u32,
-    pub tail_seq: u32,
 }
 
 impl Records {
