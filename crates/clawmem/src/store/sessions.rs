@@ -323,8 +323,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
-            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
-            self.write(kind::SESSION_BLOCK, &mut payload, Priority::Maintenance)?;
+            self.write_uid(kind::SESSION_BLOCK, s.uid)?;
             let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
             self.sessions[i].flags |= FLAG_BLOCKED;
             self.sessions[i].dirty = true;
@@ -609,10 +608,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub fn delete_session(&mut self, session: &str) -> Result<(), Error<F::Error>> {
         self.check_id(session)?;
         let i = self.find(session)?.ok_or(Fail::NotFound)?;
-        let uid = self.sessions[i].uid;
-        let mut payload = Slices([&uid.to_le_bytes()[..]]);
-        self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
-        self.remove_uid(uid);
+        self.delete_uid(self.sessions[i].uid)?;
         Ok(())
     }
 
@@ -621,13 +617,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: each session's deletion is atomic on its own.
     pub fn clear_sessions(&mut self) -> Result<usize, Error<F::Error>> {
         let mut n = 0;
-        while let Some(s) = self.sessions.last().copied() {
-            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
-            self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
-            self.remove_uid(s.uid);
+        while let Some(s) = self.sessions.last() {
+            self.delete_uid(s.uid)?;
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Deletes the session with `uid`: its deletion record, then its entry.
+    fn delete_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
+        self.write_uid(kind::SESSION_DELETE, uid)?;
+        self.remove_uid(uid);
+        Ok(())
+    }
+
+    /// Writes a record of kind `k` that holds only a session's uid (a
+    /// deletion, a block).
+    #[inline(never)]
+    fn write_uid(&mut self, k: u8, uid: u32) -> Result<u32, Fail<F::Error>> {
+        let mut payload = Slices([&uid.to_le_bytes()[..]]);
+        self.write(k, &mut payload, Priority::Maintenance)
     }
 }
 
