@@ -483,19 +483,16 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
         while done < out.len() {
             let p = offset + done as u32;
             let rest = out.len() - done;
-            let n;
-            if p < BASE_FIXED {
-                n = ((BASE_FIXED - p) as usize).min(rest);
-                out[done..done + n].copy_from_slice(&self.fixed[p as usize..p as usize + n]);
+            // The small sections are copied from `src`, a slice of the
+            // section's bytes from `p` on.
+            let mut small = [0u8; CHDX_ENTRY_SIZE];
+            let src: &[u8] = if p < BASE_FIXED {
+                &self.fixed[p as usize..]
             } else if p < BASE_FIXED + self.id_len {
-                let j = (p - BASE_FIXED) as usize;
-                n = (self.id_len as usize - j).min(rest);
-                out[done..done + n].copy_from_slice(&self.id[j..j + n]);
+                &self.id[(p - BASE_FIXED) as usize..self.id_len as usize]
             } else if p < self.entries_at {
-                let h = chdx::encode_header();
-                let j = (p - BASE_FIXED - self.id_len) as usize;
-                n = (CHDX_HEADER_SIZE - j).min(rest);
-                out[done..done + n].copy_from_slice(&h[j..j + n]);
+                small[..CHDX_HEADER_SIZE].copy_from_slice(&chdx::encode_header());
+                &small[(p - BASE_FIXED - self.id_len) as usize..CHDX_HEADER_SIZE]
             } else if p < self.crcs_at {
                 let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
                 let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
@@ -508,15 +505,14 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     Some(off) => io.stream_advance(self.payload_start, self.bodies_at + off),
                     None => addr,
                 };
-                let e = chdx::RawEntry {
+                small = chdx::RawEntry {
                     offset: addr,
                     length: len + 1,
                     record_type: kind.as_u8(),
                     backend_format: format.as_u8(),
                 }
                 .encode();
-                n = (CHDX_ENTRY_SIZE - j).min(rest);
-                out[done..done + n].copy_from_slice(&e[j..j + n]);
+                &small[j..]
             } else if p < self.bodies_at {
                 let k = (p - self.crcs_at) / 4;
                 let j = ((p - self.crcs_at) % 4) as usize;
@@ -540,9 +536,8 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         }
                     },
                 };
-                let c = crc.to_le_bytes();
-                n = (4 - j).min(rest);
-                out[done..done + n].copy_from_slice(&c[j..j + n]);
+                small[..4].copy_from_slice(&crc.to_le_bytes());
+                &small[j..4]
             } else {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
@@ -559,20 +554,22 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     }
                     if rel < o + len {
                         let j = rel - o;
-                        n = ((len - j) as usize).min(rest);
                         match rec {
-                            Kept::Summary(s) => out[done..done + n]
-                                .copy_from_slice(&s.body[j as usize..j as usize + n]),
+                            Kept::Summary(s) => break &s.body[j as usize..],
                             Kept::Flash(r) => {
+                                let n = ((len - j) as usize).min(rest);
                                 let at = io.stream_advance(r.addr, j);
                                 io.read_stream(at, &mut out[done..done + n])?;
+                                done += n;
+                                break &[];
                             }
                         }
-                        break;
                     }
                     k += 1;
                 }
-            }
+            };
+            let n = src.len().min(rest);
+            out[done..done + n].copy_from_slice(&src[..n]);
             done += n;
         }
         Ok(())
