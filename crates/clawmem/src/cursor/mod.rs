@@ -61,16 +61,16 @@ impl RecordInfo {
 /// work area holding one would start nonzero, in `.data` instead of `.bss`.
 #[repr(u8)]
 #[derive(Clone, Copy)]
-pub(crate) enum Slot<T> {
+pub(crate) enum Held<T> {
     Empty = 0,
     Full(T) = 1,
 }
 
-impl<T> Slot<T> {
+impl<T> Held<T> {
     pub fn get(&self) -> Option<&T> {
         match self {
-            Slot::Full(t) => Some(t),
-            Slot::Empty => None,
+            Held::Full(t) => Some(t),
+            Held::Empty => None,
         }
     }
 }
@@ -485,7 +485,7 @@ pub(crate) struct Records {
 #[derive(Clone, Copy)]
 pub(crate) struct RecPos {
     root_is_base: bool,
-    base: Slot<BaseLayout>,
+    base: Held<BaseLayout>,
     segment: usize,
     /// The next record: its entry in a base, the position of its
     /// descriptor in a batch's meta.
@@ -522,17 +522,17 @@ impl Records {
             match read_base(io, s.root) {
                 Ok(b) => {
                     degraded |= !b.header_ok;
-                    Slot::Full(b)
+                    Held::Full(b)
                 }
                 Err(Error::Flash(e)) => return Err(Error::Flash(e)),
                 Err(e) if ring.is_none() => return Err(e),
                 Err(_) => {
                     degraded = true;
-                    Slot::Empty
+                    Held::Empty
                 }
             }
         } else {
-            Slot::Empty
+            Held::Empty
         };
         Ok(Records {
             chain,
@@ -588,7 +588,7 @@ impl RecPos {
     /// A position on no chain (a placeholder in the work area).
     pub(crate) const EMPTY: RecPos = RecPos {
         root_is_base: false,
-        base: Slot::Empty,
+        base: Held::Empty,
         segment: 0,
         index: 0,
         meta: None,

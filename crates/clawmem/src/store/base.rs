@@ -24,7 +24,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{Chain, RecPos, RecordInfo, Records, Slot};
+use crate::cursor::{Chain, Held, RecPos, RecordInfo, Records};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
@@ -317,7 +317,7 @@ struct Sweep {
     state: KeepState,
     /// Index (among kept records, the summary counting as 0) of `cur`.
     k: Option<u32>,
-    cur: Slot<RecordInfo>,
+    cur: Held<RecordInfo>,
     /// Offset of `cur`'s body within the embedded-bodies section.
     embed_off: u32,
     /// Bytes of `cur`'s body emitted so far (bodies sweep only).
@@ -330,7 +330,7 @@ impl Sweep {
             pos,
             state: KeepState::new(),
             k: None,
-            cur: Slot::Empty,
+            cur: Held::Empty,
             embed_off: 0,
             started: false,
         }
@@ -340,7 +340,7 @@ impl Sweep {
         self.pos.rewind();
         self.state = KeepState::new();
         self.k = None;
-        self.cur = Slot::Empty;
+        self.cur = Held::Empty;
         self.embed_off = 0;
         self.started = false;
     }
@@ -429,7 +429,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
             let next_k = sweep.k.map_or(0, |c| c + 1);
             if next_k == 0 && summary.is_some() {
                 sweep.k = Some(0);
-                sweep.cur = Slot::Empty;
+                sweep.cur = Held::Empty;
                 continue;
             }
             loop {
@@ -441,7 +441,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
                     continue;
                 }
                 if sweep.state.keep(keep, r.kind) {
-                    sweep.cur = Slot::Full(r);
+                    sweep.cur = Held::Full(r);
                     break;
                 }
             }
