@@ -24,7 +24,6 @@ use crate::session::{BatchFixed, Session, BATCH_FIXED, CHAIN_MAX};
 /// and as many again when a rescan of the log finds the chain of a base
 /// damaged at rest (the batches before it and after it).
 pub(crate) const CHAIN_CAP: usize = 2 * CHAIN_MAX + 1;
-const _: () = assert!(CHAIN_CAP <= 128, "one bit per segment in `Records::skip`");
 
 /// The batches of a session from its root to its head, oldest first.
 #[derive(Clone, Copy)]

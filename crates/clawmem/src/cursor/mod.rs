@@ -494,8 +494,9 @@ pub(crate) struct RecPos {
     body_offset: u32,
     /// Something was damaged: the index needs rebuilding from the log.
     degraded: bool,
-    /// Chain segments to skip (found damaged), one bit each.
-    skip: u128,
+    /// Chain segments to skip (found damaged), one bit each (in 32-bit
+    /// words: a Cortex-M shifts those in one instruction).
+    skip: [u32; CHAIN_CAP.div_ceil(32)],
 }
 
 impl Records {
@@ -544,7 +545,7 @@ impl Records {
                 meta: None,
                 body_offset: 0,
                 degraded,
-                skip: 0,
+                skip: [0; CHAIN_CAP.div_ceil(32)],
             },
         })
     }
@@ -594,13 +595,13 @@ impl RecPos {
         meta: None,
         body_offset: 0,
         degraded: false,
-        skip: 0,
+        skip: [0; CHAIN_CAP.div_ceil(32)],
     };
 
     /// Skips chain segment `k` from now on (its batch failed its check).
     pub fn skip_segment(&mut self, k: usize) {
         if k < CHAIN_CAP {
-            self.skip |= 1 << k;
+            self.skip[k / 32] |= 1 << (k % 32);
             self.degraded = true;
         }
     }
@@ -624,7 +625,9 @@ impl RecPos {
             if self.segment >= chain.len {
                 return Ok(None);
             }
-            if self.segment < CHAIN_CAP && self.skip & (1 << self.segment) != 0 {
+            if self.segment < CHAIN_CAP
+                && self.skip[self.segment / 32] & (1 << (self.segment % 32)) != 0
+            {
                 self.segment += 1;
                 self.index = 0;
                 self.meta = None;
