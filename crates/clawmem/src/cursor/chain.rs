@@ -112,35 +112,30 @@ impl Chain {
                 if raw.iter().all(|b| *b == 0xFF) && !resync {
                     break;
                 }
-                let h = match ChunkHeader::decode(&raw) {
-                    Some(h)
-                        if pos + geo.chunk_size(h.len) <= end
-                            && (!resync || io.chunk_crc_ok(pos, &h, &mut scratch)?) =>
-                    {
-                        h
-                    }
-                    _ => {
-                        resync = true;
-                        pos += geo.write;
-                        continue;
-                    }
+                let Some(h) =
+                    ChunkHeader::decode(&raw).filter(|h| pos + geo.chunk_size(h.len) <= end)
+                else {
+                    resync = true;
+                    pos += geo.write;
+                    continue;
                 };
-                resync = false;
                 let size = geo.chunk_size(h.len);
                 // Sequence numbers grow by one from chunk to chunk in a
                 // sector: anything else after this chunk may mean its length
-                // is damaged; if its CRC fails, search on after its start.
-                let follows = if pos + size + CHUNK_HEADER_LEN <= end {
-                    io.chunk_header(pos + size)?
-                        .is_some_and(|next| next.seq == h.seq.wrapping_add(1))
-                } else {
-                    true
-                };
+                // is damaged. Such a chunk, or one found while resyncing, is
+                // trusted only if its CRC checks out; else the search goes on
+                // after its start.
+                let follows = !resync
+                    && (pos + size + CHUNK_HEADER_LEN > end
+                        || io
+                            .chunk_header(pos + size)?
+                            .is_some_and(|next| next.seq == h.seq.wrapping_add(1)));
                 if !follows && !io.chunk_crc_ok(pos, &h, &mut scratch)? {
                     resync = true;
                     pos += geo.write;
                     continue;
                 }
+                resync = false;
                 if h.kind == kind::SESSION_BATCH
                     && h.is_first()
                     && pos != s.root
