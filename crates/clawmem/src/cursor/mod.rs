@@ -390,18 +390,18 @@ impl BatchMeta {
         };
         let head = (BATCH_FIXED as usize + 1).min(limit);
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..head])?;
-        let f = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
-        let id_len = if f.flags & BATCH_HAS_ID != 0 {
+        // Decoded once: the second read below starts after the fixed part.
+        let fixed = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
+        let id_len = if fixed.flags & BATCH_HAS_ID != 0 {
             1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
         } else {
             0
         };
-        let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(f.count)).min(limit);
+        let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(fixed.count)).min(limit);
         if avail > head {
             let rest = io.stream_advance(addr + CHUNK_HEADER_LEN, head as u32);
             io.read_stream(rest, &mut bytes[head..avail])?;
         }
-        let fixed = BatchFixed::decode(&bytes[..avail]).ok_or_else(bad)?;
         let mut at = BATCH_FIXED as usize;
         if fixed.flags & BATCH_HAS_ID != 0 {
             let n = *bytes.get(at).ok_or_else(bad)? as usize;
