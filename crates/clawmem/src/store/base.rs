@@ -315,13 +315,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 struct Sweep {
     pos: RecPos,
     state: KeepState,
-    /// Index (among kept records, the summary counting as 0) of `cur`.
-    k: Option<u32>,
+    /// Kept records passed so far, the summary counting as the first: the
+    /// current one is number `passed - 1`.
+    passed: u32,
+    /// The current record, when it is on flash (not the summary).
     cur: Held<RecordInfo>,
-    /// Offset of `cur`'s body within the embedded-bodies section.
+    /// The current record's body length, and whether the base carries it.
+    cur_len: u32,
+    cur_embedded: bool,
+    /// Offset of the current record's body within the embedded-bodies
+    /// section (if it is there).
     embed_off: u32,
-    /// Bytes of `cur`'s body emitted so far (bodies sweep only).
-    started: bool,
 }
 
 impl Sweep {
@@ -329,20 +333,22 @@ impl Sweep {
         Sweep {
             pos,
             state: KeepState::new(),
-            k: None,
+            passed: 0,
             cur: Held::Empty,
+            cur_len: 0,
+            cur_embedded: false,
             embed_off: 0,
-            started: false,
         }
     }
 
     fn rewind(&mut self) {
         self.pos.rewind();
         self.state = KeepState::new();
-        self.k = None;
+        self.passed = 0;
         self.cur = Held::Empty;
+        self.cur_len = 0;
+        self.cur_embedded = false;
         self.embed_off = 0;
-        self.started = false;
     }
 }
 
@@ -409,55 +415,44 @@ impl<'r> BasePayload<'_, 'r, '_> {
         let (keep, summary, embed, ring) = (self.keep, self.summary, self.embed, &self.ring);
         let BaseWork { chain, sweeps } = &mut *self.w;
         let sweep = &mut sweeps[which];
-        if sweep.k.is_some_and(|c| c > k) {
+        if sweep.passed > k + 1 {
             sweep.rewind();
         }
-        loop {
-            if sweep.k == Some(k) {
-                break;
-            }
+        while sweep.passed <= k {
             // Account the current record's embedded body before moving on.
-            match (sweep.k, summary) {
-                (Some(0), Some(s)) => sweep.embed_off += s.body.len() as u32,
-                (Some(_), _) => {
-                    if let Some(c) = sweep.cur.get().filter(|c| ring.embeds(embed, c)) {
-                        sweep.embed_off += c.len;
-                    }
-                }
-                (None, _) => {}
+            if sweep.cur_embedded {
+                sweep.embed_off += sweep.cur_len;
             }
-            let next_k = sweep.k.map_or(0, |c| c + 1);
-            if next_k == 0 && summary.is_some() {
-                sweep.k = Some(0);
-                sweep.cur = Held::Empty;
-                continue;
-            }
-            loop {
-                let r = sweep
-                    .pos
-                    .next(io, chain)?
-                    .ok_or(Error::LogicBug("base sweep ran out of records"))?;
-                if r.damaged {
-                    continue;
+            match summary {
+                Some(s) if sweep.passed == 0 => {
+                    // The summary is always carried.
+                    sweep.cur = Held::Empty;
+                    sweep.cur_len = s.body.len() as u32;
+                    sweep.cur_embedded = true;
                 }
-                if sweep.state.keep(keep, r.kind) {
+                _ => {
+                    let r = loop {
+                        let r = sweep
+                            .pos
+                            .next(io, chain)?
+                            .ok_or(Error::LogicBug("base sweep ran out of records"))?;
+                        if !r.damaged && sweep.state.keep(keep, r.kind) {
+                            break r;
+                        }
+                    };
                     sweep.cur = Held::Full(r);
-                    break;
+                    sweep.cur_len = r.len;
+                    sweep.cur_embedded = ring.embeds(embed, &r);
                 }
             }
-            sweep.k = Some(next_k);
+            sweep.passed += 1;
         }
-        let off = sweep.embed_off;
-        match (k, summary) {
-            (0, Some(s)) => Ok((Kept::Summary(s), Some(off))),
-            _ => {
-                let r = *sweep
-                    .cur
-                    .get()
-                    .ok_or(Error::LogicBug("base sweep lost its record"))?;
-                Ok((Kept::Flash(r), ring.embeds(embed, &r).then_some(off)))
-            }
-        }
+        let kept = match (sweep.cur.get(), summary) {
+            (Some(r), _) => Kept::Flash(*r),
+            (None, Some(s)) => Kept::Summary(s),
+            (None, None) => return Err(Error::LogicBug("base sweep lost its record")),
+        };
+        Ok((kept, sweep.cur_embedded.then_some(sweep.embed_off)))
     }
 }
 
@@ -541,7 +536,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             } else {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
-                let mut k = self.w.sweeps[BODIES].k.unwrap_or(0);
+                let mut k = self.w.sweeps[BODIES].passed.saturating_sub(1);
                 loop {
                     let (rec, off) = self.seek(io, BODIES, k)?;
                     let len = match rec {
