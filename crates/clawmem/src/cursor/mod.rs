@@ -653,14 +653,11 @@ impl RecPos {
                 io.read_stream(cat, &mut c)?;
                 let raw = RawEntry::decode(&e);
                 self.index += 1;
-                let fields = raw.check_fields(self.index as usize - 1);
                 let bounded = raw.length >= 2
                     && raw.offset < io.geo.capacity()
                     && raw.length - 1 <= io.geo.capacity();
-                let Ok((kind, format)) =
-                    fields
-                        .map_err(|_| ())
-                        .and_then(|k| if bounded { Ok(k) } else { Err(()) })
+                let (Ok((kind, format)), true) =
+                    (raw.check_fields(self.index as usize - 1), bounded)
                 else {
                     // This entry is damaged: this record is lost, the others
                     // are still read (and the index gets rebuilt).
