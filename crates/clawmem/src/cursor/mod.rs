@@ -319,7 +319,7 @@ pub(crate) fn start_name<F: NorFlash>(
     let mut m = [0xFFu8; NAME_META_MAX];
     match io.read_stream(addr + CHUNK_HEADER_LEN, &mut m) {
         Ok(()) => {}
-        Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+        Err(e @ Error::Flash(_)) => return Err(e),
         Err(_) => return Ok(None),
     }
     if let Some(found) = name(&m, out) {
