@@ -239,20 +239,35 @@ fn single_flip<F: NorFlash>(
         return Ok(None);
     }
     let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
-    let mut at = addr + CHUNK_HEADER_LEN;
-    let end = at + h.len;
-    while at < end {
-        let n = ((end - at) as usize).min(scratch.len());
-        io.read(at, &mut scratch[..n])?;
-        d.update(&scratch[..n]);
-        at += n as u32;
-    }
+    // The chunk lies in its sector: its stream is its bytes.
+    digest_stream(io, &mut d, addr + CHUNK_HEADER_LEN, h.len, scratch)?;
     // The CRC covers 8 header bytes, then the payload.
     let to = 8 + within.min(h.len as usize);
     Ok(
         crate::layout::crc_single_bit_error(d.finalize() ^ h.crc, 8 + h.len as usize, 8, to)
             .map(|(byte, bit)| (byte - 8, bit)),
     )
+}
+
+/// Feeds the `len` bytes of the payload stream at `at` to `d`, read through
+/// `scratch`.
+#[inline(never)]
+pub(crate) fn digest_stream<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    d: &mut crc::Digest<'static, u32>,
+    at: u32,
+    len: u32,
+    scratch: &mut [u8],
+) -> Result<(), Fail<F::Error>> {
+    let mut got = 0u32;
+    while got < len {
+        let m = ((len - got) as usize).min(scratch.len());
+        let from = io.stream_advance(at, got);
+        io.read_stream(from, &mut scratch[..m])?;
+        d.update(&scratch[..m]);
+        got += m as u32;
+    }
+    Ok(())
 }
 
 /// Reads `len` bytes of a session id stored at stream address `at`.

@@ -24,7 +24,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{Chain, Held, RecPos, RecordInfo, Records};
+use crate::cursor::{digest_stream, Chain, Held, RecPos, RecordInfo, Records};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
@@ -518,15 +518,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         Some(c) => c,
                         None => {
                             let mut d = CRC.digest();
-                            let mut chunk = [0u8; 64];
-                            let mut got = 0u32;
-                            while got < r.len {
-                                let m = ((r.len - got) as usize).min(chunk.len());
-                                let at = io.stream_advance(r.addr, got);
-                                io.read_stream(at, &mut chunk[..m])?;
-                                d.update(&chunk[..m]);
-                                got += m as u32;
-                            }
+                            digest_stream(io, &mut d, r.addr, r.len, &mut [0u8; 64])?;
                             d.finalize()
                         }
                     },
