@@ -53,7 +53,8 @@ impl Chain {
                     what: "a session chain is longer than it may be",
                 });
             }
-            addrs[n] = at;
+            // Newest last, from CHAIN_MAX down; moved to the front below.
+            addrs[CHAIN_MAX - n] = at;
             n += 1;
             if at == s.root {
                 break;
@@ -74,7 +75,7 @@ impl Chain {
             let _ = h;
             at = f.prev;
         }
-        addrs[..n].reverse();
+        addrs.copy_within(CHAIN_MAX + 1 - n..=CHAIN_MAX, 0);
         Ok(Chain { addrs, len: n })
     }
 }
