@@ -563,9 +563,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 }
             }
-            buf[at] = r.kind.as_u8();
-            buf[at + 1] = r.format.as_u8();
-            buf[at + 2..at + 6].copy_from_slice(&(len as u32).to_le_bytes());
+            let l = (len as u32).to_le_bytes();
+            buf[at..body].copy_from_slice(&[
+                r.kind.as_u8(),
+                r.format.as_u8(),
+                l[0],
+                l[1],
+                l[2],
+                l[3],
+            ]);
             at = body + len;
             count += 1;
             seg_records += 1;
