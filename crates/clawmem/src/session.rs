@@ -220,12 +220,13 @@ pub(crate) struct BatchFixed {
 
 impl BatchFixed {
     pub fn decode(b: &[u8]) -> Option<BatchFixed> {
-        let b = b.get(..BATCH_FIXED as usize)?;
+        // Taken apart by pattern: in bounds by its type, no checks.
+        let &[u0, u1, u2, u3, p0, p1, p2, p3, cf] = b.first_chunk::<{ BATCH_FIXED as usize }>()?;
         let f = BatchFixed {
-            uid: u32_at(b, 0),
-            prev: u32_at(b, 4),
-            count: b[8] & 0x1F,
-            flags: b[8] >> 5,
+            uid: u32::from_le_bytes([u0, u1, u2, u3]),
+            prev: u32::from_le_bytes([p0, p1, p2, p3]),
+            count: cf & 0x1F,
+            flags: cf >> 5,
         };
         let sane = f.count >= 1
             && f.count as usize <= MAX_RECORDS_PER_APPEND
@@ -246,30 +247,51 @@ pub(crate) struct BaseFixed {
 }
 
 impl BaseFixed {
-    pub fn encode(&self, out: &mut [u8]) {
-        out[0..4].copy_from_slice(&self.uid.to_le_bytes());
-        out[4] = self.flags;
-        out[5] = self.id_len;
-        out[6..8].fill(0);
-        out[8..12].copy_from_slice(&self.size.to_le_bytes());
-        out[12..16].copy_from_slice(&self.count.to_le_bytes());
-        out[16..20].copy_from_slice(&self.oldest.to_le_bytes());
+    pub fn encode(&self, out: &mut [u8; BASE_FIXED as usize]) {
+        let [u0, u1, u2, u3] = self.uid.to_le_bytes();
+        let [s0, s1, s2, s3] = self.size.to_le_bytes();
+        let [c0, c1, c2, c3] = self.count.to_le_bytes();
+        let [o0, o1, o2, o3] = self.oldest.to_le_bytes();
+        *out = [
+            u0,
+            u1,
+            u2,
+            u3,
+            self.flags,
+            self.id_len,
+            0,
+            0,
+            s0,
+            s1,
+            s2,
+            s3,
+            c0,
+            c1,
+            c2,
+            c3,
+            o0,
+            o1,
+            o2,
+            o3,
+        ];
     }
 
     pub fn decode(b: &[u8]) -> Option<BaseFixed> {
-        let b = b.get(..BASE_FIXED as usize)?;
+        // Taken apart by pattern: in bounds by its type, no checks.
+        let &[u0, u1, u2, u3, flags, id_len, z0, z1, s0, s1, s2, s3, c0, c1, c2, c3, o0, o1, o2, o3] =
+            b.first_chunk::<{ BASE_FIXED as usize }>()?;
         let f = BaseFixed {
-            uid: u32_at(b, 0),
-            flags: b[4],
-            id_len: b[5],
-            size: u32_at(b, 8),
-            count: u32_at(b, 12),
-            oldest: u32_at(b, 16),
+            uid: u32::from_le_bytes([u0, u1, u2, u3]),
+            flags,
+            id_len,
+            size: u32::from_le_bytes([s0, s1, s2, s3]),
+            count: u32::from_le_bytes([c0, c1, c2, c3]),
+            oldest: u32::from_le_bytes([o0, o1, o2, o3]),
         };
         let sane = f.flags & !FLAG_BLOCKED == 0
             && f.id_len as usize <= MAX_SESSION_ID_BYTES
             && f.id_len > 0
-            && b[6..8] == [0, 0]
+            && [z0, z1] == [0, 0]
             && f.count <= u16::MAX as u32;
         sane.then_some(f)
     }
