@@ -13,7 +13,7 @@ pub(crate) use chain::{Chain, RingView, CHAIN_CAP};
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN};
+use crate::layout::{kind, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
@@ -311,17 +311,18 @@ pub(crate) fn start_name<F: NorFlash>(
     scratch: &mut [u8],
 ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
     let name = |m: &[u8; NAME_META_MAX], out: &mut [u8; MAX_SESSION_ID_BYTES]| {
-        let uid = uid.unwrap_or_else(|| u32_at(m, 0));
+        let uid = uid.unwrap_or_else(|| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         let at = BATCH_FIXED as usize;
         let k = usize::from(m[at]);
         if k == 0 || k > MAX_SESSION_ID_BYTES {
             return None;
         }
-        let id = &m[at + 1..at + 1 + k];
+        let (id, rest) = m[at + 1..].split_at(k);
         let mut d = crate::layout::CRC.digest();
         d.update(&uid.to_le_bytes());
         d.update(id);
-        if d.finalize() != u32_at(m, at + 1 + k) || core::str::from_utf8(id).is_err() {
+        let crc = rest.first_chunk().map(|c| u32::from_le_bytes(*c));
+        if Some(d.finalize()) != crc || core::str::from_utf8(id).is_err() {
             return None;
         }
         out[..k].copy_from_slice(id);
@@ -460,8 +461,8 @@ impl BatchMeta {
         let mut d = crate::layout::CRC.digest();
         d.update(&self.fixed.uid.to_le_bytes());
         d.update(id);
-        match self.bytes.get(at..at + 4) {
-            Some(c) => d.finalize() == u32_at(c, 0),
+        match self.bytes.get(at..).and_then(|c| c.first_chunk()) {
+            Some(c) => d.finalize() == u32::from_le_bytes(*c),
             None => false,
         }
     }
