@@ -263,8 +263,9 @@ pub(crate) fn digest_stream<F: NorFlash>(
     while got < len {
         let m = ((len - got) as usize).min(scratch.len());
         let from = io.stream_advance(at, got);
-        io.read_stream(from, &mut scratch[..m])?;
-        d.update(&scratch[..m]);
+        let part = &mut scratch[..m];
+        io.read_stream(from, part)?;
+        d.update(part);
         got += m as u32;
     }
     Ok(())
@@ -836,8 +837,9 @@ impl VerifiedReader {
             }
             let n = ((self.header.len - self.done) as usize).min(out.len() - filled);
             let at = self.chunk + CHUNK_HEADER_LEN + self.done;
-            io.read(at, &mut out[filled..filled + n])?;
-            self.digest.update(&out[filled..filled + n]);
+            let part = &mut out[filled..filled + n];
+            io.read(at, part)?;
+            self.digest.update(part);
             self.done += n as u32;
             self.read_total += n as u32;
             filled += n;
