@@ -11,7 +11,10 @@
 #   - the engine state, size_of::<Store<_, 32>>() on the target, read back
 #     from the ELF (CLAWMEM_ENGINE_STATE_BYTES);
 #   - the largest stack frames;
-#   - both against the budget: engine code <= 32 KiB, engine state <= 4 KiB.
+#   - both against the budget: engine code <= 32 KiB, engine state <= 4 KiB;
+#   - where the example's static work area landed: Work::new() is all zero
+#     bytes, so it belongs in .bss (no flash); in .data it would cost its
+#     whole size in flash, and the script fails (in either mode).
 #
 #   bash scripts/firmware-size.sh              # report (exit 0 over budget)
 #   bash scripts/firmware-size.sh --enforce    # exit 1 if over budget
@@ -209,7 +212,20 @@ printf '               %8d B (%s) with all of core/compiler_builtins (an upper b
     "$engine_upper" "$(kib "$engine_upper")"
 printf '  engine state %8d B: size_of::<Store<InternalFlash, %d, &mut Work>>() on %s; budget %d B: %s\n' \
     "$state" "$sessions" "$TARGET" "$STATE_BUDGET" "$(verdict "$state" "$STATE_BUDGET")"
-printf '  work area    %8d B: size_of::<Work>(), lent to the store (a static here)\n' "$work"
+# The static's section: b/B is .bss, d/D is .data.
+work_type=$(awk '$NF == "clawmem_firmware::WORK" { print $3 }' "$tmp/symbols")
+case "$work_type" in
+    b | B) work_in=".bss" ;;
+    d | D) work_in=".data" ;;
+    *) work_in="an unknown section ($work_type)" ;;
+esac
+printf '  work area    %8d B: size_of::<Work>(), lent to the store (a static here, in %s)\n' \
+    "$work" "$work_in"
+
+if [ "$work_in" != ".bss" ]; then
+    echo "firmware-size: the static Work is in $work_in, not .bss: Work::new() is not all zero bytes" >&2
+    exit 1
+fi
 
 if [ "$enforce" = 1 ] && { [ "$engine_code" -gt "$CODE_BUDGET" ] || [ "$state" -gt "$STATE_BUDGET" ]; }; then
     echo "firmware-size: over budget" >&2

@@ -13,7 +13,6 @@
 //! the base commits: a power cut before that leaves the old chain in force.
 
 use crate::chdx::{BackendFormat, RecordType};
-use crate::layout::{u16_at, u32_at};
 
 /// Most bytes of a session id.
 pub const MAX_SESSION_ID_BYTES: usize = 64;
@@ -88,39 +87,74 @@ impl Session {
     }
 
     pub fn encode(&self, out: &mut [u8; SESSION_ENCODED]) {
-        out[0..4].copy_from_slice(&self.uid.to_le_bytes());
-        out[4..8].copy_from_slice(&self.id_hash.to_le_bytes());
-        out[8] = self.id_len;
-        out[9] = self.flags | if self.root_is_base { 0x80 } else { 0 };
-        out[10..12].copy_from_slice(&self.records.to_le_bytes());
-        out[12..14].copy_from_slice(&self.chain.to_le_bytes());
-        out[14..16].fill(0);
-        out[16..20].copy_from_slice(&self.head.to_le_bytes());
-        out[20..24].copy_from_slice(&self.root.to_le_bytes());
-        out[24..28].copy_from_slice(&self.oldest.to_le_bytes());
-        out[28..32].copy_from_slice(&self.size.to_le_bytes());
+        // Put together by array pattern: in bounds by type, no checks.
+        let [u0, u1, u2, u3] = self.uid.to_le_bytes();
+        let [i0, i1, i2, i3] = self.id_hash.to_le_bytes();
+        let [r0, r1] = self.records.to_le_bytes();
+        let [c0, c1] = self.chain.to_le_bytes();
+        let [h0, h1, h2, h3] = self.head.to_le_bytes();
+        let [t0, t1, t2, t3] = self.root.to_le_bytes();
+        let [o0, o1, o2, o3] = self.oldest.to_le_bytes();
+        let [s0, s1, s2, s3] = self.size.to_le_bytes();
+        let flags = self.flags | if self.root_is_base { 0x80 } else { 0 };
+        *out = [
+            u0,
+            u1,
+            u2,
+            u3,
+            i0,
+            i1,
+            i2,
+            i3,
+            self.id_len,
+            flags,
+            r0,
+            r1,
+            c0,
+            c1,
+            0,
+            0,
+            h0,
+            h1,
+            h2,
+            h3,
+            t0,
+            t1,
+            t2,
+            t3,
+            o0,
+            o1,
+            o2,
+            o3,
+            s0,
+            s1,
+            s2,
+            s3,
+        ];
     }
 
     pub fn decode(b: &[u8; SESSION_ENCODED]) -> Option<Session> {
+        let &[u0, u1, u2, u3, i0, i1, i2, i3, id_len, flags, r0, r1, c0, c1, z0, z1, h0, h1, h2, h3, t0, t1, t2, t3, o0, o1, o2, o3, s0, s1, s2, s3] =
+            b;
         let s = Session {
-            uid: u32_at(b, 0),
-            id_hash: u32_at(b, 4),
-            id_len: b[8],
-            flags: b[9] & 0x7F,
-            root_is_base: b[9] & 0x80 != 0,
-            records: u16_at(b, 10),
-            chain: u16_at(b, 12),
-            head: u32_at(b, 16),
-            root: u32_at(b, 20),
-            oldest: u32_at(b, 24),
-            size: u32_at(b, 28),
+            uid: u32::from_le_bytes([u0, u1, u2, u3]),
+            id_hash: u32::from_le_bytes([i0, i1, i2, i3]),
+            id_len,
+            flags: flags & 0x7F,
+            root_is_base: flags & 0x80 != 0,
+            records: u16::from_le_bytes([r0, r1]),
+            chain: u16::from_le_bytes([c0, c1]),
+            head: u32::from_le_bytes([h0, h1, h2, h3]),
+            root: u32::from_le_bytes([t0, t1, t2, t3]),
+            oldest: u32::from_le_bytes([o0, o1, o2, o3]),
+            size: u32::from_le_bytes([s0, s1, s2, s3]),
             dirty: false,
         };
         let sane = s.id_len as usize <= MAX_SESSION_ID_BYTES
             && s.id_len > 0
             && s.flags & !FLAG_BLOCKED == 0
             && (s.chain as usize) <= CHAIN_MAX
-            && b[14..16] == [0, 0];
+            && [z0, z1] == [0, 0];
         sane.then_some(s)
     }
 }
@@ -220,12 +254,13 @@ pub(crate) struct BatchFixed {
 
 impl BatchFixed {
     pub fn decode(b: &[u8]) -> Option<BatchFixed> {
-        let b = b.get(..BATCH_FIXED as usize)?;
+        // Taken apart by pattern: in bounds by its type, no checks.
+        let &[u0, u1, u2, u3, p0, p1, p2, p3, cf] = b.first_chunk::<{ BATCH_FIXED as usize }>()?;
         let f = BatchFixed {
-            uid: u32_at(b, 0),
-            prev: u32_at(b, 4),
-            count: b[8] & 0x1F,
-            flags: b[8] >> 5,
+            uid: u32::from_le_bytes([u0, u1, u2, u3]),
+            prev: u32::from_le_bytes([p0, p1, p2, p3]),
+            count: cf & 0x1F,
+            flags: cf >> 5,
         };
         let sane = f.count >= 1
             && f.count as usize <= MAX_RECORDS_PER_APPEND
@@ -246,30 +281,51 @@ pub(crate) struct BaseFixed {
 }
 
 impl BaseFixed {
-    pub fn encode(&self, out: &mut [u8]) {
-        out[0..4].copy_from_slice(&self.uid.to_le_bytes());
-        out[4] = self.flags;
-        out[5] = self.id_len;
-        out[6..8].fill(0);
-        out[8..12].copy_from_slice(&self.size.to_le_bytes());
-        out[12..16].copy_from_slice(&self.count.to_le_bytes());
-        out[16..20].copy_from_slice(&self.oldest.to_le_bytes());
+    pub fn encode(&self, out: &mut [u8; BASE_FIXED as usize]) {
+        let [u0, u1, u2, u3] = self.uid.to_le_bytes();
+        let [s0, s1, s2, s3] = self.size.to_le_bytes();
+        let [c0, c1, c2, c3] = self.count.to_le_bytes();
+        let [o0, o1, o2, o3] = self.oldest.to_le_bytes();
+        *out = [
+            u0,
+            u1,
+            u2,
+            u3,
+            self.flags,
+            self.id_len,
+            0,
+            0,
+            s0,
+            s1,
+            s2,
+            s3,
+            c0,
+            c1,
+            c2,
+            c3,
+            o0,
+            o1,
+            o2,
+            o3,
+        ];
     }
 
     pub fn decode(b: &[u8]) -> Option<BaseFixed> {
-        let b = b.get(..BASE_FIXED as usize)?;
+        // Taken apart by pattern: in bounds by its type, no checks.
+        let &[u0, u1, u2, u3, flags, id_len, z0, z1, s0, s1, s2, s3, c0, c1, c2, c3, o0, o1, o2, o3] =
+            b.first_chunk::<{ BASE_FIXED as usize }>()?;
         let f = BaseFixed {
-            uid: u32_at(b, 0),
-            flags: b[4],
-            id_len: b[5],
-            size: u32_at(b, 8),
-            count: u32_at(b, 12),
-            oldest: u32_at(b, 16),
+            uid: u32::from_le_bytes([u0, u1, u2, u3]),
+            flags,
+            id_len,
+            size: u32::from_le_bytes([s0, s1, s2, s3]),
+            count: u32::from_le_bytes([c0, c1, c2, c3]),
+            oldest: u32::from_le_bytes([o0, o1, o2, o3]),
         };
         let sane = f.flags & !FLAG_BLOCKED == 0
             && f.id_len as usize <= MAX_SESSION_ID_BYTES
             && f.id_len > 0
-            && b[6..8] == [0, 0]
+            && [z0, z1] == [0, 0]
             && f.count <= u16::MAX as u32;
         sane.then_some(f)
     }

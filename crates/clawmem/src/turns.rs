@@ -97,9 +97,9 @@ impl TurnCursor {
     /// Advances over one record and returns the index of its turn.
     pub fn advance(&mut self, record_type: RecordType) -> u64 {
         if self.records > 0 && record_type == RecordType::User {
-            self.turn = self.turn.saturating_add(1);
+            add_sat(&mut self.turn, 1);
         }
-        self.records = self.records.saturating_add(1);
+        add_sat(&mut self.records, 1);
         self.turn
     }
 
@@ -117,6 +117,13 @@ impl TurnCursor {
             self.turn.saturating_add(1)
         }
     }
+}
+
+/// `*a = a.saturating_add(b)`, out of line: a 64-bit saturating add is
+/// long on a 32-bit target, and the planner has several.
+#[inline(never)]
+fn add_sat(a: &mut u64, b: u64) {
+    *a = a.saturating_add(b);
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -188,17 +195,17 @@ impl<const N: usize> PlanBuilder<N> {
             };
         }
         let size = record_size_bytes(body_len_bytes);
-        self.original_size_bytes = self.original_size_bytes.saturating_add(size);
+        add_sat(&mut self.original_size_bytes, size);
         if record_type.is_tool() {
             let tools = &mut self.current_tools;
-            tools.tool_records = tools.tool_records.saturating_add(1);
-            tools.tool_size_bytes = tools.tool_size_bytes.saturating_add(size);
+            add_sat(&mut tools.tool_records, 1);
+            add_sat(&mut tools.tool_size_bytes, size);
         } else {
             if record_type == RecordType::AssistantFinal {
                 self.current_completed = true;
             }
-            self.base_records = self.base_records.saturating_add(1);
-            self.base_size_bytes = self.base_size_bytes.saturating_add(size);
+            add_sat(&mut self.base_records, 1);
+            add_sat(&mut self.base_size_bytes, size);
         }
     }
 
@@ -243,8 +250,8 @@ impl<const N: usize> PlanBuilder<N> {
             let slot = if N == 0 { 0 } else { (self.kept_head + i) % N };
             if let (Some(turn), Some(target)) = (self.kept.get(slot), kept_tool_turns.get_mut(i)) {
                 *target = turn.turn;
-                kept_records = kept_records.saturating_add(turn.tool_records);
-                compacted = compacted.saturating_add(turn.tool_size_bytes);
+                add_sat(&mut kept_records, turn.tool_records);
+                add_sat(&mut compacted, turn.tool_size_bytes);
             }
         }
         Plan {
@@ -419,9 +426,10 @@ impl SummaryCutFinder {
             return false;
         };
         if turn < first_kept {
-            self.replaced_size_bytes = self
-                .replaced_size_bytes
-                .saturating_add(record_size_bytes(body_len_bytes));
+            add_sat(
+                &mut self.replaced_size_bytes,
+                record_size_bytes(body_len_bytes),
+            );
             true
         } else {
             if self.cut_record.is_none() {

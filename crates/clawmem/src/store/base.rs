@@ -24,7 +24,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{Chain, RecPos, RecordInfo, Records};
+use crate::cursor::{digest_stream, Chain, Held, RecPos, RecordInfo, Records};
 use crate::error::{Error, Fail};
 use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
@@ -245,11 +245,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
         let bodies_at = crcs_at + count * 4;
         let total = bodies_at + embedded;
-        let (_, opens) = self.log.plan(total);
+        let (start, opens) = self.log.plan(total);
         if opens > self.log.free_sectors() || u64::from(total) > budget {
             return Ok(false);
         }
-        let (start, opens) = self.log.plan(total);
         let payload_start = start + CHUNK_HEADER_LEN;
         // The base starts in the head sector or, if that is full, the next.
         let new_sector_seq = if self.log.geo.sector_of(start) == self.log.head {
@@ -257,7 +256,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else {
             self.log.head_seq + 1
         };
-        let _ = opens;
         // A relocating base holds every live body itself; otherwise the
         // referenced bodies stay where they are.
         let oldest = oldest_ref.min(new_sector_seq);
@@ -277,9 +275,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
         w.chain = chain;
-        w.entries = sweep;
-        w.crcs = sweep;
-        w.bodies = sweep;
+        w.sweeps = [sweep; 3];
         let mut payload = BasePayload {
             fixed,
             id,
@@ -319,13 +315,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 struct Sweep {
     pos: RecPos,
     state: KeepState,
-    /// Index (among kept records, the summary counting as 0) of `cur`.
-    k: Option<u32>,
-    cur: Option<RecordInfo>,
-    /// Offset of `cur`'s body within the embedded-bodies section.
+    /// Kept records passed so far, the summary counting as the first: the
+    /// current one is number `passed - 1`.
+    passed: u32,
+    /// The current record, when it is on flash (not the summary).
+    cur: Held<RecordInfo>,
+    /// The current record's body length, and whether the base carries it.
+    cur_len: u32,
+    cur_embedded: bool,
+    /// Offset of the current record's body within the embedded-bodies
+    /// section (if it is there).
     embed_off: u32,
-    /// Bytes of `cur`'s body emitted so far (bodies sweep only).
-    started: bool,
 }
 
 impl Sweep {
@@ -333,20 +333,22 @@ impl Sweep {
         Sweep {
             pos,
             state: KeepState::new(),
-            k: None,
-            cur: None,
+            passed: 0,
+            cur: Held::Empty,
+            cur_len: 0,
+            cur_embedded: false,
             embed_off: 0,
-            started: false,
         }
     }
 
     fn rewind(&mut self) {
         self.pos.rewind();
         self.state = KeepState::new();
-        self.k = None;
-        self.cur = None;
+        self.passed = 0;
+        self.cur = Held::Empty;
+        self.cur_len = 0;
+        self.cur_embedded = false;
         self.embed_off = 0;
-        self.started = false;
     }
 }
 
@@ -377,18 +379,20 @@ struct BasePayload<'p, 'r, 'w> {
 /// collection under it).
 pub(crate) struct BaseWork {
     chain: Chain,
-    entries: Sweep,
-    crcs: Sweep,
-    bodies: Sweep,
+    /// Indexed by [`ENTRIES`], [`CRCS`], [`BODIES`].
+    sweeps: [Sweep; 3],
 }
+
+/// The sweep of each section, in [`BaseWork::sweeps`].
+const ENTRIES: usize = 0;
+const CRCS: usize = 1;
+const BODIES: usize = 2;
 
 impl BaseWork {
     /// An empty one, for the work area.
     pub(crate) const EMPTY: BaseWork = BaseWork {
         chain: Chain::EMPTY,
-        entries: Sweep::new(RecPos::EMPTY),
-        crcs: Sweep::new(RecPos::EMPTY),
-        bodies: Sweep::new(RecPos::EMPTY),
+        sweeps: [Sweep::new(RecPos::EMPTY); 3],
     };
 }
 
@@ -400,67 +404,55 @@ enum Kept<'r> {
 }
 
 impl<'r> BasePayload<'_, 'r, '_> {
-    /// Moves `sweep` to kept record `k`; returns it and its body's offset in
-    /// the embedded section (if embedded).
-    #[allow(clippy::too_many_arguments)] // the sweep, the chain it walks, and the base's fixed facts
+    /// Moves sweep `which` to kept record `k`; returns it and its body's
+    /// offset in the embedded section (if embedded).
     fn seek<F: NorFlash>(
-        sweep: &mut Sweep,
-        chain: &Chain,
+        &mut self,
         io: &mut Io<'_, F>,
-        keep: Keep<'_>,
-        summary: Option<Record<'r>>,
-        embed: Embed,
-        ring: &Ring,
+        which: usize,
         k: u32,
     ) -> Result<(Kept<'r>, Option<u32>), Fail<F::Error>> {
-        if sweep.k.is_some_and(|c| c > k) {
+        let (keep, summary, embed, ring) = (self.keep, self.summary, self.embed, &self.ring);
+        let BaseWork { chain, sweeps } = &mut *self.w;
+        let sweep = &mut sweeps[which];
+        if sweep.passed > k + 1 {
             sweep.rewind();
         }
-        loop {
-            if sweep.k == Some(k) {
-                break;
-            }
+        while sweep.passed <= k {
             // Account the current record's embedded body before moving on.
-            match (sweep.k, summary) {
-                (Some(0), Some(s)) => sweep.embed_off += s.body.len() as u32,
-                (Some(_), _) => {
-                    if let Some(c) = sweep.cur.filter(|c| ring.embeds(embed, c)) {
-                        sweep.embed_off += c.len;
-                    }
-                }
-                (None, _) => {}
+            if sweep.cur_embedded {
+                sweep.embed_off += sweep.cur_len;
             }
-            let next_k = sweep.k.map_or(0, |c| c + 1);
-            if next_k == 0 && summary.is_some() {
-                sweep.k = Some(0);
-                sweep.cur = None;
-                continue;
-            }
-            loop {
-                let r = sweep
-                    .pos
-                    .next(io, chain)?
-                    .ok_or(Error::LogicBug("base sweep ran out of records"))?;
-                if r.damaged {
-                    continue;
+            match summary {
+                Some(s) if sweep.passed == 0 => {
+                    // The summary is always carried.
+                    sweep.cur = Held::Empty;
+                    sweep.cur_len = s.body.len() as u32;
+                    sweep.cur_embedded = true;
                 }
-                if sweep.state.keep(keep, r.kind) {
-                    sweep.cur = Some(r);
-                    break;
+                _ => {
+                    let r = loop {
+                        let r = sweep
+                            .pos
+                            .next(io, chain)?
+                            .ok_or(Error::LogicBug("base sweep ran out of records"))?;
+                        if !r.damaged && sweep.state.keep(keep, r.kind) {
+                            break r;
+                        }
+                    };
+                    sweep.cur = Held::Full(r);
+                    sweep.cur_len = r.len;
+                    sweep.cur_embedded = ring.embeds(embed, &r);
                 }
             }
-            sweep.k = Some(next_k);
+            sweep.passed += 1;
         }
-        let off = sweep.embed_off;
-        match (k, summary) {
-            (0, Some(s)) => Ok((Kept::Summary(s), Some(off))),
-            _ => {
-                let r = sweep
-                    .cur
-                    .ok_or(Error::LogicBug("base sweep lost its record"))?;
-                Ok((Kept::Flash(r), ring.embeds(embed, &r).then_some(off)))
-            }
-        }
+        let kept = match (sweep.cur.get(), summary) {
+            (Some(r), _) => Kept::Flash(*r),
+            (None, Some(s)) => Kept::Summary(s),
+            (None, None) => return Err(Error::LogicBug("base sweep lost its record")),
+        };
+        Ok((kept, sweep.cur_embedded.then_some(sweep.embed_off)))
     }
 }
 
@@ -477,41 +469,29 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
     ) -> Result<(), Fail<F::Error>> {
         if offset < self.last_end {
             // A new pass over this chunk (checksum, then program).
-            self.w.entries.rewind();
-            self.w.crcs.rewind();
-            self.w.bodies.rewind();
+            for sweep in &mut self.w.sweeps {
+                sweep.rewind();
+            }
         }
         self.last_end = offset + out.len() as u32;
         let mut done = 0usize;
         while done < out.len() {
             let p = offset + done as u32;
             let rest = out.len() - done;
-            let n;
-            if p < BASE_FIXED {
-                n = ((BASE_FIXED - p) as usize).min(rest);
-                out[done..done + n].copy_from_slice(&self.fixed[p as usize..p as usize + n]);
+            // The small sections are copied from `src`, a slice of the
+            // section's bytes from `p` on.
+            let mut small = [0u8; CHDX_ENTRY_SIZE];
+            let src: &[u8] = if p < BASE_FIXED {
+                &self.fixed[p as usize..]
             } else if p < BASE_FIXED + self.id_len {
-                let j = (p - BASE_FIXED) as usize;
-                n = (self.id_len as usize - j).min(rest);
-                out[done..done + n].copy_from_slice(&self.id[j..j + n]);
+                &self.id[(p - BASE_FIXED) as usize..self.id_len as usize]
             } else if p < self.entries_at {
-                let h = chdx::encode_header();
-                let j = (p - BASE_FIXED - self.id_len) as usize;
-                n = (CHDX_HEADER_SIZE - j).min(rest);
-                out[done..done + n].copy_from_slice(&h[j..j + n]);
+                small[..CHDX_HEADER_SIZE].copy_from_slice(&chdx::encode_header());
+                &small[(p - BASE_FIXED - self.id_len) as usize..CHDX_HEADER_SIZE]
             } else if p < self.crcs_at {
                 let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
                 let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
-                let (rec, emb) = Self::seek(
-                    &mut self.w.entries,
-                    &self.w.chain,
-                    io,
-                    self.keep,
-                    self.summary,
-                    self.embed,
-                    &self.ring,
-                    k,
-                )?;
+                let (rec, emb) = self.seek(io, ENTRIES, k)?;
                 let (kind, format, len, addr) = match rec {
                     Kept::Summary(s) => (s.kind, s.format, s.body.len() as u32, 0),
                     Kept::Flash(r) => (r.kind, r.format, r.len, r.addr),
@@ -520,65 +500,37 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     Some(off) => io.stream_advance(self.payload_start, self.bodies_at + off),
                     None => addr,
                 };
-                let e = chdx::RawEntry {
+                small = chdx::RawEntry {
                     offset: addr,
                     length: len + 1,
                     record_type: kind.as_u8(),
                     backend_format: format.as_u8(),
                 }
                 .encode();
-                n = (CHDX_ENTRY_SIZE - j).min(rest);
-                out[done..done + n].copy_from_slice(&e[j..j + n]);
+                &small[j..]
             } else if p < self.bodies_at {
                 let k = (p - self.crcs_at) / 4;
                 let j = ((p - self.crcs_at) % 4) as usize;
-                let (rec, _) = Self::seek(
-                    &mut self.w.crcs,
-                    &self.w.chain,
-                    io,
-                    self.keep,
-                    self.summary,
-                    self.embed,
-                    &self.ring,
-                    k,
-                )?;
+                let (rec, _) = self.seek(io, CRCS, k)?;
                 let crc = match rec {
                     Kept::Summary(s) => CRC.checksum(s.body),
                     Kept::Flash(r) => match r.crc {
                         Some(c) => c,
                         None => {
                             let mut d = CRC.digest();
-                            let mut chunk = [0u8; 64];
-                            let mut got = 0u32;
-                            while got < r.len {
-                                let m = ((r.len - got) as usize).min(chunk.len());
-                                let at = io.stream_advance(r.addr, got);
-                                io.read_stream(at, &mut chunk[..m])?;
-                                d.update(&chunk[..m]);
-                                got += m as u32;
-                            }
+                            digest_stream(io, &mut d, r.addr, r.len, &mut [0u8; 64])?;
                             d.finalize()
                         }
                     },
                 };
-                let c = crc.to_le_bytes();
-                n = (4 - j).min(rest);
-                out[done..done + n].copy_from_slice(&c[j..j + n]);
+                small[..4].copy_from_slice(&crc.to_le_bytes());
+                &small[j..4]
             } else {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
-                let mut k = self.w.bodies.k.unwrap_or(0);
-                let (mut rec, mut off) = Self::seek(
-                    &mut self.w.bodies,
-                    &self.w.chain,
-                    io,
-                    self.keep,
-                    self.summary,
-                    self.embed,
-                    &self.ring,
-                    k,
-                )?;
+                let mut k = self.w.sweeps[BODIES].passed.saturating_sub(1);
                 loop {
+                    let (rec, off) = self.seek(io, BODIES, k)?;
                     let len = match rec {
                         Kept::Summary(s) => s.body.len() as u32,
                         Kept::Flash(r) => r.len,
@@ -589,30 +541,22 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     }
                     if rel < o + len {
                         let j = rel - o;
-                        n = ((len - j) as usize).min(rest);
                         match rec {
-                            Kept::Summary(s) => out[done..done + n]
-                                .copy_from_slice(&s.body[j as usize..j as usize + n]),
+                            Kept::Summary(s) => break &s.body[j as usize..],
                             Kept::Flash(r) => {
+                                let n = ((len - j) as usize).min(rest);
                                 let at = io.stream_advance(r.addr, j);
                                 io.read_stream(at, &mut out[done..done + n])?;
+                                done += n;
+                                break &[];
                             }
                         }
-                        break;
                     }
                     k += 1;
-                    (rec, off) = Self::seek(
-                        &mut self.w.bodies,
-                        &self.w.chain,
-                        io,
-                        self.keep,
-                        self.summary,
-                        self.embed,
-                        &self.ring,
-                        k,
-                    )?;
                 }
-            }
+            };
+            let n = src.len().min(rest);
+            out[done..done + n].copy_from_slice(&src[..n]);
             done += n;
         }
         Ok(())

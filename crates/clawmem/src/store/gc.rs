@@ -75,19 +75,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// needed.
     pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo;
+        // Fixed at mount: a collection does not change it.
+        let reserve = self.reserve_for(p);
+        let space = u64::from(geo.sector_payload_space());
         for _ in 0..=2 * geo.count {
             let (_, opens) = self.log.plan(len);
-            if self.log.free_sectors() >= opens + self.reserve_for(p) {
+            if self.log.free_sectors() >= opens + reserve {
                 return Ok(());
             }
-            let usable =
-                u64::from(geo.count - self.reserve_for(p)) * u64::from(geo.sector_payload_space());
+            let usable = u64::from(geo.count - reserve) * space;
             if self.live_bytes() + u64::from(len) > usable || !self.reclaim_tail()? {
                 break;
             }
         }
-        let free = u64::from(self.log.free_sectors().saturating_sub(self.reserve_for(p)))
-            * u64::from(geo.sector_payload_space());
+        let free = u64::from(self.log.free_sectors().saturating_sub(reserve)) * space;
         Err(Error::Full {
             needed_bytes: len,
             available_bytes: free.min(u64::from(u32::MAX)) as u32,

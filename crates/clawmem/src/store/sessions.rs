@@ -28,7 +28,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::base::{Embed, Keep};
 use super::report::HIST_HEADER;
 use super::{Appended, Gate, History, Priority, SessionInfo, Store, Work};
-use crate::chdx::BackendFormat;
+use crate::chdx::{BackendFormat, RecordType};
 use crate::cursor::{read_id, Records, VerifiedReader};
 use crate::error::SESSION_BLOCKED_WARNING;
 use crate::error::{Error, Fail};
@@ -319,18 +319,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail<F::Error>> {
         let s = self.sessions[i];
-        let ring = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged {
-                plan.push(r.kind, u64::from(r.len));
-            }
-        }
+        self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
-            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
-            self.write(kind::SESSION_BLOCK, &mut payload, Priority::Maintenance)?;
+            self.write_uid(kind::SESSION_BLOCK, s.uid)?;
             let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
             self.sessions[i].flags |= FLAG_BLOCKED;
             self.sessions[i].dirty = true;
@@ -389,31 +382,50 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Where a summary of session `i` would cut, keeping `keep_turns`
-    /// turns: two passes over its records (turns, then the cut). Out of
-    /// line, so its cursor is off the stack when the base is written.
-    #[inline(never)]
+    /// turns: two passes over its records (turns, then the cut).
     fn summary_cut(
         &mut self,
         i: usize,
         keep_turns: u64,
     ) -> Result<Option<crate::turns::SummaryCut>, Fail<F::Error>> {
         let s = self.sessions[i];
-        let ring = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
         let mut turns = TurnCursor::new();
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged {
-                turns.advance(r.kind);
+        // Made again after each record of the first pass, so that it starts
+        // the second knowing every turn.
+        let mut finder = SummaryCutFinder::new(0, keep_turns);
+        self.each_record(&s, 2, &mut |pass, kind, len| {
+            if pass == 0 {
+                turns.advance(kind);
+                finder = SummaryCutFinder::new(turns.turns(), keep_turns);
+            } else {
+                finder.push(kind, u64::from(len));
             }
-        }
-        let mut finder = SummaryCutFinder::new(turns.turns(), keep_turns);
-        recs.rewind();
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged {
-                finder.push(r.kind, u64::from(r.len));
-            }
-        }
+        })?;
         Ok(finder.finish())
+    }
+
+    /// Calls `f(pass, kind, body length)` for every record of `s` that is
+    /// not damaged, in order, in each of `passes` passes over one chain.
+    /// Out of line, so its cursor is off the caller's stack afterwards (a
+    /// base written next).
+    #[inline(never)]
+    fn each_record(
+        &mut self,
+        s: &Session,
+        passes: u8,
+        f: &mut dyn FnMut(u8, RecordType, u32),
+    ) -> Result<(), Fail<F::Error>> {
+        let ring = self.ring_view();
+        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
+        for pass in 0..passes {
+            recs.rewind();
+            while let Some(r) = recs.next(&mut self.log.io())? {
+                if !r.damaged {
+                    f(pass, r.kind, r.len);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Reads a session's history into `buf`, oldest record first, applying
@@ -551,9 +563,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 }
             }
-            buf[at] = r.kind.as_u8();
-            buf[at + 1] = r.format.as_u8();
-            buf[at + 2..at + 6].copy_from_slice(&(len as u32).to_le_bytes());
+            let l = (len as u32).to_le_bytes();
+            buf[at..body].copy_from_slice(&[
+                r.kind.as_u8(),
+                r.format.as_u8(),
+                l[0],
+                l[1],
+                l[2],
+                l[3],
+            ]);
             at = body + len;
             count += 1;
             seg_records += 1;
@@ -580,15 +598,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the partition is damage, and not counted).
     #[inline(never)]
     fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
-        let ring = self.ring_view();
         let capacity = self.log.geo.capacity();
-        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
         let mut total = 0usize;
-        while let Some(r) = recs.next(&mut self.log.io())? {
-            if !r.damaged && r.len <= capacity {
-                total += HIST_HEADER + r.len as usize;
+        self.each_record(s, 1, &mut |_, _, len| {
+            if len <= capacity {
+                total += HIST_HEADER + len as usize;
             }
-        }
+        })?;
         Ok(total)
     }
 
@@ -598,10 +614,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub fn delete_session(&mut self, session: &str) -> Result<(), Error<F::Error>> {
         self.check_id(session)?;
         let i = self.find(session)?.ok_or(Fail::NotFound)?;
-        let uid = self.sessions[i].uid;
-        let mut payload = Slices([&uid.to_le_bytes()[..]]);
-        self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
-        self.remove_uid(uid);
+        self.delete_uid(self.sessions[i].uid)?;
         Ok(())
     }
 
@@ -610,13 +623,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: each session's deletion is atomic on its own.
     pub fn clear_sessions(&mut self) -> Result<usize, Error<F::Error>> {
         let mut n = 0;
-        while let Some(s) = self.sessions.last().copied() {
-            let mut payload = Slices([&s.uid.to_le_bytes()[..]]);
-            self.write(kind::SESSION_DELETE, &mut payload, Priority::Maintenance)?;
-            self.remove_uid(s.uid);
+        while let Some(s) = self.sessions.last() {
+            self.delete_uid(s.uid)?;
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Deletes the session with `uid`: its deletion record, then its entry.
+    fn delete_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
+        self.write_uid(kind::SESSION_DELETE, uid)?;
+        self.remove_uid(uid);
+        Ok(())
+    }
+
+    /// Writes a record of kind `k` that holds only a session's uid (a
+    /// deletion, a block).
+    #[inline(never)]
+    fn write_uid(&mut self, k: u8, uid: u32) -> Result<u32, Fail<F::Error>> {
+        let mut payload = Slices([&uid.to_le_bytes()[..]]);
+        self.write(k, &mut payload, Priority::Maintenance)
     }
 }
 

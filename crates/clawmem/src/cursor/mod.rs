@@ -4,17 +4,20 @@
 //! [`Records`] walks a session from its root (a base or its first batch)
 //! through the batches chained after it. The chain is stored newest to
 //! oldest; it is collected once into a bounded array ([`CHAIN_CAP`]
-//! addresses), so no recursion and no allocation are needed.
+//! addresses, `chain.rs`), so no recursion and no allocation are needed.
 
 use embedded_storage::nor_flash::NorFlash;
 
+mod chain;
+pub(crate) use chain::{Chain, RingView, CHAIN_CAP};
+
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN};
+use crate::layout::{kind, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
-    BATCH_META_MAX, CHAIN_MAX, MAX_SESSION_ID_BYTES,
+    BATCH_META_MAX, MAX_SESSION_ID_BYTES,
 };
 
 /// One record as found on flash.
@@ -49,6 +52,25 @@ impl RecordInfo {
             segment,
             offset: 0,
             damaged: true,
+        }
+    }
+}
+
+/// An `Option` whose "none" is the byte 0, guaranteed by its `repr(u8)`
+/// tag: `Option` would put a field's niche there (a `bool`'s 2), and a
+/// work area holding one would start nonzero, in `.data` instead of `.bss`.
+#[repr(u8)]
+#[derive(Clone, Copy)]
+pub(crate) enum Held<T> {
+    Empty = 0,
+    Full(T) = 1,
+}
+
+impl<T> Held<T> {
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Held::Full(t) => Some(t),
+            Held::Empty => None,
         }
     }
 }
@@ -217,20 +239,36 @@ fn single_flip<F: NorFlash>(
         return Ok(None);
     }
     let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
-    let mut at = addr + CHUNK_HEADER_LEN;
-    let end = at + h.len;
-    while at < end {
-        let n = ((end - at) as usize).min(scratch.len());
-        io.read(at, &mut scratch[..n])?;
-        d.update(&scratch[..n]);
-        at += n as u32;
-    }
+    // The chunk lies in its sector: its stream is its bytes.
+    digest_stream(io, &mut d, addr + CHUNK_HEADER_LEN, h.len, scratch)?;
     // The CRC covers 8 header bytes, then the payload.
     let to = 8 + within.min(h.len as usize);
     Ok(
         crate::layout::crc_single_bit_error(d.finalize() ^ h.crc, 8 + h.len as usize, 8, to)
             .map(|(byte, bit)| (byte - 8, bit)),
     )
+}
+
+/// Feeds the `len` bytes of the payload stream at `at` to `d`, read through
+/// `scratch`.
+#[inline(never)]
+pub(crate) fn digest_stream<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    d: &mut crc::Digest<'static, u32>,
+    at: u32,
+    len: u32,
+    scratch: &mut [u8],
+) -> Result<(), Fail<F::Error>> {
+    let mut got = 0u32;
+    while got < len {
+        let m = ((len - got) as usize).min(scratch.len());
+        let from = io.stream_advance(at, got);
+        let part = &mut scratch[..m];
+        io.read_stream(from, part)?;
+        d.update(part);
+        got += m as u32;
+    }
+    Ok(())
 }
 
 /// Reads `len` bytes of a session id stored at stream address `at`.
@@ -274,17 +312,18 @@ pub(crate) fn start_name<F: NorFlash>(
     scratch: &mut [u8],
 ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
     let name = |m: &[u8; NAME_META_MAX], out: &mut [u8; MAX_SESSION_ID_BYTES]| {
-        let uid = uid.unwrap_or_else(|| u32_at(m, 0));
+        let uid = uid.unwrap_or_else(|| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         let at = BATCH_FIXED as usize;
         let k = usize::from(m[at]);
         if k == 0 || k > MAX_SESSION_ID_BYTES {
             return None;
         }
-        let id = &m[at + 1..at + 1 + k];
+        let (id, rest) = m[at + 1..].split_at(k);
         let mut d = crate::layout::CRC.digest();
         d.update(&uid.to_le_bytes());
         d.update(id);
-        if d.finalize() != u32_at(m, at + 1 + k) || core::str::from_utf8(id).is_err() {
+        let crc = rest.first_chunk().map(|c| u32::from_le_bytes(*c));
+        if Some(d.finalize()) != crc || core::str::from_utf8(id).is_err() {
             return None;
         }
         out[..k].copy_from_slice(id);
@@ -297,7 +336,7 @@ pub(crate) fn start_name<F: NorFlash>(
     let mut m = [0xFFu8; NAME_META_MAX];
     match io.read_stream(addr + CHUNK_HEADER_LEN, &mut m) {
         Ok(()) => {}
-        Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+        Err(e @ Error::Flash(_)) => return Err(e),
         Err(_) => return Ok(None),
     }
     if let Some(found) = name(&m, out) {
@@ -313,6 +352,15 @@ pub(crate) fn start_name<F: NorFlash>(
     };
     m[byte] ^= 1 << bit;
     Ok(name(&m, out))
+}
+
+/// The record descriptor at `at` in `meta`: kind, format, body length and
+/// where the next one starts.
+#[inline(never)]
+fn descriptor(meta: &[u8], at: usize) -> Option<(RecordType, BackendFormat, u32, usize)> {
+    let (kind, format) = unpack_kind(*meta.get(at)?)?;
+    let (len, next) = get_varint(meta, at + 1)?;
+    Some((kind, format, len, next))
 }
 
 /// A batch's parsed meta.
@@ -359,18 +407,18 @@ impl BatchMeta {
         };
         let head = (BATCH_FIXED as usize + 1).min(limit);
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..head])?;
-        let f = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
-        let id_len = if f.flags & BATCH_HAS_ID != 0 {
+        // Decoded once: the second read below starts after the fixed part.
+        let fixed = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
+        let id_len = if fixed.flags & BATCH_HAS_ID != 0 {
             1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
         } else {
             0
         };
-        let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(f.count)).min(limit);
+        let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(fixed.count)).min(limit);
         if avail > head {
             let rest = io.stream_advance(addr + CHUNK_HEADER_LEN, head as u32);
             io.read_stream(rest, &mut bytes[head..avail])?;
         }
-        let fixed = BatchFixed::decode(&bytes[..avail]).ok_or_else(bad)?;
         let mut at = BATCH_FIXED as usize;
         if fixed.flags & BATCH_HAS_ID != 0 {
             let n = *bytes.get(at).ok_or_else(bad)? as usize;
@@ -381,9 +429,7 @@ impl BatchMeta {
         }
         let records_at = at;
         for _ in 0..fixed.count {
-            let b = *bytes.get(at).ok_or_else(bad)?;
-            unpack_kind(b).ok_or_else(bad)?;
-            let (len, next) = get_varint(&bytes[..avail], at + 1).ok_or_else(bad)?;
+            let (_, _, len, next) = descriptor(&bytes[..avail], at).ok_or_else(bad)?;
             if len == 0 {
                 return Err(bad());
             }
@@ -416,168 +462,29 @@ impl BatchMeta {
         let mut d = crate::layout::CRC.digest();
         d.update(&self.fixed.uid.to_le_bytes());
         d.update(id);
-        match self.bytes.get(at..at + 4) {
-            Some(c) => d.finalize() == u32_at(c, 0),
+        match self.bytes.get(at..).and_then(|c| c.first_chunk()) {
+            Some(c) => d.finalize() == u32::from_le_bytes(*c),
             None => false,
         }
     }
 
-    /// Iterates `(kind, format, len)` of the records.
-    #[inline(never)]
-    pub fn records(&self) -> impl Iterator<Item = (RecordType, BackendFormat, u32)> + '_ {
-        let mut at = self.records_at;
-        (0..self.fixed.count).filter_map(move |_| {
-            let (kind, format) = unpack_kind(*self.bytes.get(at)?)?;
-            let (len, next) = get_varint(&self.bytes[..self.len], at + 1)?;
-            at = next;
-            Some((kind, format, len))
-        })
+    /// The record descriptor at `at` in the meta (from
+    /// [`records_at`](Self::records_at) up to [`len`](Self::len), which
+    /// [`read_with`](Self::read_with) checked): kind, format, body length
+    /// and where the next descriptor starts.
+    pub fn record_at(&self, at: usize) -> Option<(RecordType, BackendFormat, u32, usize)> {
+        descriptor(&self.bytes[..self.len], at)
     }
 
     /// Sum of body lengths.
     pub fn bodies_len(&self) -> u32 {
-        self.records().map(|r| r.2).sum()
-    }
-}
-
-/// Most batches a chain holds: the root and [`CHAIN_MAX`] batches after it,
-/// and as many again when a rescan of the log finds the chain of a base
-/// damaged at rest (the batches before it and after it).
-pub(crate) const CHAIN_CAP: usize = 2 * CHAIN_MAX + 1;
-const _: () = assert!(CHAIN_CAP <= 128, "one bit per segment in `Records::skip`");
-
-/// The batches of a session from its root to its head, oldest first.
-#[derive(Clone, Copy)]
-pub(crate) struct Chain {
-    pub addrs: [u32; CHAIN_CAP],
-    pub len: usize,
-}
-
-impl Chain {
-    /// No batches (a placeholder in the work area).
-    pub(crate) const EMPTY: Chain = Chain {
-        addrs: [0; CHAIN_CAP],
-        len: 0,
-    };
-}
-
-impl Chain {
-    /// Collects the chain of `s` by walking back from its head.
-    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail<F::Error>> {
-        let mut addrs = [0u32; CHAIN_CAP];
-        let mut n = 0;
-        let mut at = s.head;
-        loop {
-            if n > CHAIN_MAX {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "a session chain is longer than it may be",
-                });
-            }
-            addrs[n] = at;
-            n += 1;
-            if at == s.root {
-                break;
-            }
-            let h = read_first_chunk(io, at, Some(kind::SESSION_BATCH))?;
-            let mut fixed = [0u8; BATCH_FIXED as usize];
-            io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
-            let f = BatchFixed::decode(&fixed).ok_or(Error::Corrupted {
-                address: at,
-                what: "session batch meta is invalid",
-            })?;
-            if f.uid != s.uid || f.prev == at {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "a session chain leads to another session",
-                });
-            }
-            let _ = h;
-            at = f.prev;
+        let mut sum = 0u32;
+        let mut at = self.records_at;
+        while let Some((_, _, len, next)) = self.record_at(at) {
+            sum += len;
+            at = next;
         }
-        addrs[..n].reverse();
-        Ok(Chain { addrs, len: n })
-    }
-}
-
-impl Chain {
-    /// Finds a session's chain again by scanning the log (the ring from the
-    /// tail to the head) for the batches of its uid after its root: the
-    /// repair when a "previous" pointer is damaged. Bounded by the ring.
-    pub fn scan<F: NorFlash>(
-        io: &mut Io<'_, F>,
-        s: &Session,
-        ring: RingView,
-    ) -> Result<Chain, Fail<F::Error>> {
-        let mut addrs = [0u32; CHAIN_CAP];
-        addrs[0] = s.root;
-        let mut n = 1;
-        let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
-        let geo = *io.geo;
-        let used = ring
-            .head_seq
-            .wrapping_sub(ring.tail_seq)
-            .wrapping_add(1)
-            .min(geo.count);
-        for k in 0..used {
-            let sector = (ring.head + geo.count - (used - 1 - k)) % geo.count;
-            let end = geo.sector_start(sector) + geo.sector;
-            let mut pos = geo.first_chunk(sector);
-            // After damage, chunks are trusted again from the next one whose
-            // CRC checks out, searched word by word.
-            let mut resync = false;
-            let mut scratch = [0u8; 64];
-            while pos + CHUNK_HEADER_LEN <= end {
-                let mut raw = [0u8; CHUNK_HEADER_LEN as usize];
-                io.read(pos, &mut raw)?;
-                if raw.iter().all(|b| *b == 0xFF) && !resync {
-                    break;
-                }
-                let h = match ChunkHeader::decode(&raw) {
-                    Some(h)
-                        if pos + geo.chunk_size(h.len) <= end
-                            && (!resync || io.chunk_crc_ok(pos, &h, &mut scratch)?) =>
-                    {
-                        h
-                    }
-                    _ => {
-                        resync = true;
-                        pos += geo.write;
-                        continue;
-                    }
-                };
-                resync = false;
-                let size = geo.chunk_size(h.len);
-                // Sequence numbers grow by one from chunk to chunk in a
-                // sector: anything else after this chunk may mean its length
-                // is damaged; if its CRC fails, search on after its start.
-                let follows = if pos + size + CHUNK_HEADER_LEN <= end {
-                    io.chunk_header(pos + size)?
-                        .is_some_and(|next| next.seq == h.seq.wrapping_add(1))
-                } else {
-                    true
-                };
-                if !follows && !io.chunk_crc_ok(pos, &h, &mut scratch)? {
-                    resync = true;
-                    pos += geo.write;
-                    continue;
-                }
-                if h.kind == kind::SESSION_BATCH
-                    && h.is_first()
-                    && pos != s.root
-                    && h.seq > root_seq
-                {
-                    let mut f = [0u8; BATCH_FIXED as usize];
-                    io.read_stream(pos + CHUNK_HEADER_LEN, &mut f)?;
-                    if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n < CHAIN_CAP {
-                        addrs[n] = pos;
-                        n += 1;
-                    }
-                }
-                pos += size;
-            }
-        }
-        Ok(Chain { addrs, len: n })
+        sum
     }
 }
 
@@ -595,23 +502,18 @@ pub(crate) struct Records {
 #[derive(Clone, Copy)]
 pub(crate) struct RecPos {
     root_is_base: bool,
-    base: Option<BaseLayout>,
+    base: Held<BaseLayout>,
     segment: usize,
+    /// The next record: its entry in a base, the position of its
+    /// descriptor in a batch's meta.
     index: u32,
     meta: Option<BatchMeta>,
     body_offset: u32,
     /// Something was damaged: the index needs rebuilding from the log.
     degraded: bool,
-    /// Chain segments to skip (found damaged), one bit each.
-    skip: u128,
-}
-
-/// Where the ring is, for a rescan of the log.
-#[derive(Clone, Copy)]
-pub(crate) struct RingView {
-    pub head: u32,
-    pub head_seq: u32,
-    pub tail_seq: u32,
+    /// Chain segments to skip (found damaged), one bit each (in 32-bit
+    /// words: a Cortex-M shifts those in one instruction).
+    skip: [u32; CHAIN_CAP.div_ceil(32)],
 }
 
 impl Records {
@@ -638,17 +540,17 @@ impl Records {
             match read_base(io, s.root) {
                 Ok(b) => {
                     degraded |= !b.header_ok;
-                    Some(b)
+                    Held::Full(b)
                 }
                 Err(Error::Flash(e)) => return Err(Error::Flash(e)),
                 Err(e) if ring.is_none() => return Err(e),
                 Err(_) => {
                     degraded = true;
-                    None
+                    Held::Empty
                 }
             }
         } else {
-            None
+            Held::Empty
         };
         Ok(Records {
             chain,
@@ -660,7 +562,7 @@ impl Records {
                 meta: None,
                 body_offset: 0,
                 degraded,
-                skip: 0,
+                skip: [0; CHAIN_CAP.div_ceil(32)],
             },
         })
     }
@@ -704,19 +606,19 @@ impl RecPos {
     /// A position on no chain (a placeholder in the work area).
     pub(crate) const EMPTY: RecPos = RecPos {
         root_is_base: false,
-        base: None,
+        base: Held::Empty,
         segment: 0,
         index: 0,
         meta: None,
         body_offset: 0,
         degraded: false,
-        skip: 0,
+        skip: [0; CHAIN_CAP.div_ceil(32)],
     };
 
     /// Skips chain segment `k` from now on (its batch failed its check).
     pub fn skip_segment(&mut self, k: usize) {
         if k < CHAIN_CAP {
-            self.skip |= 1 << k;
+            self.skip[k / 32] |= 1 << (k % 32);
             self.degraded = true;
         }
     }
@@ -740,14 +642,16 @@ impl RecPos {
             if self.segment >= chain.len {
                 return Ok(None);
             }
-            if self.segment < CHAIN_CAP && self.skip & (1 << self.segment) != 0 {
+            if self.segment < CHAIN_CAP
+                && self.skip[self.segment / 32] & (1 << (self.segment % 32)) != 0
+            {
                 self.segment += 1;
                 self.index = 0;
                 self.meta = None;
                 continue;
             }
             if self.segment == 0 && self.root_is_base {
-                let Some(b) = self.base.as_ref() else {
+                let Some(b) = self.base.get() else {
                     // The base itself is unreadable: its records are lost.
                     self.segment += 1;
                     self.index = 0;
@@ -766,14 +670,11 @@ impl RecPos {
                 io.read_stream(cat, &mut c)?;
                 let raw = RawEntry::decode(&e);
                 self.index += 1;
-                let fields = raw.check_fields(self.index as usize - 1);
                 let bounded = raw.length >= 2
                     && raw.offset < io.geo.capacity()
                     && raw.length - 1 <= io.geo.capacity();
-                let Ok((kind, format)) =
-                    fields
-                        .map_err(|_| ())
-                        .and_then(|k| if bounded { Ok(k) } else { Err(()) })
+                let (Ok((kind, format)), true) =
+                    (raw.check_fields(self.index as usize - 1), bounded)
                 else {
                     // This entry is damaged: this record is lost, the others
                     // are still read (and the index gets rebuilt).
@@ -792,12 +693,15 @@ impl RecPos {
                 }));
             }
             let addr = chain.addrs[self.segment];
-            if self.meta.is_none() {
-                match BatchMeta::read(io, addr) {
+            let meta = match self.meta {
+                Some(ref meta) => meta,
+                None => match BatchMeta::read(io, addr) {
                     Ok(meta) => {
                         self.body_offset = meta.len as u32;
-                        self.meta = Some(meta);
-                        self.index = 0;
+                        // In a batch, `index` is where the next record
+                        // descriptor is in the meta.
+                        self.index = meta.records_at as u32;
+                        self.meta.insert(meta)
                     }
                     Err(Error::Flash(e)) => return Err(Error::Flash(e)),
                     Err(_) => {
@@ -807,16 +711,14 @@ impl RecPos {
                         self.segment += 1;
                         return Ok(Some(RecordInfo::damaged(seg)));
                     }
-                }
-            }
-            let meta = self.meta.as_ref().ok_or(Error::LogicBug("meta missing"))?;
-            let found = meta.records().nth(self.index as usize);
-            match found {
-                Some((kind, format, len)) => {
+                },
+            };
+            match meta.record_at(self.index as usize) {
+                Some((kind, format, len, next)) => {
                     let offset = self.body_offset;
                     let body = io.stream_advance(addr + CHUNK_HEADER_LEN, offset);
                     self.body_offset += len;
-                    self.index += 1;
+                    self.index = next as u32;
                     return Ok(Some(RecordInfo {
                         kind,
                         format,
@@ -935,8 +837,9 @@ impl VerifiedReader {
             }
             let n = ((self.header.len - self.done) as usize).min(out.len() - filled);
             let at = self.chunk + CHUNK_HEADER_LEN + self.done;
-            io.read(at, &mut out[filled..filled + n])?;
-            self.digest.update(&out[filled..filled + n]);
+            let part = &mut out[filled..filled + n];
+            io.read(at, part)?;
+            self.digest.update(part);
             self.done += n as u32;
             self.read_total += n as u32;
             filled += n;
