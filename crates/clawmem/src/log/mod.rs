@@ -19,6 +19,12 @@
 //! a damaged chunk is always the last chunk of its sector. A cut during a
 //! sector opening leaves an erased or partly erased sector without a valid
 //! header, which is erased again when it is next opened.
+//!
+//! The ring's position (head, tail, write position, sequence numbers, the
+//! newest checkpoint) is private to the log: the layers above read it and
+//! change it only through the steps that keep it consistent (a batch
+//! written, a sector opened, sealed, wiped or released, the ring opened at
+//! mount, a checkpoint recorded).
 
 use embedded_storage::nor_flash::NorFlash;
 
@@ -235,28 +241,28 @@ pub(crate) enum Slot {
 
 /// The ring's write state.
 pub(crate) struct Log<F> {
-    pub flash: F,
-    pub geo: Geometry,
+    flash: F,
+    geo: Geometry,
     /// Head sector index: the sector being written.
-    pub head: u32,
+    head: u32,
     /// Sector sequence number of the head.
-    pub head_seq: u32,
+    head_seq: u32,
     /// Erase count of the head sector.
-    pub head_erase_count: u32,
+    head_erase_count: u32,
     /// Address where the next chunk goes (the head sector's end if full).
-    pub write_pos: u32,
+    write_pos: u32,
     /// Sector sequence number of the oldest sector in use.
-    pub tail_seq: u32,
+    tail_seq: u32,
     /// Next batch sequence number.
-    pub next_seq: u32,
+    next_seq: u32,
     /// Address of the newest committed checkpoint.
-    pub checkpoint: u32,
+    checkpoint: u32,
     /// Staging buffer for programs and scratch for reads.
-    pub buf: [u8; STAGE],
+    buf: [u8; STAGE],
     /// Bytes written per kind of record since mount ([`usage_slot`]).
-    pub written: [u64; USAGE_SLOTS],
+    written: [u64; USAGE_SLOTS],
     /// Bytes the batch being written has taken so far.
-    pub batch_bytes: u32,
+    batch_bytes: u32,
 }
 
 /// Record groups counted by [`Log::written`]: checkpoints, session batches,
@@ -307,6 +313,124 @@ impl<F: NorFlash> Log<F> {
             Slot::Chunk(c) => self.crc_ok(&c),
             _ => Ok(false),
         }
+    }
+
+    /// The partition's geometry.
+    pub fn geo(&self) -> Geometry {
+        self.geo
+    }
+
+    /// Head sector index: the sector being written.
+    pub fn head(&self) -> u32 {
+        self.head
+    }
+
+    /// Sector sequence number of the head.
+    pub fn head_seq(&self) -> u32 {
+        self.head_seq
+    }
+
+    /// Erase count of the head sector.
+    pub fn head_erase_count(&self) -> u32 {
+        self.head_erase_count
+    }
+
+    /// Address where the next chunk goes (the head sector's end if full).
+    pub fn write_pos(&self) -> u32 {
+        self.write_pos
+    }
+
+    /// Sector sequence number of the oldest sector in use.
+    pub fn tail_seq(&self) -> u32 {
+        self.tail_seq
+    }
+
+    /// Next batch sequence number.
+    pub fn next_seq(&self) -> u32 {
+        self.next_seq
+    }
+
+    /// Address of the newest committed checkpoint.
+    pub fn checkpoint(&self) -> u32 {
+        self.checkpoint
+    }
+
+    /// Bytes written per kind of record since mount ([`usage_slot`]).
+    pub fn written(&self) -> &[u64; USAGE_SLOTS] {
+        &self.written
+    }
+
+    /// The flash.
+    pub fn flash(&self) -> &F {
+        &self.flash
+    }
+
+    /// The flash, mutably (a scrub's in-place writes, fault injection).
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.flash
+    }
+
+    /// Flash access together with the staging buffer, as scratch for what
+    /// is read through it.
+    pub fn io_buf(&mut self) -> (Io<'_, F>, &mut [u8; STAGE]) {
+        (
+            Io {
+                flash: &mut self.flash,
+                geo: &self.geo,
+            },
+            &mut self.buf,
+        )
+    }
+
+    /// Records the newest committed checkpoint (mount, once it is loaded).
+    pub fn set_checkpoint(&mut self, addr: u32) {
+        self.checkpoint = addr;
+    }
+
+    /// Sets the tail: mount, once the ring's oldest sector is known. It
+    /// never passes the head.
+    pub fn set_tail_seq(&mut self, seq: u32) {
+        self.tail_seq = seq.min(self.head_seq);
+    }
+
+    /// A batch with sequence number `seq` exists: the next one follows it.
+    pub fn note_batch_seq(&mut self, seq: u32) {
+        self.next_seq = self.next_seq.max(seq.wrapping_add(1));
+    }
+
+    /// Counts the bytes written as checkpoints since `before` (a value of
+    /// `written()[0]`) as delta checkpoints instead.
+    pub fn count_as_delta(&mut self, before: u64) {
+        let n = self.written[0] - before;
+        self.written[0] = before;
+        self.written[7] += n;
+    }
+
+    /// Releases the tail sector: garbage collection moved everything live
+    /// out of it.
+    pub fn release_tail(&mut self) {
+        self.tail_seq += 1;
+    }
+
+    /// Seals the head sector: nothing more is written to it, the next
+    /// write opens a new sector.
+    pub fn seal_head(&mut self) {
+        self.write_pos = self.geo.sector_start(self.head) + self.geo.sector;
+    }
+
+    /// Sector sequence of the sector holding `addr` (the head's if unknown).
+    pub fn head_seq_of(&self, addr: u32) -> u32 {
+        self.seq_of_sector(self.geo.sector_of(addr))
+            .unwrap_or(self.head_seq)
+    }
+
+    /// Erases sector `index`, which holds nothing live (released and not
+    /// yet reopened): no header is written.
+    pub fn erase_free_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
+        let start = self.geo.sector_start(index);
+        self.flash
+            .erase(start, start + self.geo.sector)
+            .map_err(Error::Flash)
     }
 
     /// The flash, given back.
@@ -652,5 +776,30 @@ impl<F: NorFlash> Log<F> {
             geo: &self.geo,
         };
         io.chunk_crc_ok(c.address, &c.header, &mut self.buf)
+    }
+}
+
+impl<F: embedded_storage::nor_flash::MultiwriteNorFlash> Log<F> {
+    /// Programs zeros over the bytes `start..end` in place (a scrub); the
+    /// other bytes of the words they share are programmed as 0xFF, which
+    /// leaves them as they are.
+    ///
+    /// Power loss: a cut leaves some of the bytes zeroed; a scrub run again
+    /// zeroes the rest.
+    pub fn zero_in_place(&mut self, start: u32, end: u32) -> Result<(), Fail<F::Error>> {
+        let w = self.geo.write;
+        let mut at = start / w * w;
+        while at < end {
+            let n = (self.buf.len() as u32).min(end.div_ceil(w) * w - at);
+            for (k, b) in self.buf[..n as usize].iter_mut().enumerate() {
+                let p = at + k as u32;
+                *b = if p >= start && p < end { 0x00 } else { 0xFF };
+            }
+            self.flash
+                .write(at, &self.buf[..n as usize])
+                .map_err(Fail::Flash)?;
+            at += n;
+        }
+        Ok(())
     }
 }

@@ -183,10 +183,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         budget: u64,
     ) -> Result<bool, Fail<F::Error>> {
         let ring = Ring {
-            head: self.log.head,
-            head_seq: self.log.head_seq,
-            count: self.log.geo.count,
-            sector: self.log.geo.sector,
+            head: self.log.head(),
+            head_seq: self.log.head_seq(),
+            count: self.log.geo().count,
+            sector: self.log.geo().sector,
         };
         let s = self.sessions[i];
         let ring_view = self.ring_view();
@@ -251,10 +251,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let payload_start = start + CHUNK_HEADER_LEN;
         // The base starts in the head sector or, if that is full, the next.
-        let new_sector_seq = if self.log.geo.sector_of(start) == self.log.head {
-            self.log.head_seq
+        let new_sector_seq = if self.log.geo().sector_of(start) == self.log.head() {
+            self.log.head_seq()
         } else {
-            self.log.head_seq + 1
+            self.log.head_seq() + 1
         };
         // A relocating base holds every live body itself; otherwise the
         // referenced bodies stay where they are.

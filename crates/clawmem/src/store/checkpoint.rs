@@ -58,7 +58,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut n = 0;
         let mut at = addr;
         loop {
-            if at >= self.log.geo.capacity() || n == chain.len() {
+            if at >= self.log.geo().capacity() || n == chain.len() {
                 return Ok(false);
             }
             chain[n] = at;
@@ -92,11 +92,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// delta changes it. `false` if it is damaged.
     #[inline(never)]
     fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Fail<F::Error>> {
-        let geo = self.log.geo;
-        let mut io = Io {
-            flash: &mut self.log.flash,
-            geo: &self.log.geo,
-        };
+        let geo = self.log.geo();
+        let mut io = self.log.io();
         // One pass: decode while every chunk's CRC is checked; a damaged
         // checkpoint makes the caller start over from another one.
         let Some(mut r) = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)? else {
@@ -183,9 +180,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem = mem;
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
-        let oldest_possible = self.log.head_seq.saturating_sub(geo.count - 1);
-        self.log.tail_seq = tail_seq.max(oldest_possible).min(self.log.head_seq);
-        self.log.next_seq = self.log.next_seq.max(u32_at(&fixed, 12));
+        let oldest_possible = self.log.head_seq().saturating_sub(geo.count - 1);
+        self.log
+            .set_tail_seq(tail_seq.max(oldest_possible).min(self.log.head_seq()));
+        self.log
+            .note_batch_seq((u32_at(&fixed, 12)).wrapping_sub(1));
         Ok(true)
     }
 
@@ -265,9 +264,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 | (self.objects.len() as u32) << 8
                 | (count as u32 & 0xFFFF) << 16,
             self.next_uid,
-            self.log.tail_seq,
-            self.log.next_seq,
-            self.log.checkpoint,
+            self.log.tail_seq(),
+            self.log.next_seq(),
+            self.log.checkpoint(),
             (self.deleted_since_full.len() as u32 & 0xFFFF)
                 | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
         ];
@@ -287,22 +286,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             objects: &self.objects,
             mem,
         };
-        let before = self.log.written[0];
+        let before = self.log.written()[0];
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
         if delta {
             // Deltas are accounted apart from full checkpoints.
-            let n = self.log.written[0] - before;
-            self.log.written[0] = before;
-            self.log.written[7] += n;
+            self.log.count_as_delta(before);
         }
-        self.log.checkpoint = addr;
+        self.log.set_checkpoint(addr);
         if delta {
             self.deltas_since_full += 1;
         } else {
             self.full_checkpoint = addr;
             self.checkpoint_sector_seq = self
                 .log
-                .seq_of_sector(self.log.geo.sector_of(addr))
+                .seq_of_sector(self.log.geo().sector_of(addr))
                 .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
             self.deltas_since_full = 0;
         }

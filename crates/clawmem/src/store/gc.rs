@@ -74,7 +74,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Makes room for a batch of `len` payload bytes, collecting garbage if
     /// needed.
     pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         // Fixed at mount: a collection does not change it.
         let reserve = self.reserve_for(p);
         let space = u64::from(geo.sector_payload_space());
@@ -105,7 +105,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if self.log.used_sectors() <= 1 || self.in_gc {
             return Ok(false);
         }
-        let tail_seq = self.log.tail_seq;
+        let tail_seq = self.log.tail_seq();
         self.in_gc = true;
         let result = self.relocate_tail(tail_seq);
         self.in_gc = false;
@@ -115,15 +115,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if self.checkpoint_sector_seq <= tail_seq {
             return Err(Error::LogicBug("checkpoint still in the reclaimed sector"));
         }
-        self.log.tail_seq += 1;
+        self.log.release_tail();
         Ok(true)
     }
 
     /// Room at the head, in payload bytes, without reclaiming.
     fn room_bytes(&self) -> u64 {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         let space = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
-        let head_left = geo.sector_start(self.log.head) + geo.sector - self.log.write_pos;
+        let head_left = geo.sector_start(self.log.head()) + geo.sector - self.log.write_pos();
         u64::from(self.log.free_sectors()) * space
             + u64::from(head_left.saturating_sub(CHUNK_HEADER_LEN))
     }
@@ -134,7 +134,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// only its bodies in the tail are copied and the rest referenced.
     /// `false` if there is not even room for that.
     pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Fail<F::Error>> {
-        let space = u64::from(self.log.geo.sector_payload_space());
+        let space = u64::from(self.log.geo().sector_payload_space());
         if self.checkpoint_sector_seq <= tail_seq {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
                 return Ok(false);

@@ -72,7 +72,7 @@ use objects::ObjectSlot;
 use crate::cursor::{start_name, verify_batch, Records, RingView};
 use crate::error::{Error, Fail};
 use crate::layout::SectorHeader;
-use crate::log::{Io, Log};
+use crate::log::Log;
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
 
 /// An agent memory store on a NOR flash partition.
@@ -136,7 +136,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Flash bytes written since mount, by what they hold: chunk headers,
     /// padding and skipped sector ends included (not sector headers).
     pub fn written_bytes(&self) -> WrittenBytes {
-        let w = &self.log.written;
+        let w = self.log.written();
         WrittenBytes {
             checkpoints: w[0],
             delta_checkpoints: w[7],
@@ -152,9 +152,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The ring, for rescanning the log after damage.
     fn ring_view(&self) -> RingView {
         RingView {
-            head: self.log.head,
-            head_seq: self.log.head_seq,
-            tail_seq: self.log.tail_seq,
+            head: self.log.head(),
+            head_seq: self.log.head_seq(),
+            tail_seq: self.log.tail_seq(),
         }
     }
 
@@ -171,27 +171,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Space in the partition.
     pub fn space(&self) -> Space {
         Space {
-            sectors: self.log.geo.count,
+            sectors: self.log.geo().count,
             used_sectors: self.log.used_sectors(),
             reserve_sectors: self.reserve_gc + self.reserve_maintenance,
-            sector_bytes: self.log.geo.sector,
+            sector_bytes: self.log.geo().sector,
         }
     }
 
     /// The flash, for inspection.
     pub fn flash(&self) -> &F {
-        &self.log.flash
+        self.log.flash()
     }
 
     /// The flash, mutably (for a simulator's fault injection).
     pub fn flash_mut(&mut self) -> &mut F {
-        &mut self.log.flash
+        self.log.flash_mut()
     }
 
     /// Unmounts and returns the flash. Nothing needs flushing: every
     /// acknowledged write is already on flash.
     pub fn into_flash(self) -> F {
-        self.log.flash
+        self.log.into_flash()
     }
 
     /// Sessions dropped by garbage collection since the mount because damage
@@ -204,9 +204,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// and index, checksums, record counts and sizes, and the ring.
     /// Returns the number of records checked.
     pub fn check(&mut self) -> Result<u32, Error<F::Error>> {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         let mut records = 0u32;
-        for seq in self.log.tail_seq..=self.log.head_seq {
+        for seq in self.log.tail_seq()..=self.log.head_seq() {
             let idx = self
                 .log
                 .sector_index_of_seq(seq)
@@ -223,7 +223,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         for i in 0..self.sessions.len() {
             let s = self.sessions[i];
-            if s.oldest < self.log.tail_seq || s.oldest > self.log.head_seq {
+            if s.oldest < self.log.tail_seq() || s.oldest > self.log.head_seq() {
                 return Err(Error::Corrupted {
                     address: s.root,
                     what: "a session's oldest sector is outside the ring",
@@ -287,11 +287,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 impl<F: NorFlash> Log<F> {
     /// Verifies the batch at `addr` (see [`verify_batch`]).
     fn verify(&mut self, addr: u32) -> Result<Option<u32>, Fail<F::Error>> {
-        let mut io = Io {
-            flash: &mut self.flash,
-            geo: &self.geo,
-        };
-        verify_batch(&mut io, addr, &mut self.buf)
+        let (mut io, buf) = self.io_buf();
+        verify_batch(&mut io, addr, buf)
     }
 
     /// The name the session's first batch at `addr` carries, corrected
@@ -302,16 +299,7 @@ impl<F: NorFlash> Log<F> {
         uid: Option<u32>,
         out: &mut [u8; MAX_SESSION_ID_BYTES],
     ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
-        let mut io = Io {
-            flash: &mut self.flash,
-            geo: &self.geo,
-        };
-        start_name(&mut io, addr, uid, out, &mut self.buf)
-    }
-
-    /// Sector sequence of the sector holding `addr` (the head's if unknown).
-    fn head_seq_of(&self, addr: u32) -> u32 {
-        self.seq_of_sector(self.geo.sector_of(addr))
-            .unwrap_or(self.head_seq)
+        let (mut io, buf) = self.io_buf();
+        start_name(&mut io, addr, uid, out, buf)
     }
 }

@@ -100,7 +100,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let h = log.io().sector_header(i)?;
             if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) || i == 0 {
                 let start = geo.sector_start(i);
-                log.flash
+                log.flash_mut()
                     .erase(start, start + geo.sector)
                     .map_err(Fail::Flash)?;
             }
@@ -203,7 +203,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             sealed_head: opened.sealed_head,
             ..MountReport::default()
         };
-        let (head, head_seq) = (log.head, log.head_seq);
+        let (head, head_seq) = (log.head(), log.head_seq());
         let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
@@ -252,7 +252,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         head_seq: u32,
         head_valid_end: u32,
     ) -> Result<(), Fail<F::Error>> {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         // 3. The newest checkpoint, else a scan of the whole ring.
         let candidates = [head_checkpoint, Some(header_checkpoint)];
         let mut start = None;
@@ -265,7 +265,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let scan_from = match start {
             Some(c) => {
                 self.mount_report.from_checkpoint = true;
-                self.log.checkpoint = c;
+                self.log.set_checkpoint(c);
                 let full = self.full_checkpoint;
                 self.checkpoint_sector_seq =
                     self.log
@@ -290,7 +290,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         _ => break,
                     }
                 }
-                self.log.tail_seq = tail_seq;
+                self.log.set_tail_seq(tail_seq);
                 self.sessions.clear();
                 self.objects.clear();
                 self.mem = MemState::EMPTY;
@@ -301,22 +301,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         // Sectors at the tail end whose header does not carry the sequence
         // the ring expects were being reopened when power failed: free.
-        while self.log.tail_seq < self.log.head_seq {
+        while self.log.tail_seq() < self.log.head_seq() {
             let idx = self
                 .log
-                .sector_index_of_seq(self.log.tail_seq)
+                .sector_index_of_seq(self.log.tail_seq())
                 .ok_or(Error::LogicBug("tail outside the ring"))?;
             match self.log.io().sector_header(idx)? {
-                SectorHeader::Valid { seq, .. } if seq == self.log.tail_seq => break,
-                _ => self.log.tail_seq += 1,
+                SectorHeader::Valid { seq, .. } if seq == self.log.tail_seq() => break,
+                _ => self.log.set_tail_seq(self.log.tail_seq() + 1),
             }
         }
         self.scan(scan_from, head_valid_end)?;
         // A sector inside the ring without its header was being wiped (a
         // scrub) when power failed; its contents had been moved: give it
         // its header back.
-        let mut seq = self.log.tail_seq;
-        while seq < self.log.head_seq {
+        let mut seq = self.log.tail_seq();
+        while seq < self.log.head_seq() {
             let idx = self
                 .log
                 .sector_index_of_seq(seq)
@@ -335,10 +335,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 _ => {
                     let start = geo.sector_start(idx);
                     self.log
-                        .flash
+                        .flash_mut()
                         .erase(start, start + geo.sector)
                         .map_err(Error::Flash)?;
-                    let erase_count = self.log.head_erase_count;
+                    let erase_count = self.log.head_erase_count();
                     self.log.write_sector_header(idx, seq, erase_count)?;
                 }
             }
@@ -364,7 +364,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// sector.
     #[inline(never)]
     fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Fail<F::Error>> {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         let mut pos = from;
         let mut sector = geo.sector_of(from);
         // A multi-chunk batch being followed: (first chunk, header).
@@ -382,7 +382,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut lookahead: Option<Slot> = None;
             let mut last_start: Option<u32> = None;
             loop {
-                if sector == self.log.head && pos >= head_end {
+                if sector == self.log.head() && pos >= head_end {
                     break;
                 }
                 let slot = match lookahead.take() {
@@ -413,7 +413,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // within a sector: a chunk followed by anything else may
                 // have a length damaged at rest, which would pass over the
                 // chunks after it.
-                let (is_last_in_sector, suspect) = if sector == self.log.head && next >= head_end {
+                let (is_last_in_sector, suspect) = if sector == self.log.head() && next >= head_end
+                {
                     // No chunk reaches past the head's end but by a
                     // damaged length.
                     (false, next > head_end)
@@ -425,7 +426,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         _ => false,
                     };
                     lookahead = Some(s);
-                    (sector != self.log.head && last, gap)
+                    (sector != self.log.head() && last, gap)
                 };
                 pos = next;
                 // Every chunk seen, the checkpoint's own included, raises the
@@ -433,7 +434,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // written *before* taking its own, and when it lies before the
                 // head sector the head walk never sees it; a batch that then
                 // reused its number would be skipped as part of it.
-                self.log.next_seq = self.log.next_seq.max(c.header.seq.wrapping_add(1));
+                self.log.note_batch_seq(c.header.seq);
                 if Some(c.header.seq) == skip_seq {
                     continue;
                 }
@@ -449,7 +450,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     pending = None;
                     lookahead = None;
                     match self.log.resync(sector, c.address + geo.write)? {
-                        Some(p) if sector != self.log.head || p < head_end => pos = p,
+                        Some(p) if sector != self.log.head() || p < head_end => pos = p,
                         _ => break,
                     }
                     continue;
@@ -481,7 +482,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 }
             }
-            if sector == self.log.head {
+            if sector == self.log.head() {
                 break;
             }
             sector = geo.next(sector);

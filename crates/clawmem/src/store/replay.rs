@@ -64,11 +64,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // A record failed its checksum.
             return Err(Skip);
         }
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         let sector_seq = self
             .log
             .seq_of_sector(geo.sector_of(addr))
-            .unwrap_or(self.log.head_seq);
+            .unwrap_or(self.log.head_seq());
         match h.kind {
             kind::SESSION_BATCH => {
                 let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
@@ -239,7 +239,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         chain: 0,
                         changes: 0,
                         bytes: 0,
-                        oldest: self.log.tail_seq,
+                        oldest: self.log.tail_seq(),
                         next_id: self.mem.next_id.max(u32_at(&f, 4)),
                     };
                     self.mem_damaged = self.mem_damaged.saturating_add(1);
@@ -347,7 +347,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the name is recovered from the first ([`start_name`]).
     #[inline(never)]
     fn adopt(&mut self, addr: u32, meta: &BatchMeta, sector_seq: u32) -> Result<Session, Skip> {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         let uid = meta.fixed.uid;
         // The batch of a session whose name is lost.
         let lost = Skip;
@@ -421,7 +421,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// head, and `mem_lost_link` takes it first).
     #[inline(never)]
     fn mem_lost_index(&mut self, prev: u32, addr: u32) -> Result<bool, Skip> {
-        if prev >= self.log.geo.capacity() || self.log.verify(addr)?.is_none() {
+        if prev >= self.log.geo().capacity() || self.log.verify(addr)?.is_none() {
             return Ok(false);
         }
         let mut link = [0u8; 4];
@@ -455,7 +455,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if head == NO_ADDR && !empty {
             return Ok(false);
         }
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         let order = |log: &crate::log::Log<F>, a: u32| {
             if a >= geo.capacity() {
                 return None;

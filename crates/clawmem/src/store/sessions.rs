@@ -528,12 +528,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // Skip (and check) the meta before the first body.
                     let mut skip = r.offset.saturating_sub(v.read_total());
                     while skip > 0 {
-                        let n = (skip as usize).min(self.log.buf.len());
-                        let mut io = Io {
-                            flash: &mut self.log.flash,
-                            geo: &self.log.geo,
-                        };
-                        v.read(&mut io, &mut self.log.buf[..n])?;
+                        let (mut io, buf) = self.log.io_buf();
+                        let n = (skip as usize).min(buf.len());
+                        v.read(&mut io, &mut buf[..n])?;
                         skip -= n as u32;
                     }
                     v.read(&mut self.log.io(), dst)?;
@@ -598,7 +595,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the partition is damage, and not counted).
     #[inline(never)]
     fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
-        let capacity = self.log.geo.capacity();
+        let capacity = self.log.geo().capacity();
         let mut total = 0usize;
         self.each_record(s, 1, &mut |_, _, len| {
             if len <= capacity {

@@ -656,7 +656,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut fixed = [0u8; INDEX_FIXED as usize];
         fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
         fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
-        let seq = self.log.head_seq;
+        let seq = self.log.head_seq();
         fixed[12..16].copy_from_slice(&seq.to_le_bytes());
         let mut payload = IndexPayload {
             fixed,

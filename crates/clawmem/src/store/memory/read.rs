@@ -157,7 +157,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             _ => 0,
         };
         let count = (u32_at(&fixed, 8) as usize).max(by_len).min(ACTIVE_CAP);
-        let capacity = self.log.geo.capacity();
+        let capacity = self.log.geo().capacity();
         for k in 0..count {
             let mut e = [0u8; INDEX_ENTRY as usize];
             let at = self.log.io().stream_advance(

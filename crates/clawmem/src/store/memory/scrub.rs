@@ -17,7 +17,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         id: u32,
         mut f: impl FnMut(u32, u32),
     ) -> Result<(), Fail<F::Error>> {
-        let geo = self.log.geo;
+        let geo = self.log.geo();
         // Every sector, whatever its header says: a sector whose erase was
         // cut (its header gone, its chunks still there) holds copies too.
         for sector in 0..geo.count {
@@ -73,9 +73,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // wipe moves what lives there and erases it; the item, forgotten,
         // is not moved): bounded by the sectors, with nothing collected on
         // the stack.
-        for _ in 0..=self.log.geo.count {
+        for _ in 0..=self.log.geo().count {
             let mut first = None;
-            let sector = self.log.geo.sector;
+            let sector = self.log.geo().sector;
             self.mem_find_copies(id.get(), |a, _| {
                 first.get_or_insert(a / sector);
             })?;
@@ -91,28 +91,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Fail<F::Error>> {
         let Some(seq) = self.log.seq_of_sector(sector) else {
             // Free (released, not yet erased): nothing lives there.
-            let start = self.log.geo.sector_start(sector);
-            return self
-                .log
-                .flash
-                .erase(start, start + self.log.geo.sector)
-                .map_err(Error::Flash);
+            return self.log.erase_free_sector(sector);
         };
-        if sector == self.log.head {
+        if sector == self.log.head() {
             // Seal the head so that writing moves on to a new sector.
-            self.log.write_pos = self.log.geo.sector_start(sector) + self.log.geo.sector;
+            self.log.seal_head();
             self.ensure_room(1, Priority::Maintenance)?;
             self.log.open_next_sector()?;
         }
         // Move what lives in it (and, to keep this simple, what lives in
         // older sectors too: the same relocation garbage collection does).
-        self.ensure_room(self.log.geo.sector * 2, Priority::Maintenance)?;
+        self.ensure_room(self.log.geo().sector * 2, Priority::Maintenance)?;
         self.in_gc = true;
         let moved = self.relocate_tail(seq);
         self.in_gc = false;
         if !moved? {
             return Err(Error::Full {
-                needed_bytes: self.log.geo.sector,
+                needed_bytes: self.log.geo().sector,
                 available_bytes: 0,
             });
         }
@@ -142,25 +137,11 @@ impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
         self.mem_find_copies(id.get(), |a, l| {
             let _ = copies.push((a, l));
         })?;
-        let w = self.log.geo.write;
         for (addr, len) in copies {
             // Zero every payload byte; bytes of the chunk header and of the
-            // next chunk that share a word are written as 0xFF (unchanged).
+            // next chunk that share a word are left as they are.
             let start = addr + CHUNK_HEADER_LEN;
-            let end = start + len;
-            let mut at = start / w * w;
-            while at < end {
-                let n = (self.log.buf.len() as u32).min(end.div_ceil(w) * w - at);
-                for (k, b) in self.log.buf[..n as usize].iter_mut().enumerate() {
-                    let p = at + k as u32;
-                    *b = if p >= start && p < end { 0x00 } else { 0xFF };
-                }
-                self.log
-                    .flash
-                    .write(at, &self.log.buf[..n as usize])
-                    .map_err(Fail::Flash)?;
-                at += n;
-            }
+            self.log.zero_in_place(start, start + len)?;
         }
         Ok(())
     }

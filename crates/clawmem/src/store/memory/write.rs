@@ -416,10 +416,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(false);
         }
         let (start, _) = self.log.plan(len);
-        let index_seq = if self.log.geo.sector_of(start) == self.log.head {
-            self.log.head_seq
+        let index_seq = if self.log.geo().sector_of(start) == self.log.head() {
+            self.log.head_seq()
         } else {
-            self.log.head_seq + 1
+            self.log.head_seq() + 1
         };
         let oldest = self.work.borrow_mut().active[GC]
             .iter()
