@@ -190,9 +190,11 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
-    fn text<const N: usize>(
+    /// One text field into `out` (a view: compiled once for every
+    /// capacity).
+    fn text(
         &mut self,
-        out: &mut heapless::String<N>,
+        out: &mut heapless::string::StringView,
         len: usize,
         field: ItemField,
     ) -> Result<(), DecodeError> {
@@ -295,15 +297,15 @@ impl Item {
             return Err(DecodeError::TooManyLabels(label_count));
         }
 
-        r.text(&mut self.source, source_len, ItemField::Source)?;
-        r.text(&mut self.content, content_len, ItemField::Content)?;
-        r.text(&mut self.tags, tags_len, ItemField::Tags)?;
-        r.text(&mut self.keywords, keywords_len, ItemField::Keywords)?;
+        r.text(self.source.as_mut_view(), source_len, ItemField::Source)?;
+        r.text(self.content.as_mut_view(), content_len, ItemField::Content)?;
+        r.text(self.tags.as_mut_view(), tags_len, ItemField::Tags)?;
+        r.text(self.keywords.as_mut_view(), keywords_len, ItemField::Keywords)?;
         self.labels.clear();
         for _ in 0..label_count {
             let len = check_len(usize::from(r.u8()?), LABEL_MAX_BYTES, ItemField::Label)?;
             let mut label = Label::new();
-            r.text(&mut label, len, ItemField::Label)?;
+            r.text(label.as_mut_view(), len, ItemField::Label)?;
             if label.is_empty() {
                 return Err(DecodeError::Empty(ItemField::Label));
             }
