@@ -322,7 +322,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let h = fnv1a32(text.as_bytes());
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
             let b = &mut self.work.borrow_mut().scratch;
-            let change = match (0..deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+            let change = match LabelDelta::find(b, deltas, h) {
                 Some(d) => {
                     let mut x = LabelDelta::load(b, d);
                     x.used = true;
@@ -376,7 +376,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let b = &mut w.scratch;
         for l in w.items[0].labels() {
             let h = fnv1a32(l.as_bytes());
-            match (0..*deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+            match LabelDelta::find(b, *deltas, h) {
                 Some(d) => {
                     let mut x = LabelDelta::load(b, d);
                     x.change += by;

@@ -223,23 +223,31 @@ struct LabelDelta {
 }
 
 impl LabelDelta {
+    // As words: hash, addr, then change (low half) and used (bit 16),
+    // which is the byte layout [`DELTA_BYTES`] describes.
     fn load(b: &[u8], k: usize) -> LabelDelta {
-        let at = k * DELTA_BYTES;
+        let flags = word(b, 3 * k + 2);
         LabelDelta {
-            hash: u32_at(b, at),
-            addr: u32_at(b, at + 4),
-            change: u16_at(b, at + 8) as i16,
-            used: b[at + 10] != 0,
+            hash: word(b, 3 * k),
+            addr: word(b, 3 * k + 1),
+            change: flags as u16 as i16,
+            used: flags >> 16 != 0,
         }
     }
 
     fn store(&self, b: &mut [u8], k: usize) {
-        let at = k * DELTA_BYTES;
-        b[at..at + 4].copy_from_slice(&self.hash.to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&self.addr.to_le_bytes());
-        b[at + 8..at + 10].copy_from_slice(&self.change.to_le_bytes());
-        b[at + 10] = u8::from(self.used);
-        b[at + 11] = 0;
+        set_word(b, 3 * k, self.hash);
+        set_word(b, 3 * k + 1, self.addr);
+        set_word(
+            b,
+            3 * k + 2,
+            u32::from(self.change as u16) | u32::from(self.used) << 16,
+        );
+    }
+
+    /// The one of the first `n` deltas in `b` for label hash `h`.
+    fn find(b: &[u8], n: usize, h: u32) -> Option<usize> {
+        (0..n).find(|&d| word(b, 3 * d) == h)
     }
 }
 
@@ -401,9 +409,9 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
         offset: u32,
         out: &mut [u8],
     ) -> Result<(), Fail<F::Error>> {
+        let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
         for (i, b) in out.iter_mut().enumerate() {
             let p = offset as usize + i;
-            let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
             *b = if p < INDEX_FIXED as usize {
                 self.fixed[p]
             } else if p >= catalog_at {
@@ -418,13 +426,15 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
                     .entries
                     .get(k)
                     .ok_or(Error::LogicBug("index payload overrun"))?;
-                let mut enc = [0u8; INDEX_ENTRY as usize];
-                enc[0..4].copy_from_slice(&e.id.to_le_bytes());
-                enc[4..8].copy_from_slice(&e.addr.to_le_bytes());
-                enc[8..12].copy_from_slice(&e.updated_at.to_le_bytes());
-                enc[12..14].copy_from_slice(&e.access.to_le_bytes());
-                enc[14..16].copy_from_slice(&e.bloom.to_le_bytes());
-                enc[j]
+                // The entry's words, little-endian: id, addr, updated_at,
+                // then access and bloom.
+                let w = match j / 4 {
+                    0 => e.id,
+                    1 => e.addr,
+                    2 => e.updated_at,
+                    _ => u32::from(e.access) | u32::from(e.bloom) << 16,
+                };
+                (w >> (8 * (j % 4))) as u8
             };
         }
         Ok(())
