@@ -261,8 +261,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let at = root + CHUNK_HEADER_LEN;
         self.log.io().read_stream(at, &mut fixed)?;
-        let count = u32_at(&fixed, 8).min(ACTIVE_CAP as u32);
-        let catalog_len = u32_at(&fixed, 16);
+        let count = word(&fixed, 2).min(ACTIVE_CAP as u32);
+        let catalog_len = word(&fixed, 4);
         if catalog_len == NO_ADDR || catalog_len as usize > CATALOG_MAX {
             return Ok(None);
         }
@@ -278,7 +278,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .io()
                 .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
             self.log.io().read_stream(a, &mut e)?;
-            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            let (id, addr) = (word(&e, 0), word(&e, 1));
             match self.work.borrow_mut().active[OP]
                 .iter()
                 .position(|x| x.id == id && x.addr == addr)
@@ -511,8 +511,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let prev = self.mem_prev();
         let work: &mut Work = self.work.borrow_mut();
         let ids = &mut work.scratch;
-        ids[0..4].copy_from_slice(&prev.to_le_bytes());
-        ids[4..8].copy_from_slice(&now.to_le_bytes());
+        set_word(ids, 0, prev);
+        set_word(ids, 1, now);
         for (k, a) in work.active[OP].iter().enumerate() {
             set_word(ids, 2 + k, a.id);
         }
@@ -653,13 +653,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic (one empty index).
     pub fn memory_clear(&mut self) -> Result<(), Error<F::Error>> {
-        let mut fixed = [0u8; INDEX_FIXED as usize];
-        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
-        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
-        let seq = self.log.head_seq;
-        fixed[12..16].copy_from_slice(&seq.to_le_bytes());
         let mut payload = IndexPayload {
-            fixed,
+            fixed: index_fixed(self.mem.next_id, 0, self.log.head_seq, 0),
             entries: &[],
             catalog: &[],
         };

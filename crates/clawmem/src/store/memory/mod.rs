@@ -39,7 +39,7 @@ use heapless::Vec;
 use super::work::{GC, MERGED, OP};
 use super::{Priority, Store, Work};
 use crate::error::{Error, Fail, UnknownLabelError};
-use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::layout::{kind, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::memory::{
     conflicts_for_replace, merge_same_key_into, Item, ItemId, ItemInput, ItemRank, LabelLimit,
@@ -89,7 +89,9 @@ impl Marks {
 
 /// The `k`th `u32` of a scratch area used as a list of words.
 fn word(b: &[u8], k: usize) -> u32 {
-    u32_at(b, 4 * k)
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[4 * k..4 * k + 4]);
+    u32::from_le_bytes(w)
 }
 
 fn set_word(b: &mut [u8], k: usize, v: u32) {
@@ -186,25 +188,33 @@ impl MemState {
         }
     }
 
+    // As six words: root, head, chain (low half) and changes, bytes,
+    // oldest, next_id.
     pub fn encode(&self, b: &mut [u8; MEM_STATE_ENCODED]) {
-        b[0..4].copy_from_slice(&self.root.to_le_bytes());
-        b[4..8].copy_from_slice(&self.head.to_le_bytes());
-        b[8..10].copy_from_slice(&self.chain.to_le_bytes());
-        b[10..12].copy_from_slice(&self.changes.to_le_bytes());
-        b[12..16].copy_from_slice(&self.bytes.to_le_bytes());
-        b[16..20].copy_from_slice(&self.oldest.to_le_bytes());
-        b[20..24].copy_from_slice(&self.next_id.to_le_bytes());
+        let counts = u32::from(self.chain) | u32::from(self.changes) << 16;
+        let words = [
+            self.root,
+            self.head,
+            counts,
+            self.bytes,
+            self.oldest,
+            self.next_id,
+        ];
+        for (k, v) in words.into_iter().enumerate() {
+            set_word(b, k, v);
+        }
     }
 
     pub fn decode(b: &[u8; MEM_STATE_ENCODED]) -> Option<MemState> {
+        let counts = word(b, 2);
         let s = MemState {
-            root: u32_at(b, 0),
-            head: u32_at(b, 4),
-            chain: u16_at(b, 8),
-            changes: u16_at(b, 10),
-            bytes: u32_at(b, 12),
-            oldest: u32_at(b, 16),
-            next_id: u32_at(b, 20),
+            root: word(b, 0),
+            head: word(b, 1),
+            chain: counts as u16,
+            changes: (counts >> 16) as u16,
+            bytes: word(b, 3),
+            oldest: word(b, 4),
+            next_id: word(b, 5),
         };
         (s.chain as usize <= MEM_CHAIN_MAX && s.next_id >= 1).then_some(s)
     }
@@ -292,9 +302,9 @@ fn put_encode<E>(
     item: &Item,
 ) -> Result<u32, Fail<E>> {
     let len = put_len(item)?;
-    enc[0..4].copy_from_slice(&prev.to_le_bytes());
-    enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
-    enc[8..12].copy_from_slice(&origin.1.to_le_bytes());
+    for (k, v) in [prev, origin.0, origin.1].into_iter().enumerate() {
+        set_word(enc, k, v);
+    }
     let out = enc
         .get_mut(PUT_FIXED as usize..)
         .ok_or(Error::LogicBug("put buffer too small"))?;
@@ -390,6 +400,19 @@ fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
             return;
         }
     }
+}
+
+/// An index's payload before its entries ([`INDEX_FIXED`] bytes): no prev,
+/// then these words.
+fn index_fixed(next_id: u32, count: u32, oldest: u32, catalog: u32) -> [u8; INDEX_FIXED as usize] {
+    let mut fixed = [0u8; INDEX_FIXED as usize];
+    for (k, v) in [NO_ADDR, next_id, count, oldest, catalog]
+        .into_iter()
+        .enumerate()
+    {
+        set_word(&mut fixed, k, v);
+    }
+    fixed
 }
 
 struct IndexPayload<'a> {

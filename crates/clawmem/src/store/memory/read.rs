@@ -62,7 +62,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .get(PUT_FIXED as usize..len)
             .ok_or(bad.clone_corrupted())?;
         w.items[slot].decode_from(body).map_err(|_| bad)?;
-        Ok((u32_at(&w.enc, 4), u32_at(&w.enc, 8)))
+        Ok((word(&w.enc, 1), word(&w.enc, 2)))
     }
 
     /// The item in the work area's slot `slot`.
@@ -156,7 +156,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             _ => 0,
         };
-        let count = (u32_at(&fixed, 8) as usize).max(by_len).min(ACTIVE_CAP);
+        let count = (word(&fixed, 2) as usize).max(by_len).min(ACTIVE_CAP);
         let capacity = self.log.geo.capacity();
         for k in 0..count {
             let mut e = [0u8; INDEX_ENTRY as usize];
@@ -168,7 +168,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if self.mem_tolerate(r)?.is_none() {
                 break;
             }
-            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            let (id, addr) = (word(&e, 0), word(&e, 1));
             if addr >= capacity
                 || self.work.borrow_mut().active[lvl]
                     .iter()
@@ -226,8 +226,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.mem_tolerate(r)?
         };
         if let Some(len) = index {
-            let count = u32_at(&fixed, 8) as usize;
-            let catalog = match u32_at(&fixed, 16) {
+            let count = word(&fixed, 2) as usize;
+            let catalog = match word(&fixed, 4) {
                 NO_ADDR => 0,
                 n => n as usize,
             };
@@ -247,18 +247,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     INDEX_FIXED + INDEX_ENTRY * k as u32,
                 );
                 self.log.io().read_stream(at, &mut e)?;
+                let last = word(&e, 3);
                 let _ = self.work.borrow_mut().active[lvl].push(Active {
-                    id: u32_at(&e, 0),
-                    addr: u32_at(&e, 4),
-                    updated_at: u32_at(&e, 8),
-                    access: u16_at(&e, 12),
-                    bloom: u16_at(&e, 14),
+                    id: word(&e, 0),
+                    addr: word(&e, 1),
+                    updated_at: word(&e, 2),
+                    access: last as u16,
+                    bloom: (last >> 16) as u16,
                 });
             }
         } else if root != NO_ADDR {
             self.mem_salvage_index(root, lvl)?;
         }
-        for (addr, k) in self.mem_chain()? {
+        let chain = self.mem_chain()?;
+        for &(addr, k) in chain.iter() {
             match k {
                 kind::MEM_PUT => {
                     let r = self.mem_read(addr, 0);
@@ -281,7 +283,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     if self.mem_tolerate(r)?.is_none() {
                         continue;
                     }
-                    let id = u32_at(&b, 4);
+                    let id = word(&b, 1);
                     let out = &mut self.work.borrow_mut().active[lvl];
                     if let Some(i) = out.iter().position(|x| x.id == id) {
                         out.remove(i);
@@ -304,11 +306,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.log.io().read_stream(at, &mut b[..n as usize])?;
                         let mut ids = b[..n as usize].chunks_exact(4);
                         if pos == 4 {
-                            now = ids.next().map_or(0, |t| u32_at(t, 0));
+                            now = ids.next().map_or(0, |t| word(t, 0));
                         }
                         let out = &mut self.work.borrow_mut().active[lvl];
                         for id in ids {
-                            let id = u32_at(id, 0);
+                            let id = word(id, 0);
                             if let Some(x) = out.iter_mut().find(|x| x.id == id) {
                                 x.access = x.access.saturating_add(1);
                                 x.updated_at = x.updated_at.max(now);

@@ -121,8 +121,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_before_write(p)?;
         self.prepare_write(8, p)?;
         let mut b = [0u8; 8];
-        b[4..8].copy_from_slice(&id.to_le_bytes());
-        b[0..4].copy_from_slice(&self.mem_prev().to_le_bytes());
+        set_word(&mut b, 0, self.mem_prev());
+        set_word(&mut b, 1, id);
         let mut payload = crate::log::Slices([&b[..]]);
         self.mem_write(kind::MEM_FORGET, &mut payload, 1)?;
         Ok(())
@@ -427,20 +427,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .min()
             .unwrap_or(index_seq)
             .min(index_seq);
-        let mut fixed = [0u8; INDEX_FIXED as usize];
-        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
-        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
-        fixed[8..12].copy_from_slice(&count.to_le_bytes());
-        fixed[12..16].copy_from_slice(&oldest.to_le_bytes());
         let catalog_field = if catalog_len.is_some() {
             catalog_bytes as u32
         } else {
             NO_ADDR
         };
-        fixed[16..20].copy_from_slice(&catalog_field.to_le_bytes());
         let work: &Work = self.work.borrow();
         let mut payload = IndexPayload {
-            fixed,
+            fixed: index_fixed(self.mem.next_id, count, oldest, catalog_field),
             entries: &work.active[GC],
             catalog: &work.scratch[..catalog_bytes],
         };
