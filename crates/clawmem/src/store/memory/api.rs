@@ -494,14 +494,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // The matches, in priority order: the active set keeps only them.
         let set = &mut self.work.borrow_mut().active[OP];
-        let mut kept = 0;
-        for k in 0..set.len() {
-            if hits.get(k) {
-                set[kept] = set[k];
-                kept += 1;
-            }
-        }
-        set.truncate(kept);
+        hits.retain(set, true);
         sort_active(set, &by_recall);
         set.truncate(limit);
         let matched = set.len();

@@ -85,6 +85,19 @@ impl Marks {
     fn get(&self, k: usize) -> bool {
         self.0.get(k / 32).is_some_and(|w| w & (1 << (k % 32)) != 0)
     }
+
+    /// Keeps, in order, the entries of `set` whose mark is `keep`.
+    #[inline(never)]
+    fn retain(&self, set: &mut Vec<Active, ACTIVE_CAP>, keep: bool) {
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if self.get(k) == keep {
+                set[kept] = set[k];
+                kept += 1;
+            }
+        }
+        set.truncate(kept);
+    }
 }
 
 /// The `k`th `u32` of a scratch area used as a list of words.

@@ -322,15 +322,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 None => replaced.set(k),
             }
         }
-        let set = &mut self.work.borrow_mut().active[GC];
-        let mut kept = 0;
-        for k in 0..set.len() {
-            if !replaced.get(k) {
-                set[kept] = set[k];
-                kept += 1;
-            }
-        }
-        set.truncate(kept);
+        replaced.retain(&mut self.work.borrow_mut().active[GC], false);
         // Merge items with the same key (rare: stores refuse same-key
         // duplicates, so only updates can create them). No collection runs
         // inside a compaction, so the keys stay in the scratch area.
