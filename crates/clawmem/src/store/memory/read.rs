@@ -70,13 +70,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &self.work.borrow().items[slot]
     }
 
-    /// The memory chain after the root, oldest first.
+    /// The memory chain after the root, oldest first, into `out` (empty).
     // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
     pub(super) fn mem_chain(
         &mut self,
-    ) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Fail<F::Error>> {
-        let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
+        out: &mut Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>,
+    ) -> Result<(), Fail<F::Error>> {
         let mut at = self.mem.head;
         // Bounded: each step either records a link or crosses a damaged
         // one, and the chain holds at most `MEM_CHAIN_MAX` records.
@@ -119,7 +119,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         out.reverse();
-        Ok(out)
+        Ok(())
     }
 
     /// The active items of a memory index that fails its checksum (damage
@@ -259,7 +259,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else if root != NO_ADDR {
             self.mem_salvage_index(root, lvl)?;
         }
-        let chain = self.mem_chain()?;
+        let mut chain = Vec::new();
+        self.mem_chain(&mut chain)?;
         for &(addr, k) in chain.iter() {
             match k {
                 kind::MEM_PUT => {
