@@ -296,24 +296,29 @@ impl Item {
         if content.is_empty() {
             return Err(ItemError::EmptyContent);
         }
-        let tags = normalize_tags(input.tags);
-        let keywords = normalize_keywords(input.keywords, content, &tags);
-        let labels = derive_labels(&tags, limit);
         let source = match trim_c(input.source) {
             "" => SOURCE_MANUAL,
             given => given,
         };
-        Ok(Self {
-            id,
-            source: to_fixed(trim_end_c(cut_utf8(source, SOURCE_MAX_BYTES))),
-            content: to_fixed(content),
-            tags,
-            keywords,
-            labels,
-            created_at: now,
-            updated_at: now,
-            access_count: 0,
-        })
+        // Built in place, field by field (no field copied into the item).
+        // The pushes cannot fail: each text is cut to its capacity.
+        let mut item = Self::empty();
+        item.id = id;
+        let _ = item
+            .source
+            .push_str(trim_end_c(cut_utf8(source, SOURCE_MAX_BYTES)));
+        let _ = item.content.push_str(content);
+        tags_into(item.tags.as_mut_view(), input.tags);
+        keywords_into(
+            item.keywords.as_mut_view(),
+            input.keywords,
+            content,
+            &item.tags,
+        );
+        labels_into(&mut item.labels, &item.tags, limit);
+        item.created_at = now;
+        item.updated_at = now;
+        Ok(item)
     }
 
     /// The replacement for this item under `patch` (ESP-Claw's
