@@ -146,10 +146,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The active-set entry of item `id`, if it is active.
     pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Fail<F::Error>> {
         self.mem_active(OP)?;
-        Ok(self.work.borrow_mut().active[OP]
-            .iter()
-            .find(|a| a.id == id)
-            .copied())
+        let set = &self.work.borrow().active[OP];
+        Ok(position_of(set, id).map(|k| set[k]))
     }
 
     /// Calls `f` with every active item in priority order (access count,
@@ -520,11 +518,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_active(OP)?;
         for m in 0..matched {
             let id = word(&self.work.borrow_mut().scratch, 2 + m);
-            if let Some(a) = self.work.borrow_mut().active[OP]
-                .iter()
-                .find(|a| a.id == id)
-                .copied()
-            {
+            let set = &self.work.borrow().active[OP];
+            if let Some(a) = position_of(set, id).map(|k| set[k]) {
                 if !self.mem_load_ok_in(&a, 0)? {
                     continue;
                 }

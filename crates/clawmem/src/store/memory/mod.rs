@@ -356,6 +356,12 @@ fn sort_active(set: &mut [Active], before: &dyn Fn(&Active, &Active) -> bool) {
     }
 }
 
+/// Where item `id` is in an active set (one search, compiled once).
+#[inline(never)]
+fn position_of(set: &[Active], id: u32) -> Option<usize> {
+    set.iter().position(|x| x.id == id)
+}
+
 /// Recall order: [`ItemRank::recall_cmp`].
 fn by_recall(a: &Active, b: &Active) -> bool {
     a.rank().recall_cmp(&b.rank()) == core::cmp::Ordering::Less

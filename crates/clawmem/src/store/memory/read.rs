@@ -170,9 +170,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let (id, addr) = (word(&e, 0), word(&e, 1));
             if addr >= capacity
-                || self.work.borrow_mut().active[lvl]
-                    .iter()
-                    .any(|x| x.id == id)
+                || position_of(&self.work.borrow().active[lvl], id).is_some()
             {
                 continue;
             }
@@ -271,8 +269,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let w: &mut Work = self.work.borrow_mut();
                     let a = Active::of(&w.items[0], addr);
                     let out = &mut w.active[lvl];
-                    match out.iter_mut().find(|x| x.id == a.id) {
-                        Some(x) => *x = a,
+                    match position_of(out, a.id) {
+                        Some(x) => out[x] = a,
                         None => out
                             .push(a)
                             .map_err(|_| Error::LogicBug("active set overflow"))?,
@@ -286,7 +284,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                     let id = word(&b, 1);
                     let out = &mut self.work.borrow_mut().active[lvl];
-                    if let Some(i) = out.iter().position(|x| x.id == id) {
+                    if let Some(i) = position_of(out, id) {
                         out.remove(i);
                     }
                 }
@@ -312,7 +310,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         let out = &mut self.work.borrow_mut().active[lvl];
                         for id in ids {
                             let id = word(id, 0);
-                            if let Some(x) = out.iter_mut().find(|x| x.id == id) {
+                            if let Some(k) = position_of(out, id) {
+                                let x = &mut out[k];
                                 x.access = x.access.saturating_add(1);
                                 x.updated_at = x.updated_at.max(now);
                             }

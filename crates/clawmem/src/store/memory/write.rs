@@ -311,10 +311,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             match self.mem_tolerate(r)? {
                 Some((origin, _)) => {
                     if origin != 0 && origin != a.id {
-                        if let Some(o) = self.work.borrow_mut().active[GC]
-                            .iter()
-                            .position(|x| x.id == origin)
-                        {
+                        if let Some(o) = position_of(&self.work.borrow().active[GC], origin) {
                             replaced.set(o);
                         }
                     }
