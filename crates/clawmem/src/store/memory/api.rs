@@ -107,7 +107,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.mem_compact_with(None, Priority::User)?;
         }
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
-        self.mem_put(item, (0, 0), true, Priority::User)?;
+        self.mem_put(item, (0, 0), Priority::User)?;
         self.stage_touch(item);
         let mut replaced = 0;
         if replace {
@@ -578,7 +578,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             new.clone_from(self.slot(0));
         } else {
             self.mem.next_id = self.mem.next_id.wrapping_add(1);
-            self.mem_put(&new, (id.get(), root), true, Priority::User)?;
+            self.mem_put(&new, (id.get(), root), Priority::User)?;
             self.stage_touch(&new);
         }
         self.mem_forget_record(id.get(), Priority::User)?;
