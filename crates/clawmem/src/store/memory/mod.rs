@@ -482,19 +482,3 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
         Ok(())
     }
 }
-
-trait CloneCorrupted {
-    fn clone_corrupted(&self) -> Self;
-}
-
-impl<E, L> CloneCorrupted for Error<E, L> {
-    fn clone_corrupted(&self) -> Self {
-        match self {
-            Error::Corrupted { address, what } => Error::Corrupted {
-                address: *address,
-                what,
-            },
-            _ => Error::LogicBug("clone of a non-corruption error"),
-        }
-    }
-}

@@ -53,15 +53,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.log
             .io()
             .read_stream(addr + CHUNK_HEADER_LEN, &mut w.enc[..n])?;
-        let bad = Error::Corrupted {
-            address: addr,
-            what: "a memory item does not decode",
-        };
-        let body = w
+        let item = &mut w.items[slot];
+        let decoded = w
             .enc
             .get(PUT_FIXED as usize..len)
-            .ok_or(bad.clone_corrupted())?;
-        w.items[slot].decode_from(body).map_err(|_| bad)?;
+            .map(|body| item.decode_from(body));
+        if !matches!(decoded, Some(Ok(()))) {
+            return Err(Error::Corrupted {
+                address: addr,
+                what: "a memory item does not decode",
+            });
+        }
         Ok((word(&w.enc, 1), word(&w.enc, 2)))
     }
 
