@@ -92,16 +92,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<(), Fail<F::Error>> {
         let item = &stored.item;
         self.mem_active(OP)?;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !self.mem_load_ok_in(&a, 0)? {
-                continue;
-            }
-            if item.duplicate_of(self.slot(0)).is_some() {
-                stored.item.clone_from(self.slot(0));
-                stored.changed = false;
-                return Ok(());
-            }
+        if self.mem_duplicate(item, None)? {
+            stored.item.clone_from(self.slot(0));
+            stored.changed = false;
+            return Ok(());
         }
         if self.work.borrow_mut().active[OP].len() >= ACTIVE_CAP - 1 {
             self.mem_compact_with(None, Priority::User)?;
@@ -135,6 +129,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_maybe_compact()?;
         stored.replaced = replaced;
         Ok(())
+    }
+
+    /// Whether `item` duplicates an item of active set [`OP`] (other than
+    /// `skip`), which is then in slot 0.
+    #[inline(never)]
+    fn mem_duplicate(&mut self, item: &Item, skip: Option<u32>) -> Result<bool, Fail<F::Error>> {
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if Some(a.id) == skip || !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            if item.duplicate_of(self.slot(0)).is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The active item with this id.
@@ -559,20 +569,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         else {
             return Ok(None);
         };
-        let mut dup = false;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if a.id == id.get() {
-                continue;
-            }
-            if !self.mem_load_ok_in(&a, 0)? {
-                continue;
-            }
-            if new.duplicate_of(self.slot(0)).is_some() {
-                dup = true;
-                break;
-            }
-        }
+        let dup = self.mem_duplicate(&new, Some(id.get()))?;
         if dup {
             // The answer is the existing item.
             new.clone_from(self.slot(0));
