@@ -344,11 +344,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         let set = &mut work.active[GC];
                         set[i] = merged;
                         set.remove(j);
-                        let keys = &mut work.scratch;
-                        for k in j..set.len() {
-                            let next = word(keys, k + 1);
-                            set_word(keys, k, next);
-                        }
+                        // The keys after `j` move down one word with it.
+                        let n = set.len();
+                        work.scratch.copy_within(4 * (j + 1)..4 * (n + 1), 4 * j);
                         continue;
                     }
                 }
