@@ -307,7 +307,11 @@ impl Item {
         r.text(self.source.as_mut_view(), source_len, ItemField::Source)?;
         r.text(self.content.as_mut_view(), content_len, ItemField::Content)?;
         r.text(self.tags.as_mut_view(), tags_len, ItemField::Tags)?;
-        r.text(self.keywords.as_mut_view(), keywords_len, ItemField::Keywords)?;
+        r.text(
+            self.keywords.as_mut_view(),
+            keywords_len,
+            ItemField::Keywords,
+        )?;
         self.labels.clear();
         for _ in 0..label_count {
             let len = check_len(usize::from(r.u8()?), LABEL_MAX_BYTES, ItemField::Label)?;

@@ -136,9 +136,7 @@ impl ItemRank {
         // The score in u32: at most 65_535 * 3 + u32::MAX / 3600, which
         // fits, so the order is the u64 score's.
         let score = |r: &Self| u32::from(r.access_count) * 3 + r.updated_at / 3600;
-        score(self)
-            .cmp(&score(other))
-            .then(self.id.cmp(&other.id))
+        score(self).cmp(&score(other)).then(self.id.cmp(&other.id))
     }
 }
 

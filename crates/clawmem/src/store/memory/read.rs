@@ -171,9 +171,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 break;
             }
             let (id, addr) = (word(&e, 0), word(&e, 1));
-            if addr >= capacity
-                || position_of(&self.work.borrow().active[lvl], id).is_some()
-            {
+            if addr >= capacity || position_of(&self.work.borrow().active[lvl], id).is_some() {
                 continue;
             }
             // A garbage entry past the real ones names no sound put: that
