@@ -171,28 +171,15 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
     fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.array::<1>()?[0])
+        Ok(self.take(1)?[0])
     }
 
-    #[inline(never)]
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn text<const N: usize>(
+    /// One text field into `out` (a view: compiled once for every
+    /// capacity).
+    fn text(
         &mut self,
-        out: &mut heapless::String<N>,
+        out: &mut heapless::string::StringView,
         len: usize,
         field: ItemField,
     ) -> Result<(), DecodeError> {
@@ -269,41 +256,67 @@ impl Item {
     /// stack). On an error `self` holds some of the fields read; it is a
     /// valid value but not a meaningful item.
     pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
-        let mut r = Reader { bytes, pos: 0 };
-        let version = r.u8()?;
-        if version != ITEM_FORMAT_VERSION {
-            return Err(DecodeError::UnsupportedVersion(version));
+        // The fixed header, copied once; each field is `Truncated` if the
+        // bytes end before it, checked in field order as a reader would.
+        let mut h = [0u8; ITEM_HEADER_BYTES];
+        let have = bytes.len().min(ITEM_HEADER_BYTES);
+        h[..have].copy_from_slice(&bytes[..have]);
+        let need = |end: usize| {
+            if have < end {
+                Err(DecodeError::Truncated)
+            } else {
+                Ok(())
+            }
+        };
+        let word = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+        need(1)?;
+        if h[0] != ITEM_FORMAT_VERSION {
+            return Err(DecodeError::UnsupportedVersion(h[0]));
         }
-        let flags = r.u8()?;
-        if flags != 0 {
-            return Err(DecodeError::ReservedFlags(flags));
+        need(2)?;
+        if h[1] != 0 {
+            return Err(DecodeError::ReservedFlags(h[1]));
         }
-        self.id = ItemId::new(r.u32()?);
-        self.created_at = r.u32()?;
-        self.updated_at = r.u32()?;
-        self.access_count = r.u16()?;
-        let source_len = check_len(usize::from(r.u8()?), SOURCE_MAX_BYTES, ItemField::Source)?;
-        let content_len = check_len(usize::from(r.u16()?), CONTENT_MAX_BYTES, ItemField::Content)?;
-        let tags_len = check_len(usize::from(r.u8()?), TAGS_MAX_BYTES, ItemField::Tags)?;
-        let keywords_len = check_len(
-            usize::from(r.u8()?),
-            KEYWORDS_MAX_BYTES,
-            ItemField::Keywords,
+        need(16)?;
+        self.id = ItemId::new(word(2));
+        self.created_at = word(6);
+        self.updated_at = word(10);
+        self.access_count = u16::from_le_bytes([h[14], h[15]]);
+        need(17)?;
+        let source_len = check_len(usize::from(h[16]), SOURCE_MAX_BYTES, ItemField::Source)?;
+        need(19)?;
+        let content_len = check_len(
+            usize::from(u16::from_le_bytes([h[17], h[18]])),
+            CONTENT_MAX_BYTES,
+            ItemField::Content,
         )?;
-        let label_count = r.u8()?;
+        need(20)?;
+        let tags_len = check_len(usize::from(h[19]), TAGS_MAX_BYTES, ItemField::Tags)?;
+        need(21)?;
+        let keywords_len = check_len(usize::from(h[20]), KEYWORDS_MAX_BYTES, ItemField::Keywords)?;
+        need(22)?;
+        let label_count = h[21];
         if usize::from(label_count) > MAX_SUMMARY_LABELS {
             return Err(DecodeError::TooManyLabels(label_count));
         }
+        let mut r = Reader {
+            bytes,
+            pos: ITEM_HEADER_BYTES,
+        };
 
-        r.text(&mut self.source, source_len, ItemField::Source)?;
-        r.text(&mut self.content, content_len, ItemField::Content)?;
-        r.text(&mut self.tags, tags_len, ItemField::Tags)?;
-        r.text(&mut self.keywords, keywords_len, ItemField::Keywords)?;
+        r.text(self.source.as_mut_view(), source_len, ItemField::Source)?;
+        r.text(self.content.as_mut_view(), content_len, ItemField::Content)?;
+        r.text(self.tags.as_mut_view(), tags_len, ItemField::Tags)?;
+        r.text(
+            self.keywords.as_mut_view(),
+            keywords_len,
+            ItemField::Keywords,
+        )?;
         self.labels.clear();
         for _ in 0..label_count {
             let len = check_len(usize::from(r.u8()?), LABEL_MAX_BYTES, ItemField::Label)?;
             let mut label = Label::new();
-            r.text(&mut label, len, ItemField::Label)?;
+            r.text(label.as_mut_view(), len, ItemField::Label)?;
             if label.is_empty() {
                 return Err(DecodeError::Empty(ItemField::Label));
             }

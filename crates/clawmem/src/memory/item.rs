@@ -23,6 +23,8 @@
 
 use core::fmt;
 
+use heapless::string::StringView;
+
 use super::text::{
     contains_ascii_ci, cut_chars, cut_utf8, item_key, list_contains_term, normalize_for_key, terms,
     to_fixed, trim_c, trim_end_c, ItemKey, NormalizedText,
@@ -294,24 +296,29 @@ impl Item {
         if content.is_empty() {
             return Err(ItemError::EmptyContent);
         }
-        let tags = normalize_tags(input.tags);
-        let keywords = normalize_keywords(input.keywords, content, &tags);
-        let labels = derive_labels(&tags, limit);
         let source = match trim_c(input.source) {
             "" => SOURCE_MANUAL,
             given => given,
         };
-        Ok(Self {
-            id,
-            source: to_fixed(trim_end_c(cut_utf8(source, SOURCE_MAX_BYTES))),
-            content: to_fixed(content),
-            tags,
-            keywords,
-            labels,
-            created_at: now,
-            updated_at: now,
-            access_count: 0,
-        })
+        // Built in place, field by field (no field copied into the item).
+        // The pushes cannot fail: each text is cut to its capacity.
+        let mut item = Self::empty();
+        item.id = id;
+        let _ = item
+            .source
+            .push_str(trim_end_c(cut_utf8(source, SOURCE_MAX_BYTES)));
+        let _ = item.content.push_str(content);
+        tags_into(item.tags.as_mut_view(), input.tags);
+        keywords_into(
+            item.keywords.as_mut_view(),
+            input.keywords,
+            content,
+            &item.tags,
+        );
+        labels_into(&mut item.labels, &item.tags, limit);
+        item.created_at = now;
+        item.updated_at = now;
+        Ok(item)
     }
 
     /// The replacement for this item under `patch` (ESP-Claw's
@@ -452,10 +459,11 @@ impl Item {
 }
 
 /// Appends `term` to a comma-joined list if it fits entirely.
-fn push_term<const N: usize>(list: &mut heapless::String<N>, term: &str) -> bool {
+/// (A view: compiled once for tags and keywords.)
+fn push_term(list: &mut StringView, term: &str) -> bool {
     let separator = usize::from(!list.is_empty());
     let needed = term.len().saturating_add(separator);
-    if list.len().saturating_add(needed) > N {
+    if list.len().saturating_add(needed) > list.capacity() {
         return false;
     }
     if separator == 1 && list.push(',').is_err() {
@@ -470,22 +478,44 @@ fn push_term<const N: usize>(list: &mut heapless::String<N>, term: &str) -> bool
 /// `raw` is first trimmed and cut to [`TAGS_MAX_BYTES`] bytes, as ESP-Claw
 /// copies it into its 96-byte field before normalizing.
 pub fn normalize_tags(raw: &str) -> Tags {
-    let raw = cut_utf8(trim_c(raw), TAGS_MAX_BYTES);
     let mut tags = Tags::new();
-    let mut count = 0;
+    tags_into(tags.as_mut_view(), raw);
+    tags
+}
+
+/// [`normalize_tags`] into an empty `tags`.
+fn tags_into(tags: &mut StringView, raw: &str) {
+    add_terms(tags, &mut 0, cut_utf8(trim_c(raw), TAGS_MAX_BYTES), None);
+}
+
+/// Appends to the comma-joined `list`, which holds `count` terms, the terms
+/// of `raw` it does not have yet, until it holds [`MAX_TERMS`] or a term
+/// does not fit; with `grounded_in` = (content, tags), only the terms that
+/// occur in either (ASCII letters compared without case). The one loop of
+/// the tags and both keyword passes.
+fn add_terms(
+    list: &mut StringView,
+    count: &mut usize,
+    raw: &str,
+    grounded_in: Option<(&str, &str)>,
+) {
     for term in terms(raw) {
-        if count >= MAX_TERMS {
+        if *count >= MAX_TERMS {
             break;
         }
-        if list_contains_term(&tags, term) {
+        if list_contains_term(list, term) {
             continue;
         }
-        if !push_term(&mut tags, term) {
+        if let Some((content, tags)) = grounded_in {
+            if !(contains_ascii_ci(content, term) || contains_ascii_ci(tags, term)) {
+                continue;
+            }
+        }
+        if !push_term(list, term) {
             break;
         }
-        count += 1;
+        *count += 1;
     }
-    tags
 }
 
 /// The store rule for keywords: up to [`MAX_TERMS`] unique terms of `raw`
@@ -495,37 +525,17 @@ pub fn normalize_tags(raw: &str) -> Tags {
 /// `claw_memory_normalize_item_metadata`). A term that no longer fits the
 /// [`KEYWORDS_MAX_BYTES`] field ends that pass.
 pub fn normalize_keywords(raw: &str, content: &str, tags: &str) -> Keywords {
-    let raw = cut_utf8(trim_c(raw), KEYWORDS_MAX_BYTES);
     let mut keywords = Keywords::new();
-    let mut count = 0;
-    for term in terms(raw) {
-        if count >= MAX_TERMS {
-            break;
-        }
-        if list_contains_term(&keywords, term) {
-            continue;
-        }
-        if !(contains_ascii_ci(content, term) || contains_ascii_ci(tags, term)) {
-            continue;
-        }
-        if !push_term(&mut keywords, term) {
-            break;
-        }
-        count += 1;
-    }
-    for term in terms(tags) {
-        if count >= MAX_TERMS {
-            break;
-        }
-        if list_contains_term(&keywords, term) {
-            continue;
-        }
-        if !push_term(&mut keywords, term) {
-            break;
-        }
-        count += 1;
-    }
+    keywords_into(keywords.as_mut_view(), raw, content, tags);
     keywords
+}
+
+/// [`normalize_keywords`] into an empty `keywords`.
+fn keywords_into(keywords: &mut StringView, raw: &str, content: &str, tags: &str) {
+    let raw = cut_utf8(trim_c(raw), KEYWORDS_MAX_BYTES);
+    let mut count = 0;
+    add_terms(keywords, &mut count, raw, Some((content, tags)));
+    add_terms(keywords, &mut count, tags, None);
 }
 
 /// The store rule for summary labels: each tag of the normalized `tags`
@@ -533,6 +543,12 @@ pub fn normalize_keywords(raw: &str, content: &str, tags: &str) -> Keywords {
 /// [`MAX_SUMMARY_LABELS`].
 pub fn derive_labels(tags: &str, limit: LabelLimit) -> Labels {
     let mut labels = Labels::new();
+    labels_into(&mut labels, tags, limit);
+    labels
+}
+
+/// [`derive_labels`] into an empty `labels`.
+fn labels_into(labels: &mut Labels, tags: &str, limit: LabelLimit) {
     for term in terms(tags) {
         let label = limit.apply(term);
         if label.is_empty() || labels.iter().any(|l| l == label) {
@@ -542,7 +558,6 @@ pub fn derive_labels(tags: &str, limit: LabelLimit) -> Labels {
             break;
         }
     }
-    labels
 }
 
 #[cfg(test)]

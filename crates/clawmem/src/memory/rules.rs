@@ -133,9 +133,10 @@ impl ItemRank {
     /// the first lowest-scored item in record order, which is id order).
     /// `Less` means "evicted first".
     pub fn eviction_cmp(&self, other: &Self) -> Ordering {
-        self.eviction_score()
-            .cmp(&other.eviction_score())
-            .then(self.id.cmp(&other.id))
+        // The score in u32: at most 65_535 * 3 + u32::MAX / 3600, which
+        // fits, so the order is the u64 score's.
+        let score = |r: &Self| u32::from(r.access_count) * 3 + r.updated_at / 3600;
+        score(self).cmp(&score(other)).then(self.id.cmp(&other.id))
     }
 }
 

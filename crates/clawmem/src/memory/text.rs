@@ -93,9 +93,14 @@ pub(crate) fn cut_chars(s: &str, max_chars: usize) -> &str {
 /// fit.
 pub(crate) fn to_fixed<const N: usize>(s: &str) -> heapless::String<N> {
     let mut out = heapless::String::new();
-    // Cannot fail: the cut fits the capacity.
-    let _ = out.push_str(cut_utf8(s, N));
+    fill_cut(out.as_mut_view(), s);
     out
+}
+
+/// The body of [`to_fixed`], compiled once for every capacity.
+fn fill_cut(out: &mut heapless::string::StringView, s: &str) {
+    // Cannot fail: the cut fits the capacity.
+    let _ = out.push_str(cut_utf8(s, out.capacity()));
 }
 
 /// The non-empty, trimmed terms of a tags/keywords list, in order.

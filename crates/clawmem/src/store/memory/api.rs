@@ -92,22 +92,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<(), Fail<F::Error>> {
         let item = &stored.item;
         self.mem_active(OP)?;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !self.mem_load_ok_in(&a, 0)? {
-                continue;
-            }
-            if item.duplicate_of(self.slot(0)).is_some() {
-                stored.item.clone_from(self.slot(0));
-                stored.changed = false;
-                return Ok(());
-            }
+        if self.mem_duplicate(item, None)? {
+            stored.item.clone_from(self.slot(0));
+            stored.changed = false;
+            return Ok(());
         }
         if self.work.borrow_mut().active[OP].len() >= ACTIVE_CAP - 1 {
             self.mem_compact_with(None, Priority::User)?;
         }
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
-        self.mem_put(item, (0, 0), true, Priority::User)?;
+        self.mem_put(item, (0, 0), Priority::User)?;
         self.stage_touch(item);
         let mut replaced = 0;
         if replace {
@@ -137,6 +131,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
+    /// Whether `item` duplicates an item of active set [`OP`] (other than
+    /// `skip`), which is then in slot 0.
+    #[inline(never)]
+    fn mem_duplicate(&mut self, item: &Item, skip: Option<u32>) -> Result<bool, Fail<F::Error>> {
+        for k in 0..self.work.borrow_mut().active[OP].len() {
+            let a = self.work.borrow_mut().active[OP][k];
+            if Some(a.id) == skip || !self.mem_load_ok_in(&a, 0)? {
+                continue;
+            }
+            if item.duplicate_of(self.slot(0)).is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The active item with this id.
     pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
         let a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
@@ -146,10 +156,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The active-set entry of item `id`, if it is active.
     pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Fail<F::Error>> {
         self.mem_active(OP)?;
-        Ok(self.work.borrow_mut().active[OP]
-            .iter()
-            .find(|a| a.id == id)
-            .copied())
+        let set = &self.work.borrow().active[OP];
+        Ok(position_of(set, id).map(|k| set[k]))
     }
 
     /// Calls `f` with every active item in priority order (access count,
@@ -261,8 +269,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let at = root + CHUNK_HEADER_LEN;
         self.log.io().read_stream(at, &mut fixed)?;
-        let count = u32_at(&fixed, 8).min(ACTIVE_CAP as u32);
-        let catalog_len = u32_at(&fixed, 16);
+        let count = word(&fixed, 2).min(ACTIVE_CAP as u32);
+        let catalog_len = word(&fixed, 4);
         if catalog_len == NO_ADDR || catalog_len as usize > CATALOG_MAX {
             return Ok(None);
         }
@@ -278,7 +286,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .io()
                 .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
             self.log.io().read_stream(a, &mut e)?;
-            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
+            let (id, addr) = (word(&e, 0), word(&e, 1));
             match self.work.borrow_mut().active[OP]
                 .iter()
                 .position(|x| x.id == id && x.addr == addr)
@@ -322,7 +330,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let h = fnv1a32(text.as_bytes());
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
             let b = &mut self.work.borrow_mut().scratch;
-            let change = match (0..deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+            let change = match LabelDelta::find(b, deltas, h) {
                 Some(d) => {
                     let mut x = LabelDelta::load(b, d);
                     x.used = true;
@@ -376,7 +384,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let b = &mut w.scratch;
         for l in w.items[0].labels() {
             let h = fnv1a32(l.as_bytes());
-            match (0..*deltas).find(|&d| LabelDelta::load(b, d).hash == h) {
+            match LabelDelta::find(b, *deltas, h) {
                 Some(d) => {
                     let mut x = LabelDelta::load(b, d);
                     x.change += by;
@@ -494,14 +502,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // The matches, in priority order: the active set keeps only them.
         let set = &mut self.work.borrow_mut().active[OP];
-        let mut kept = 0;
-        for k in 0..set.len() {
-            if hits.get(k) {
-                set[kept] = set[k];
-                kept += 1;
-            }
-        }
-        set.truncate(kept);
+        hits.retain(set, true);
         sort_active(set, &by_recall);
         set.truncate(limit);
         let matched = set.len();
@@ -511,8 +512,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let prev = self.mem_prev();
         let work: &mut Work = self.work.borrow_mut();
         let ids = &mut work.scratch;
-        ids[0..4].copy_from_slice(&prev.to_le_bytes());
-        ids[4..8].copy_from_slice(&now.to_le_bytes());
+        set_word(ids, 0, prev);
+        set_word(ids, 1, now);
         for (k, a) in work.active[OP].iter().enumerate() {
             set_word(ids, 2 + k, a.id);
         }
@@ -527,11 +528,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_active(OP)?;
         for m in 0..matched {
             let id = word(&self.work.borrow_mut().scratch, 2 + m);
-            if let Some(a) = self.work.borrow_mut().active[OP]
-                .iter()
-                .find(|a| a.id == id)
-                .copied()
-            {
+            let set = &self.work.borrow().active[OP];
+            if let Some(a) = position_of(set, id).map(|k| set[k]) {
                 if !self.mem_load_ok_in(&a, 0)? {
                     continue;
                 }
@@ -571,26 +569,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         else {
             return Ok(None);
         };
-        let mut dup = false;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if a.id == id.get() {
-                continue;
-            }
-            if !self.mem_load_ok_in(&a, 0)? {
-                continue;
-            }
-            if new.duplicate_of(self.slot(0)).is_some() {
-                dup = true;
-                break;
-            }
-        }
+        let dup = self.mem_duplicate(&new, Some(id.get()))?;
         if dup {
             // The answer is the existing item.
             new.clone_from(self.slot(0));
         } else {
             self.mem.next_id = self.mem.next_id.wrapping_add(1);
-            self.mem_put(&new, (id.get(), root), true, Priority::User)?;
+            self.mem_put(&new, (id.get(), root), Priority::User)?;
             self.stage_touch(&new);
         }
         self.mem_forget_record(id.get(), Priority::User)?;
@@ -653,13 +638,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic (one empty index).
     pub fn memory_clear(&mut self) -> Result<(), Error<F::Error>> {
-        let mut fixed = [0u8; INDEX_FIXED as usize];
-        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
-        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
-        let seq = self.log.head_seq();
-        fixed[12..16].copy_from_slice(&seq.to_le_bytes());
         let mut payload = IndexPayload {
-            fixed,
+            fixed: index_fixed(self.mem.next_id, 0, self.log.head_seq(), 0),
             entries: &[],
             catalog: &[],
         };

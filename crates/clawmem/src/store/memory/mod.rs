@@ -39,7 +39,7 @@ use heapless::Vec;
 use super::work::{GC, MERGED, OP};
 use super::{Priority, Store, Work};
 use crate::error::{Error, Fail, UnknownLabelError};
-use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::layout::{kind, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::memory::{
     conflicts_for_replace, merge_same_key_into, Item, ItemId, ItemInput, ItemRank, LabelLimit,
@@ -85,11 +85,26 @@ impl Marks {
     fn get(&self, k: usize) -> bool {
         self.0.get(k / 32).is_some_and(|w| w & (1 << (k % 32)) != 0)
     }
+
+    /// Keeps, in order, the entries of `set` whose mark is `keep`.
+    #[inline(never)]
+    fn retain(&self, set: &mut Vec<Active, ACTIVE_CAP>, keep: bool) {
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if self.get(k) == keep {
+                set[kept] = set[k];
+                kept += 1;
+            }
+        }
+        set.truncate(kept);
+    }
 }
 
 /// The `k`th `u32` of a scratch area used as a list of words.
 fn word(b: &[u8], k: usize) -> u32 {
-    u32_at(b, 4 * k)
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[4 * k..4 * k + 4]);
+    u32::from_le_bytes(w)
 }
 
 fn set_word(b: &mut [u8], k: usize, v: u32) {
@@ -186,25 +201,33 @@ impl MemState {
         }
     }
 
+    // As six words: root, head, chain (low half) and changes, bytes,
+    // oldest, next_id.
     pub fn encode(&self, b: &mut [u8; MEM_STATE_ENCODED]) {
-        b[0..4].copy_from_slice(&self.root.to_le_bytes());
-        b[4..8].copy_from_slice(&self.head.to_le_bytes());
-        b[8..10].copy_from_slice(&self.chain.to_le_bytes());
-        b[10..12].copy_from_slice(&self.changes.to_le_bytes());
-        b[12..16].copy_from_slice(&self.bytes.to_le_bytes());
-        b[16..20].copy_from_slice(&self.oldest.to_le_bytes());
-        b[20..24].copy_from_slice(&self.next_id.to_le_bytes());
+        let counts = u32::from(self.chain) | u32::from(self.changes) << 16;
+        let words = [
+            self.root,
+            self.head,
+            counts,
+            self.bytes,
+            self.oldest,
+            self.next_id,
+        ];
+        for (k, v) in words.into_iter().enumerate() {
+            set_word(b, k, v);
+        }
     }
 
     pub fn decode(b: &[u8; MEM_STATE_ENCODED]) -> Option<MemState> {
+        let counts = word(b, 2);
         let s = MemState {
-            root: u32_at(b, 0),
-            head: u32_at(b, 4),
-            chain: u16_at(b, 8),
-            changes: u16_at(b, 10),
-            bytes: u32_at(b, 12),
-            oldest: u32_at(b, 16),
-            next_id: u32_at(b, 20),
+            root: word(b, 0),
+            head: word(b, 1),
+            chain: counts as u16,
+            changes: (counts >> 16) as u16,
+            bytes: word(b, 3),
+            oldest: word(b, 4),
+            next_id: word(b, 5),
         };
         (s.chain as usize <= MEM_CHAIN_MAX && s.next_id >= 1).then_some(s)
     }
@@ -223,23 +246,31 @@ struct LabelDelta {
 }
 
 impl LabelDelta {
+    // As words: hash, addr, then change (low half) and used (bit 16),
+    // which is the byte layout [`DELTA_BYTES`] describes.
     fn load(b: &[u8], k: usize) -> LabelDelta {
-        let at = k * DELTA_BYTES;
+        let flags = word(b, 3 * k + 2);
         LabelDelta {
-            hash: u32_at(b, at),
-            addr: u32_at(b, at + 4),
-            change: u16_at(b, at + 8) as i16,
-            used: b[at + 10] != 0,
+            hash: word(b, 3 * k),
+            addr: word(b, 3 * k + 1),
+            change: flags as u16 as i16,
+            used: flags >> 16 != 0,
         }
     }
 
     fn store(&self, b: &mut [u8], k: usize) {
-        let at = k * DELTA_BYTES;
-        b[at..at + 4].copy_from_slice(&self.hash.to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&self.addr.to_le_bytes());
-        b[at + 8..at + 10].copy_from_slice(&self.change.to_le_bytes());
-        b[at + 10] = u8::from(self.used);
-        b[at + 11] = 0;
+        set_word(b, 3 * k, self.hash);
+        set_word(b, 3 * k + 1, self.addr);
+        set_word(
+            b,
+            3 * k + 2,
+            u32::from(self.change as u16) | u32::from(self.used) << 16,
+        );
+    }
+
+    /// The one of the first `n` deltas in `b` for label hash `h`.
+    fn find(b: &[u8], n: usize, h: u32) -> Option<usize> {
+        (0..n).find(|&d| word(b, 3 * d) == h)
     }
 }
 
@@ -284,9 +315,9 @@ fn put_encode<E>(
     item: &Item,
 ) -> Result<u32, Fail<E>> {
     let len = put_len(item)?;
-    enc[0..4].copy_from_slice(&prev.to_le_bytes());
-    enc[4..8].copy_from_slice(&origin.0.to_le_bytes());
-    enc[8..12].copy_from_slice(&origin.1.to_le_bytes());
+    for (k, v) in [prev, origin.0, origin.1].into_iter().enumerate() {
+        set_word(enc, k, v);
+    }
     let out = enc
         .get_mut(PUT_FIXED as usize..)
         .ok_or(Error::LogicBug("put buffer too small"))?;
@@ -323,6 +354,12 @@ fn sort_active(set: &mut [Active], before: &dyn Fn(&Active, &Active) -> bool) {
             j -= 1;
         }
     }
+}
+
+/// Where item `id` is in an active set (one search, compiled once).
+#[inline(never)]
+fn position_of(set: &[Active], id: u32) -> Option<usize> {
+    set.iter().position(|x| x.id == id)
 }
 
 /// Recall order: [`ItemRank::recall_cmp`].
@@ -384,6 +421,19 @@ fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
     }
 }
 
+/// An index's payload before its entries ([`INDEX_FIXED`] bytes): no prev,
+/// then these words.
+fn index_fixed(next_id: u32, count: u32, oldest: u32, catalog: u32) -> [u8; INDEX_FIXED as usize] {
+    let mut fixed = [0u8; INDEX_FIXED as usize];
+    for (k, v) in [NO_ADDR, next_id, count, oldest, catalog]
+        .into_iter()
+        .enumerate()
+    {
+        set_word(&mut fixed, k, v);
+    }
+    fixed
+}
+
 struct IndexPayload<'a> {
     fixed: [u8; INDEX_FIXED as usize],
     entries: &'a [Active],
@@ -401,9 +451,9 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
         offset: u32,
         out: &mut [u8],
     ) -> Result<(), Fail<F::Error>> {
+        let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
         for (i, b) in out.iter_mut().enumerate() {
             let p = offset as usize + i;
-            let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
             *b = if p < INDEX_FIXED as usize {
                 self.fixed[p]
             } else if p >= catalog_at {
@@ -418,31 +468,17 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
                     .entries
                     .get(k)
                     .ok_or(Error::LogicBug("index payload overrun"))?;
-                let mut enc = [0u8; INDEX_ENTRY as usize];
-                enc[0..4].copy_from_slice(&e.id.to_le_bytes());
-                enc[4..8].copy_from_slice(&e.addr.to_le_bytes());
-                enc[8..12].copy_from_slice(&e.updated_at.to_le_bytes());
-                enc[12..14].copy_from_slice(&e.access.to_le_bytes());
-                enc[14..16].copy_from_slice(&e.bloom.to_le_bytes());
-                enc[j]
+                // The entry's words, little-endian: id, addr, updated_at,
+                // then access and bloom.
+                let w = match j / 4 {
+                    0 => e.id,
+                    1 => e.addr,
+                    2 => e.updated_at,
+                    _ => u32::from(e.access) | u32::from(e.bloom) << 16,
+                };
+                (w >> (8 * (j % 4))) as u8
             };
         }
         Ok(())
-    }
-}
-
-trait CloneCorrupted {
-    fn clone_corrupted(&self) -> Self;
-}
-
-impl<E, L> CloneCorrupted for Error<E, L> {
-    fn clone_corrupted(&self) -> Self {
-        match self {
-            Error::Corrupted { address, what } => Error::Corrupted {
-                address: *address,
-                what,
-            },
-            _ => Error::LogicBug("clone of a non-corruption error"),
-        }
     }
 }

@@ -53,16 +53,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.log
             .io()
             .read_stream(addr + CHUNK_HEADER_LEN, &mut w.enc[..n])?;
-        let bad = Error::Corrupted {
-            address: addr,
-            what: "a memory item does not decode",
-        };
-        let body = w
+        let item = &mut w.items[slot];
+        let decoded = w
             .enc
             .get(PUT_FIXED as usize..len)
-            .ok_or(bad.clone_corrupted())?;
-        w.items[slot].decode_from(body).map_err(|_| bad)?;
-        Ok((u32_at(&w.enc, 4), u32_at(&w.enc, 8)))
+            .map(|body| item.decode_from(body));
+        if !matches!(decoded, Some(Ok(()))) {
+            return Err(Error::Corrupted {
+                address: addr,
+                what: "a memory item does not decode",
+            });
+        }
+        Ok((word(&w.enc, 1), word(&w.enc, 2)))
     }
 
     /// The item in the work area's slot `slot`.
@@ -70,13 +72,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &self.work.borrow().items[slot]
     }
 
-    /// The memory chain after the root, oldest first.
+    /// The memory chain after the root, oldest first, into `out` (empty).
     // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
     pub(super) fn mem_chain(
         &mut self,
-    ) -> Result<Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>, Fail<F::Error>> {
-        let mut out: Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }> = Vec::new();
+        out: &mut Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>,
+    ) -> Result<(), Fail<F::Error>> {
         let mut at = self.mem.head;
         // Bounded: each step either records a link or crosses a damaged
         // one, and the chain holds at most `MEM_CHAIN_MAX` records.
@@ -119,7 +121,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         out.reverse();
-        Ok(out)
+        Ok(())
     }
 
     /// The active items of a memory index that fails its checksum (damage
@@ -156,7 +158,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             _ => 0,
         };
-        let count = (u32_at(&fixed, 8) as usize).max(by_len).min(ACTIVE_CAP);
+        let count = (word(&fixed, 2) as usize).max(by_len).min(ACTIVE_CAP);
         let capacity = self.log.geo().capacity();
         for k in 0..count {
             let mut e = [0u8; INDEX_ENTRY as usize];
@@ -168,12 +170,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if self.mem_tolerate(r)?.is_none() {
                 break;
             }
-            let (id, addr) = (u32_at(&e, 0), u32_at(&e, 4));
-            if addr >= capacity
-                || self.work.borrow_mut().active[lvl]
-                    .iter()
-                    .any(|x| x.id == id)
-            {
+            let (id, addr) = (word(&e, 0), word(&e, 1));
+            if addr >= capacity || position_of(&self.work.borrow().active[lvl], id).is_some() {
                 continue;
             }
             // A garbage entry past the real ones names no sound put: that
@@ -226,8 +224,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.mem_tolerate(r)?
         };
         if let Some(len) = index {
-            let count = u32_at(&fixed, 8) as usize;
-            let catalog = match u32_at(&fixed, 16) {
+            let count = word(&fixed, 2) as usize;
+            let catalog = match word(&fixed, 4) {
                 NO_ADDR => 0,
                 n => n as usize,
             };
@@ -247,18 +245,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     INDEX_FIXED + INDEX_ENTRY * k as u32,
                 );
                 self.log.io().read_stream(at, &mut e)?;
+                let last = word(&e, 3);
                 let _ = self.work.borrow_mut().active[lvl].push(Active {
-                    id: u32_at(&e, 0),
-                    addr: u32_at(&e, 4),
-                    updated_at: u32_at(&e, 8),
-                    access: u16_at(&e, 12),
-                    bloom: u16_at(&e, 14),
+                    id: word(&e, 0),
+                    addr: word(&e, 1),
+                    updated_at: word(&e, 2),
+                    access: last as u16,
+                    bloom: (last >> 16) as u16,
                 });
             }
         } else if root != NO_ADDR {
             self.mem_salvage_index(root, lvl)?;
         }
-        for (addr, k) in self.mem_chain()? {
+        let mut chain = Vec::new();
+        self.mem_chain(&mut chain)?;
+        for &(addr, k) in chain.iter() {
             match k {
                 kind::MEM_PUT => {
                     let r = self.mem_read(addr, 0);
@@ -268,8 +269,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let w: &mut Work = self.work.borrow_mut();
                     let a = Active::of(&w.items[0], addr);
                     let out = &mut w.active[lvl];
-                    match out.iter_mut().find(|x| x.id == a.id) {
-                        Some(x) => *x = a,
+                    match position_of(out, a.id) {
+                        Some(x) => out[x] = a,
                         None => out
                             .push(a)
                             .map_err(|_| Error::LogicBug("active set overflow"))?,
@@ -281,9 +282,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     if self.mem_tolerate(r)?.is_none() {
                         continue;
                     }
-                    let id = u32_at(&b, 4);
+                    let id = word(&b, 1);
                     let out = &mut self.work.borrow_mut().active[lvl];
-                    if let Some(i) = out.iter().position(|x| x.id == id) {
+                    if let Some(i) = position_of(out, id) {
                         out.remove(i);
                     }
                 }
@@ -304,12 +305,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.log.io().read_stream(at, &mut b[..n as usize])?;
                         let mut ids = b[..n as usize].chunks_exact(4);
                         if pos == 4 {
-                            now = ids.next().map_or(0, |t| u32_at(t, 0));
+                            now = ids.next().map_or(0, |t| word(t, 0));
                         }
                         let out = &mut self.work.borrow_mut().active[lvl];
                         for id in ids {
-                            let id = u32_at(id, 0);
-                            if let Some(x) = out.iter_mut().find(|x| x.id == id) {
+                            let id = word(id, 0);
+                            if let Some(k) = position_of(out, id) {
+                                let x = &mut out[k];
                                 x.access = x.access.saturating_add(1);
                                 x.updated_at = x.updated_at.max(now);
                             }

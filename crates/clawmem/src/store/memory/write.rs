@@ -46,54 +46,46 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem.oldest = self.mem.oldest.min(seq);
     }
 
-    /// Writes a put. A chained put extends the memory chain; an unchained
-    /// one (a merge or a relocation copy, `prev` none) is reachable only from
-    /// the index written after it, and is garbage if that index never lands.
-    /// The item is encoded into the work area once room is made (making
-    /// room may read other items there).
+    /// Writes a chained put of `item`: it extends the memory chain. The item
+    /// is encoded into the work area once room is made (making room may
+    /// read other items there).
     pub(super) fn mem_put(
         &mut self,
         item: &Item,
+        origin: (u32, u32),
+        p: Priority,
+    ) -> Result<u32, Fail<F::Error>> {
+        self.mem_before_write(p)?;
+        self.prepare_write(put_len(item)?, p)?;
+        let prev = self.mem_prev();
+        let len = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
+        self.mem_put_encoded(len, true)
+    }
+
+    /// A put of the item in the work area's slot `slot`. A chained one
+    /// extends the memory chain (the slot is [`MERGED`], which the
+    /// compaction making room may start leaves alone); an unchained one
+    /// (a compaction's merge or relocation copy, `prev` none) is reachable
+    /// only from the index written after it, and is garbage if that index
+    /// never lands. The item is encoded once room is made.
+    pub(super) fn mem_put_slot(
+        &mut self,
+        slot: usize,
         origin: (u32, u32),
         chained: bool,
         p: Priority,
     ) -> Result<u32, Fail<F::Error>> {
         if chained {
             self.mem_before_write(p)?;
-        }
-        self.prepare_write(put_len(item)?, p)?;
-        let prev = if chained { self.mem_prev() } else { UNCHAINED };
-        let len = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
-        self.mem_put_encoded(len, chained)
-    }
-
-    /// A chained put of the item in the work area's slot [`MERGED`].
-    pub(super) fn mem_put_merged(&mut self, p: Priority) -> Result<u32, Fail<F::Error>> {
-        self.mem_before_write(p)?;
-        let len = put_len(&self.work.borrow().items[MERGED])?;
-        self.prepare_write(len, p)?;
-        let prev = self.mem_prev();
-        let w: &mut Work = self.work.borrow_mut();
-        put_encode(&mut w.enc, prev, (0, 0), &w.items[MERGED])?;
-        self.mem_put_encoded(len, true)
-    }
-
-    /// An unchained put of the item in the work area's slot `slot`: a
-    /// compaction's merge or relocation copy. No collection runs inside a
-    /// compaction, so the encoding made before room is made stays.
-    pub(super) fn mem_put_slot(
-        &mut self,
-        slot: usize,
-        origin: (u32, u32),
-        p: Priority,
-    ) -> Result<u32, Fail<F::Error>> {
-        if !self.in_gc {
+        } else if !self.in_gc {
             return Err(Error::LogicBug("an unchained put outside a compaction"));
         }
-        let w: &mut Work = self.work.borrow_mut();
-        let len = put_encode(&mut w.enc, UNCHAINED, origin, &w.items[slot])?;
+        let len = put_len(&self.work.borrow().items[slot])?;
         self.prepare_write(len, p)?;
-        self.mem_put_encoded(len, false)
+        let prev = if chained { self.mem_prev() } else { UNCHAINED };
+        let w: &mut Work = self.work.borrow_mut();
+        put_encode(&mut w.enc, prev, origin, &w.items[slot])?;
+        self.mem_put_encoded(len, chained)
     }
 
     /// Writes the put encoded in the work area, `len` bytes.
@@ -121,8 +113,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_before_write(p)?;
         self.prepare_write(8, p)?;
         let mut b = [0u8; 8];
-        b[4..8].copy_from_slice(&id.to_le_bytes());
-        b[0..4].copy_from_slice(&self.mem_prev().to_le_bytes());
+        set_word(&mut b, 0, self.mem_prev());
+        set_word(&mut b, 1, id);
         let mut payload = crate::log::Slices([&b[..]]);
         self.mem_write(kind::MEM_FORGET, &mut payload, 1)?;
         Ok(())
@@ -181,7 +173,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // which the compaction its put may start leaves alone.
                         let [merged, _, slot] = &mut w.items;
                         slot.clone_from(merged);
-                        self.mem_put_merged(p)?;
+                        self.mem_put_slot(MERGED, (0, 0), true, p)?;
                         self.mem_forget_record(other.get(), p)?;
                         self.mem_active(OP)?;
                         self.mem_keys(OP)?;
@@ -311,10 +303,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             match self.mem_tolerate(r)? {
                 Some((origin, _)) => {
                     if origin != 0 && origin != a.id {
-                        if let Some(o) = self.work.borrow_mut().active[GC]
-                            .iter()
-                            .position(|x| x.id == origin)
-                        {
+                        if let Some(o) = position_of(&self.work.borrow().active[GC], origin) {
                             replaced.set(o);
                         }
                     }
@@ -322,15 +311,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 None => replaced.set(k),
             }
         }
-        let set = &mut self.work.borrow_mut().active[GC];
-        let mut kept = 0;
-        for k in 0..set.len() {
-            if !replaced.get(k) {
-                set[kept] = set[k];
-                kept += 1;
-            }
-        }
-        set.truncate(kept);
+        replaced.retain(&mut self.work.borrow_mut().active[GC], false);
         // Merge items with the same key (rare: stores refuse same-key
         // duplicates, so only updates can create them). No collection runs
         // inside a compaction, so the keys stay in the scratch area.
@@ -357,17 +338,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let w: &mut Work = self.work.borrow_mut();
                     let [a, b, _] = &mut w.items;
                     if merge_same_key_into(a, b) {
-                        let addr = self.mem_put_slot(0, (0, 0), p)?;
+                        let addr = self.mem_put_slot(0, (0, 0), false, p)?;
                         let work: &mut Work = self.work.borrow_mut();
                         let merged = Active::of(&work.items[0], addr);
                         let set = &mut work.active[GC];
                         set[i] = merged;
                         set.remove(j);
-                        let keys = &mut work.scratch;
-                        for k in j..set.len() {
-                            let next = word(keys, k + 1);
-                            set_word(keys, k, next);
-                        }
+                        // The keys after `j` move down one word with it.
+                        let n = set.len();
+                        work.scratch.copy_within(4 * (j + 1)..4 * (n + 1), 4 * j);
                         continue;
                     }
                 }
@@ -387,7 +366,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let a = self.work.borrow_mut().active[GC][k];
                 if self.log.head_seq_of(a.addr) <= upto {
                     let origin = self.mem_load_in(&a, 0)?;
-                    let addr = self.mem_put_slot(0, origin, p)?;
+                    let addr = self.mem_put_slot(0, origin, false, p)?;
                     self.work.borrow_mut().active[GC][k].addr = addr;
                 }
             }
@@ -427,20 +406,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .min()
             .unwrap_or(index_seq)
             .min(index_seq);
-        let mut fixed = [0u8; INDEX_FIXED as usize];
-        fixed[0..4].copy_from_slice(&NO_ADDR.to_le_bytes());
-        fixed[4..8].copy_from_slice(&self.mem.next_id.to_le_bytes());
-        fixed[8..12].copy_from_slice(&count.to_le_bytes());
-        fixed[12..16].copy_from_slice(&oldest.to_le_bytes());
         let catalog_field = if catalog_len.is_some() {
             catalog_bytes as u32
         } else {
             NO_ADDR
         };
-        fixed[16..20].copy_from_slice(&catalog_field.to_le_bytes());
         let work: &Work = self.work.borrow();
         let mut payload = IndexPayload {
-            fixed,
+            fixed: index_fixed(self.mem.next_id, count, oldest, catalog_field),
             entries: &work.active[GC],
             catalog: &work.scratch[..catalog_bytes],
         };
