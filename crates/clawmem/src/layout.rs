@@ -329,46 +329,50 @@ impl ChunkHeader {
     }
 }
 
-/// Record kinds.
+/// Record kinds: the byte that opens every chunk header.
+///
+/// A kind's high nibble is the class of the layer that owns the record, its
+/// low nibble the owner's kind within the class. The owners declare their
+/// kinds and what they mean: the session layer (`session.rs`: batches,
+/// bases, deletions, blocks), stored objects (`store/objects.rs`) and
+/// long-term memory (`store/memory/mod.rs`). The log owns one kind, the
+/// checkpoint, which its sector headers point at and mount looks for. This
+/// module knows only which kinds the format defines, so that a chunk header
+/// with any other kind byte is not taken for a chunk, and where each class
+/// counts its bytes.
 pub(crate) mod kind {
     /// Engine state at a point in the log; mount starts from the newest.
     pub const CHECKPOINT: u8 = 0x01;
-    /// Records appended to a session.
-    pub const SESSION_BATCH: u8 = 0x10;
-    /// A session's index (CHDX) after compaction, consolidation or
-    /// relocation, possibly with the bodies it relocated.
-    pub const SESSION_BASE: u8 = 0x11;
-    /// A session deletion.
-    pub const SESSION_DELETE: u8 = 0x12;
-    /// A session's block flag.
-    pub const SESSION_BLOCK: u8 = 0x13;
-    /// A whole small object that replaces the previous one with the same
-    /// type and key: a chat's session map, a profile document.
-    pub const OBJECT: u8 = 0x20;
-    /// A long-term memory item.
-    pub const MEM_PUT: u8 = 0x30;
-    /// A long-term memory tombstone.
-    pub const MEM_FORGET: u8 = 0x31;
-    /// The ids a recall returned (access count deltas).
-    pub const MEM_ACCESS: u8 = 0x32;
-    /// The compacted index of active memory items.
-    pub const MEM_INDEX: u8 = 0x33;
+    /// The class of the session layer's kinds.
+    pub const CLASS_SESSION: u8 = 0x10;
+    /// The class of stored objects' kinds.
+    pub const CLASS_OBJECT: u8 = 0x20;
+    /// The class of long-term memory's kinds.
+    pub const CLASS_MEMORY: u8 = 0x30;
+    /// The kinds the format defines, as the first and last of each class.
+    const DEFINED: [(u8, u8); 4] = [(0x01, 0x01), (0x10, 0x13), (0x20, 0x20), (0x30, 0x33)];
+    /// Kinds a class may hold.
+    pub const PER_CLASS: usize = 4;
 
     /// Whether `k` is a kind this format defines.
     pub fn is_known(k: u8) -> bool {
-        matches!(
-            k,
-            CHECKPOINT
-                | SESSION_BATCH
-                | SESSION_BASE
-                | SESSION_DELETE
-                | SESSION_BLOCK
-                | OBJECT
-                | MEM_PUT
-                | MEM_FORGET
-                | MEM_ACCESS
-                | MEM_INDEX
-        )
+        match DEFINED.get(usize::from(k >> 4)) {
+            Some(&(first, last)) => k >= first && k <= last,
+            None => false,
+        }
+    }
+
+    /// Whether `k` is a defined kind of `class` (owners check their
+    /// declarations with it at compile time).
+    pub const fn defined_in(k: u8, class: u8) -> bool {
+        let (first, last) = DEFINED[(class >> 4) as usize];
+        k & 0xF0 == class && k >= first && k <= last
+    }
+
+    /// The slot of `k` in the log's written-bytes table: one per defined
+    /// kind.
+    pub fn usage_slot(k: u8) -> usize {
+        usize::from(k >> 4).min(3) * PER_CLASS + usize::from(k & 3)
     }
 }
 
@@ -474,7 +478,7 @@ mod tests {
     fn chunk_header_round_trip_with_20_bit_length() {
         for len in [0, 1, 0xFFFF, 0x1_0000, CHUNK_PAYLOAD_MAX] {
             let h = ChunkHeader {
-                kind: kind::SESSION_BATCH,
+                kind: kind::CLASS_SESSION, // a session batch
                 flags: CHUNK_FIRST | CHUNK_LAST,
                 len,
                 seq: 0xDEAD_BEEF,

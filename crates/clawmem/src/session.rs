@@ -14,6 +14,23 @@
 
 use crate::chdx::{BackendFormat, RecordType};
 
+// The record kinds of the session layer, in class `CLASS_SESSION` of
+// `layout::kind` (`docs/FORMAT.md`, "Kinds").
+/// Records appended to a session.
+pub(crate) const SESSION_BATCH: u8 = 0x10;
+/// A session's index (CHDX) after compaction, consolidation or
+/// relocation, possibly with the bodies it relocated.
+pub(crate) const SESSION_BASE: u8 = 0x11;
+/// A session deletion.
+pub(crate) const SESSION_DELETE: u8 = 0x12;
+/// A session's block flag.
+pub(crate) const SESSION_BLOCK: u8 = 0x13;
+const _: () = {
+    use crate::layout::kind::{defined_in, CLASS_SESSION};
+    assert!(defined_in(SESSION_BATCH, CLASS_SESSION) && defined_in(SESSION_BASE, CLASS_SESSION));
+    assert!(defined_in(SESSION_DELETE, CLASS_SESSION) && defined_in(SESSION_BLOCK, CLASS_SESSION));
+};
+
 /// Most bytes of a session id.
 pub const MAX_SESSION_ID_BYTES: usize = 64;
 

@@ -16,8 +16,9 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::read_first_chunk;
 use crate::error::{Error, Fail};
-use crate::layout::{kind, ChunkHeader, CHUNK_HEADER_LEN};
+use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
+use crate::session::SESSION_BATCH;
 use crate::session::{BatchFixed, Session, BATCH_FIXED, CHAIN_MAX};
 
 /// Most batches a chain holds: the root and [`CHAIN_MAX`] batches after it,
@@ -59,7 +60,7 @@ impl Chain {
             if at == s.root {
                 break;
             }
-            let h = read_first_chunk(io, at, Some(kind::SESSION_BATCH))?;
+            let h = read_first_chunk(io, at, Some(SESSION_BATCH))?;
             let mut fixed = [0u8; BATCH_FIXED as usize];
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
             let f = BatchFixed::decode(&fixed).ok_or(Error::Corrupted {
@@ -137,11 +138,7 @@ impl Chain {
                     continue;
                 }
                 resync = false;
-                if h.kind == kind::SESSION_BATCH
-                    && h.is_first()
-                    && pos != s.root
-                    && h.seq > root_seq
-                {
+                if h.kind == SESSION_BATCH && h.is_first() && pos != s.root && h.seq > root_seq {
                     let mut f = [0u8; BATCH_FIXED as usize];
                     io.read_stream(pos + CHUNK_HEADER_LEN, &mut f)?;
                     if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n < CHAIN_CAP {

@@ -13,12 +13,13 @@ pub(crate) use chain::{Chain, RingView, CHAIN_CAP};
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, ChunkHeader, CHUNK_HEADER_LEN};
+use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
     BATCH_META_MAX, MAX_SESSION_ID_BYTES,
 };
+use crate::session::{SESSION_BASE, SESSION_BATCH};
 
 /// One record as found on flash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +114,7 @@ pub(crate) fn read_base<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
 ) -> Result<BaseLayout, Fail<F::Error>> {
-    let h = read_first_chunk(io, addr, Some(kind::SESSION_BASE))?;
+    let h = read_first_chunk(io, addr, Some(SESSION_BASE))?;
     let payload = addr + CHUNK_HEADER_LEN;
     let mut b = [0u8; BASE_FIXED as usize + CHDX_HEADER_SIZE];
     let mut fixed = [0u8; BASE_FIXED as usize];
@@ -344,7 +345,7 @@ pub(crate) fn start_name<F: NorFlash>(
     }
     // One flipped bit in the name: the first chunk's CRC locates it.
     let h = match io.chunk_header(addr)? {
-        Some(h) if h.kind == kind::SESSION_BATCH && h.is_first() => h,
+        Some(h) if h.kind == SESSION_BATCH && h.is_first() => h,
         _ => return Ok(None),
     };
     let Some((byte, bit)) = single_flip(io, addr, &h, NAME_META_MAX, scratch)? else {
@@ -377,7 +378,7 @@ pub(crate) struct BatchMeta {
 impl BatchMeta {
     /// Reads and parses the meta of the batch whose first chunk is `addr`.
     pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Fail<F::Error>> {
-        let h = read_first_chunk(io, addr, Some(kind::SESSION_BATCH))?;
+        let h = read_first_chunk(io, addr, Some(SESSION_BATCH))?;
         Self::read_with(io, addr, &h)
     }
 
@@ -394,7 +395,7 @@ impl BatchMeta {
             address: addr,
             what: "session batch meta is invalid",
         };
-        if h.kind != kind::SESSION_BATCH || !h.is_first() {
+        if h.kind != SESSION_BATCH || !h.is_first() {
             return Err(bad());
         }
         // A single-chunk batch is read no further than its payload; a

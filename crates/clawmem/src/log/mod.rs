@@ -265,25 +265,14 @@ pub(crate) struct Log<F> {
     batch_bytes: u32,
 }
 
-/// Record groups counted by [`Log::written`]: checkpoints, session batches,
-/// session bases, other session records, objects, memory puts, other memory
-/// records, and (accounted by the store) delta checkpoints.
-pub(crate) const USAGE_SLOTS: usize = 8;
+/// Slots of [`Log::written`]: one per kind a class may hold
+/// ([`kind::usage_slot`](crate::layout::kind::usage_slot)).
+pub(crate) const USAGE_SLOTS: usize = 4 * crate::layout::kind::PER_CLASS;
 
-/// The [`Log::written`] slot of a record kind.
-#[inline(never)]
-pub(crate) fn usage_slot(kind: u8) -> usize {
-    use crate::layout::kind::*;
-    match kind {
-        CHECKPOINT => 0,
-        SESSION_BATCH => 1,
-        SESSION_BASE => 2,
-        SESSION_DELETE | SESSION_BLOCK => 3,
-        OBJECT => 4,
-        MEM_PUT => 5,
-        _ => 6,
-    }
-}
+/// The slot of kind 0x00, which the format does not define: delta
+/// checkpoints are counted there, apart from full ones
+/// ([`Log::count_as_delta`]).
+pub(crate) const DELTA_CHECKPOINT_SLOT: usize = 0;
 
 impl<F: NorFlash> Log<F> {
     /// A log over `flash` before anything is known of its ring: the head
@@ -401,9 +390,10 @@ impl<F: NorFlash> Log<F> {
     /// Counts the bytes written as checkpoints since `before` (a value of
     /// `written()[0]`) as delta checkpoints instead.
     pub fn count_as_delta(&mut self, before: u64) {
-        let n = self.written[0] - before;
-        self.written[0] = before;
-        self.written[7] += n;
+        let checkpoints = crate::layout::kind::usage_slot(crate::layout::kind::CHECKPOINT);
+        let n = self.written[checkpoints] - before;
+        self.written[checkpoints] = before;
+        self.written[DELTA_CHECKPOINT_SLOT] += n;
     }
 
     /// Releases the tail sector: garbage collection moved everything live
@@ -607,7 +597,7 @@ impl<F: NorFlash> Log<F> {
         let result = self.write_chunks(kind, seq, payload, len);
         // Account what the batch took: headers, padding and the sector end
         // it skipped, if any.
-        if let Some(slot) = self.written.get_mut(usage_slot(kind)) {
+        if let Some(slot) = self.written.get_mut(crate::layout::kind::usage_slot(kind)) {
             *slot = slot.saturating_add(u64::from(self.batch_bytes));
         }
         if result.is_err() {

@@ -26,8 +26,9 @@ use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{digest_stream, Chain, Held, RecPos, RecordInfo, Records};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, CHUNK_HEADER_LEN, CRC};
+use crate::layout::{CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
+use crate::session::SESSION_BASE;
 use crate::session::{BaseFixed, Record, BASE_FIXED, MAX_SESSION_ID_BYTES};
 use crate::turns::TurnCursor;
 
@@ -292,7 +293,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             last_end: 0,
             w,
         };
-        let (addr, _) = self.log.write_batch(kind::SESSION_BASE, &mut payload)?;
+        let (addr, _) = self.log.write_batch(SESSION_BASE, &mut payload)?;
         if addr != start {
             return Err(Error::LogicBug("base landed elsewhere than planned"));
         }

@@ -286,7 +286,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             objects: &self.objects,
             mem,
         };
-        let before = self.log.written()[0];
+        let before = self.log.written()[crate::layout::kind::usage_slot(kind::CHECKPOINT)];
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
         if delta {
             // Deltas are accounted apart from full checkpoints.

@@ -35,9 +35,10 @@ use super::base::Embed;
 use super::objects::OBJ_FIXED;
 use super::{Store, Work};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, CHUNK_HEADER_LEN};
+use crate::layout::CHUNK_HEADER_LEN;
 use crate::log::{Io, Payload};
 use crate::session::Session;
+use crate::store::objects::OBJECT;
 
 /// How much room a write may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +159,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     from: o.addr + CHUNK_HEADER_LEN,
                     len: len + OBJ_FIXED,
                 };
-                let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
+                let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
                 self.objects[k].addr = addr;
                 self.objects[k].seq = self.log.head_seq_of(addr);
                 self.objects[k].len = len;

@@ -72,7 +72,7 @@ use objects::ObjectSlot;
 use crate::cursor::{start_name, verify_batch, Records, RingView};
 use crate::error::{Error, Fail};
 use crate::layout::SectorHeader;
-use crate::log::Log;
+use crate::log::{Log, DELTA_CHECKPOINT_SLOT};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
 
 /// An agent memory store on a NOR flash partition.
@@ -136,16 +136,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Flash bytes written since mount, by what they hold: chunk headers,
     /// padding and skipped sector ends included (not sector headers).
     pub fn written_bytes(&self) -> WrittenBytes {
+        use crate::layout::kind::{usage_slot, CHECKPOINT};
+        use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
+        use memory::{MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT};
         let w = self.log.written();
+        let of = |k: u8| w[usage_slot(k)];
         WrittenBytes {
-            checkpoints: w[0],
-            delta_checkpoints: w[7],
-            session_batches: w[1],
-            session_bases: w[2],
-            session_other: w[3],
-            objects: w[4],
-            memory_items: w[5],
-            memory_other: w[6],
+            checkpoints: of(CHECKPOINT),
+            delta_checkpoints: w[DELTA_CHECKPOINT_SLOT],
+            session_batches: of(SESSION_BATCH),
+            session_bases: of(SESSION_BASE),
+            session_other: of(SESSION_DELETE) + of(SESSION_BLOCK),
+            objects: of(objects::OBJECT),
+            memory_items: of(MEM_PUT),
+            memory_other: of(MEM_FORGET) + of(MEM_ACCESS) + of(MEM_INDEX),
         }
     }
 

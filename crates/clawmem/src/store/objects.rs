@@ -19,10 +19,19 @@ use embedded_storage::nor_flash::NorFlash;
 use super::{Priority, Store, Work};
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, CHUNK_HEADER_LEN};
+use crate::layout::CHUNK_HEADER_LEN;
 use crate::log::Slices;
 use crate::naming::fnv1a32;
 use crate::profile::ProfileDoc;
+
+/// The record kind of a stored object (class
+/// [`CLASS_OBJECT`](crate::layout::kind::CLASS_OBJECT)): a whole small
+/// object that replaces the previous one with the same type and key.
+pub(crate) const OBJECT: u8 = 0x20;
+const _: () = assert!(crate::layout::kind::defined_in(
+    OBJECT,
+    crate::layout::kind::CLASS_OBJECT
+));
 
 /// Most objects (profile documents and chat session maps) a store holds.
 pub const MAX_OBJECTS: usize = 24;
@@ -127,7 +136,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         head[0] = ty;
         head[4..8].copy_from_slice(&key.to_le_bytes());
         let mut payload = Slices([&head[..], data]);
-        let (addr, _) = self.log.write_batch(kind::OBJECT, &mut payload)?;
+        let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         let seq = self.log.head_seq_of(addr);
         self.upsert_object(ObjectSlot {

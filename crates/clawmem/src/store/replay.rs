@@ -32,9 +32,12 @@ use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
 use super::{Store, Work};
 use crate::cursor::{read_base, BatchMeta};
 use crate::error::{Error, Fail};
-use crate::layout::{kind, u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
+use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
+use crate::store::memory::{MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT};
+use crate::store::objects::OBJECT;
 
 /// Why [`apply`](Store::apply) left a batch out: it failed a check, or
 /// reading it failed. The scan only counts it (and notes where), so the
@@ -58,7 +61,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // the session they name and by their readers.)
         let destructive = matches!(
             h.kind,
-            kind::SESSION_DELETE | kind::SESSION_BLOCK | kind::MEM_FORGET | kind::MEM_ACCESS
+            SESSION_DELETE | SESSION_BLOCK | MEM_FORGET | MEM_ACCESS
         );
         if destructive && self.log.verify(addr)?.is_none() {
             // A record failed its checksum.
@@ -70,7 +73,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .seq_of_sector(geo.sector_of(addr))
             .unwrap_or(self.log.head_seq());
         match h.kind {
-            kind::SESSION_BATCH => {
+            SESSION_BATCH => {
                 let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
                 let uid = meta.fixed.uid;
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
@@ -147,7 +150,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     Self::upsert_session(&mut self.sessions, s)?;
                 }
             }
-            kind::SESSION_BASE => {
+            SESSION_BASE => {
                 let b = read_base(&mut self.log.io(), addr)?;
                 let mut id = [0u8; MAX_SESSION_ID_BYTES];
                 let n = b.fixed.id_len as usize;
@@ -184,7 +187,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 };
                 Self::upsert_session(&mut self.sessions, s)?;
             }
-            kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS => {
+            MEM_PUT | MEM_FORGET | MEM_ACCESS => {
                 let mut b = [0u8; 20];
                 // A batch split over sectors continues in the next one, so
                 // its first chunk may hold fewer than 20 bytes of the
@@ -193,18 +196,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // Forgets (8 bytes) and short access records read only
                 // their own length.
                 let n = match h.kind {
-                    kind::MEM_PUT => 20,
+                    MEM_PUT => 20,
                     _ => (h.len as usize).min(8),
                 };
                 self.log
                     .io()
                     .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
-                if h.kind == kind::MEM_PUT {
+                if h.kind == MEM_PUT {
                     // The item's id follows prev, origin, root and the
                     // encoding's version and flags bytes.
                     self.mem.next_id = self.mem.next_id.max(u32_at(&b, 14).wrapping_add(1));
                 }
-                if h.kind == kind::MEM_PUT && u32_at(&b, 0) == memory::UNCHAINED {
+                if h.kind == MEM_PUT && u32_at(&b, 0) == memory::UNCHAINED {
                     // A merge or relocation copy: the index after it, if it
                     // landed, points at it.
                     return Ok(());
@@ -251,13 +254,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.scan_damaged = NO_ADDR;
                 self.mem.head = addr;
                 self.mem.chain = self.mem.chain.saturating_add(1);
-                if h.kind != kind::MEM_ACCESS {
+                if h.kind != MEM_ACCESS {
                     self.mem.changes = self.mem.changes.saturating_add(1);
                 }
                 self.mem.bytes = self.mem.bytes.saturating_add(h.len);
                 self.mem.oldest = self.mem.oldest.min(sector_seq);
             }
-            kind::MEM_INDEX => {
+            MEM_INDEX => {
                 let mut b = [0u8; 20];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
                 // An index replaces the whole memory state: it must look
@@ -290,7 +293,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.mem.next_id.max(u32_at(&b, 4)),
                 );
             }
-            kind::OBJECT => {
+            OBJECT => {
                 let mut b = [0u8; OBJ_FIXED as usize];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
                 let slot = ObjectSlot {
@@ -309,11 +312,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 self.upsert_object(slot)?;
             }
-            kind::SESSION_DELETE | kind::SESSION_BLOCK => {
+            SESSION_DELETE | SESSION_BLOCK => {
                 let mut b = [0u8; 4];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
                 let uid = u32::from_le_bytes(b);
-                if h.kind == kind::SESSION_DELETE {
+                if h.kind == SESSION_DELETE {
                     self.remove_uid(uid);
                 } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
                     s.flags |= FLAG_BLOCKED;
@@ -432,7 +435,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .log
             .io()
             .chunk_header(prev)?
-            .is_some_and(|h| h.kind == kind::MEM_INDEX && h.is_first());
+            .is_some_and(|h| h.kind == MEM_INDEX && h.is_first());
         Ok(named || u32::from_le_bytes(link) == NO_ADDR)
     }
 
@@ -490,9 +493,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // link, say) fails the CRC: it was the head when `addr` was
         // written, so the record before it is the head now. Remember that
         // link (the one on flash is not to be trusted) until the next index.
-        let chain_header = self.log.io().chunk_header(prev)?.is_some_and(|h| {
-            h.is_first() && matches!(h.kind, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS)
-        });
+        let chain_header =
+            self.log.io().chunk_header(prev)?.is_some_and(|h| {
+                h.is_first() && matches!(h.kind, MEM_PUT | MEM_FORGET | MEM_ACCESS)
+            });
         if chain_header && self.mem_links.push((prev, head)).is_ok() {
             return Ok(true);
         }

@@ -32,13 +32,14 @@ use crate::chdx::{BackendFormat, RecordType};
 use crate::cursor::{read_id, Records, VerifiedReader};
 use crate::error::SESSION_BLOCKED_WARNING;
 use crate::error::{Error, Fail};
-use crate::layout::{kind, CRC, NO_ADDR};
+use crate::layout::{CRC, NO_ADDR};
 use crate::log::{copy_from_parts, Io, Payload, Slices};
 use crate::naming::fnv1a32;
 use crate::session::{
     encode_batch_meta, Record, Session, BATCH_META_MAX, BATCH_TURN_COMPLETED, CHAIN_MAX,
     FLAG_BLOCKED, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES,
 };
+use crate::session::{SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
 use crate::turns::{PlanBuilder, SummaryCutFinder, TurnCursor};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
@@ -275,7 +276,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if found.is_none() {
             self.next_uid = self.next_uid.wrapping_add(1);
         }
-        let addr = self.write_prepared(kind::SESSION_BATCH, &mut payload)?;
+        let addr = self.write_prepared(SESSION_BATCH, &mut payload)?;
         let sector_seq = self.log.head_seq_of(addr);
         let i = match found {
             Some(i) => {
@@ -323,7 +324,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
-            self.write_uid(kind::SESSION_BLOCK, s.uid)?;
+            self.write_uid(SESSION_BLOCK, s.uid)?;
             let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
             self.sessions[i].flags |= FLAG_BLOCKED;
             self.sessions[i].dirty = true;
@@ -495,8 +496,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let damaged_meta = next.is_some_and(|r| r.damaged);
                     if !base_segment && !damaged_meta {
                         let addr = recs.chain().addrs[seg];
-                        reader =
-                            VerifiedReader::new(&mut self.log.io(), addr, kind::SESSION_BATCH)?;
+                        reader = VerifiedReader::new(&mut self.log.io(), addr, SESSION_BATCH)?;
                         // A batch whose header is gone: its records are lost.
                         seg_broken = reader.is_none();
                     }
@@ -629,7 +629,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Deletes the session with `uid`: its deletion record, then its entry.
     fn delete_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
-        self.write_uid(kind::SESSION_DELETE, uid)?;
+        self.write_uid(SESSION_DELETE, uid)?;
         self.remove_uid(uid);
         Ok(())
     }

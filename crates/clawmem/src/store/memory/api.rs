@@ -9,6 +9,7 @@
 //! Power loss: each function says what a cut during it leaves.
 
 use super::*;
+use super::{MEM_ACCESS, MEM_INDEX};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Starts a stage: from now on, the labels of items that stores,
@@ -519,7 +520,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let n = 8 + 4 * matched;
         let mut payload = crate::log::Slices([&self.work.borrow().scratch[..n]]);
-        let (addr, _) = self.log.write_batch(kind::MEM_ACCESS, &mut payload)?;
+        let (addr, _) = self.log.write_batch(MEM_ACCESS, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(n as u32);
         self.mem_written(addr, n as u32, 0);
         // Read back through the (possibly relocated) active set: the access
@@ -643,7 +644,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             entries: &[],
             catalog: &[],
         };
-        let addr = self.write(kind::MEM_INDEX, &mut payload, Priority::Maintenance)?;
+        let addr = self.write(MEM_INDEX, &mut payload, Priority::Maintenance)?;
         let seq = self.log.head_seq_of(addr);
         self.mem_links.clear();
         self.mem = MemState::rooted_at(addr, seq, self.mem.next_id);

@@ -39,13 +39,29 @@ use heapless::Vec;
 use super::work::{GC, MERGED, OP};
 use super::{Priority, Store, Work};
 use crate::error::{Error, Fail, UnknownLabelError};
-use crate::layout::{kind, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
+use crate::layout::{u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::memory::{
     conflicts_for_replace, merge_same_key_into, Item, ItemId, ItemInput, ItemRank, LabelLimit,
     ITEM_ENCODED_MAX_BYTES, LONG_TERM_PREAMBLE, MAX_ACTIVE_ITEMS,
 };
 use crate::naming::fnv1a32;
+
+// The record kinds of long-term memory, in class `CLASS_MEMORY` of
+// `layout::kind` (`docs/FORMAT.md`, "Kinds").
+/// A long-term memory item.
+pub(crate) const MEM_PUT: u8 = 0x30;
+/// A long-term memory tombstone.
+pub(crate) const MEM_FORGET: u8 = 0x31;
+/// The ids a recall returned (access count deltas).
+pub(crate) const MEM_ACCESS: u8 = 0x32;
+/// The compacted index of active memory items.
+pub(crate) const MEM_INDEX: u8 = 0x33;
+const _: () = {
+    use crate::layout::kind::{defined_in, CLASS_MEMORY};
+    assert!(defined_in(MEM_PUT, CLASS_MEMORY) && defined_in(MEM_FORGET, CLASS_MEMORY));
+    assert!(defined_in(MEM_ACCESS, CLASS_MEMORY) && defined_in(MEM_INDEX, CLASS_MEMORY));
+};
 
 /// The `prev` of a put outside the chain (a merge or a relocation copy).
 pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
@@ -113,7 +129,7 @@ fn set_word(b: &mut [u8], k: usize, v: u32) {
 
 /// The record kinds of the memory chain after its index.
 fn is_chain_kind(k: u8) -> bool {
-    matches!(k, kind::MEM_PUT | kind::MEM_FORGET | kind::MEM_ACCESS)
+    matches!(k, MEM_PUT | MEM_FORGET | MEM_ACCESS)
 }
 /// A put's payload before the item: prev u32, origin u32 (the id it
 /// replaces), root u32 (the first id of its lineage).

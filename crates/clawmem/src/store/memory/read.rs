@@ -9,6 +9,7 @@
 //! Power loss: nothing here writes.
 
 use super::*;
+use super::{MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Checks the memory record at `addr` (its kind, and the CRC of the
@@ -47,7 +48,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// stack.
     #[inline(never)]
     pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Fail<F::Error>> {
-        let len = self.mem_check(addr, kind::MEM_PUT)?;
+        let len = self.mem_check(addr, MEM_PUT)?;
         let w: &mut Work = self.work.borrow_mut();
         let n = len.min(w.enc.len());
         self.log
@@ -220,7 +221,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let index = if root == NO_ADDR {
             None
         } else {
-            let r = self.mem_record(root, kind::MEM_INDEX, &mut fixed);
+            let r = self.mem_record(root, MEM_INDEX, &mut fixed);
             self.mem_tolerate(r)?
         };
         if let Some(len) = index {
@@ -261,7 +262,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_chain(&mut chain)?;
         for &(addr, k) in chain.iter() {
             match k {
-                kind::MEM_PUT => {
+                MEM_PUT => {
                     let r = self.mem_read(addr, 0);
                     if self.mem_tolerate(r)?.is_none() {
                         continue;
@@ -276,9 +277,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                             .map_err(|_| Error::LogicBug("active set overflow"))?,
                     }
                 }
-                kind::MEM_FORGET => {
+                MEM_FORGET => {
                     let mut b = [0u8; 8];
-                    let r = self.mem_record(addr, kind::MEM_FORGET, &mut b);
+                    let r = self.mem_record(addr, MEM_FORGET, &mut b);
                     if self.mem_tolerate(r)?.is_none() {
                         continue;
                     }
@@ -290,7 +291,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 _ => {
                     // Checked whole, then read a few ids at a time.
-                    let r = self.mem_check(addr, kind::MEM_ACCESS);
+                    let r = self.mem_check(addr, MEM_ACCESS);
                     let Some(len) = self.mem_tolerate(r)? else {
                         continue;
                     };

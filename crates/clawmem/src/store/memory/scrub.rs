@@ -6,6 +6,7 @@
 //! Power loss: the tombstone and a compaction commit first; each step after
 //! is safe to cut, and calling again with the same id finishes.
 
+use super::MEM_PUT;
 use super::*;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
@@ -27,7 +28,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     crate::log::Slot::Chunk(c) => c,
                     _ => break,
                 };
-                if c.header.kind == kind::MEM_PUT && c.header.is_first() {
+                if c.header.kind == MEM_PUT && c.header.is_first() {
                     let mut b = [0u8; PUT_FIXED as usize + 6];
                     let n = (c.header.len as usize).min(b.len());
                     self.log

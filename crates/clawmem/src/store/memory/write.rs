@@ -12,6 +12,7 @@
 //! lands.
 
 use super::*;
+use super::{MEM_FORGET, MEM_INDEX, MEM_PUT};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Makes room in the chain for one more record.
@@ -95,7 +96,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         chained: bool,
     ) -> Result<u32, Fail<F::Error>> {
         let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
-        let (addr, _) = self.log.write_batch(kind::MEM_PUT, &mut payload)?;
+        let (addr, _) = self.log.write_batch(MEM_PUT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         if chained {
             self.mem_written(addr, len, 1);
@@ -116,7 +117,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         set_word(&mut b, 0, self.mem_prev());
         set_word(&mut b, 1, id);
         let mut payload = crate::log::Slices([&b[..]]);
-        self.mem_write(kind::MEM_FORGET, &mut payload, 1)?;
+        self.mem_write(MEM_FORGET, &mut payload, 1)?;
         Ok(())
     }
 
@@ -417,7 +418,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             entries: &work.active[GC],
             catalog: &work.scratch[..catalog_bytes],
         };
-        let (addr, _) = self.log.write_batch(kind::MEM_INDEX, &mut payload)?;
+        let (addr, _) = self.log.write_batch(MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         self.mem_links.clear();
         self.mem = MemState::rooted_at(addr, oldest, self.mem.next_id);
