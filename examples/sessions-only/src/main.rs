@@ -55,7 +55,7 @@ impl ErrorType for RamFlash {
 impl RamFlash {
     fn check(&self, offset: u32, len: usize, align: usize) -> Result<usize, FlashError> {
         let at = offset as usize;
-        if at % align != 0 || len % align != 0 {
+        if !at.is_multiple_of(align) || !len.is_multiple_of(align) {
             return Err(FlashError(NorFlashErrorKind::NotAligned));
         }
         match at.checked_add(len) {
