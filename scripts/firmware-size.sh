@@ -15,9 +15,15 @@
 #   - where the example's static work area landed: Work::new() is all zero
 #     bytes, so it belongs in .bss (no flash); in .data it would cost its
 #     whole size in flash, and the script fails (in either mode).
+#   - a table of the engine code of each build of clawmem's optional parts
+#     (cargo features `memory`, `chat`, `profiles`): the default build with
+#     all of them, each alone over a sessions-only build, and the
+#     sessions-only build (the example leaves out the calls a feature
+#     removes).
 #
-#   bash scripts/firmware-size.sh              # report (exit 0 over budget)
-#   bash scripts/firmware-size.sh --enforce    # exit 1 if over budget
+#   bash scripts/firmware-size.sh                  # report (exit 0 over budget)
+#   bash scripts/firmware-size.sh --enforce        # exit 1 if over budget
+#   bash scripts/firmware-size.sh --ceiling BYTES  # exit 1 if engine code > BYTES
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,14 +32,27 @@ CODE_BUDGET=$((32 * 1024))
 STATE_BUDGET=$((4 * 1024))
 
 enforce=0
-case "${1:-}" in
-    "") ;;
-    --enforce) enforce=1 ;;
-    *)
-        echo "usage: $0 [--enforce]" >&2
-        exit 2
-        ;;
-esac
+ceiling=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --enforce) enforce=1 ;;
+        --ceiling)
+            ceiling="${2:-}"
+            shift
+            case "$ceiling" in
+                "" | *[!0-9]*)
+                    echo "firmware-size: --ceiling needs a byte count" >&2
+                    exit 2
+                    ;;
+            esac
+            ;;
+        *)
+            echo "usage: $0 [--enforce] [--ceiling BYTES]" >&2
+            exit 2
+            ;;
+    esac
+    shift
+done
 
 rustup target add "$TARGET" >/dev/null
 # llvm-size/nm/objdump matching rustc's LLVM; a system LLVM will do as well.
@@ -55,16 +74,62 @@ OBJDUMP=$(tool llvm-objdump)
 OBJCOPY=$(tool llvm-objcopy)
 
 # The example's own flags (.cargo/config.toml, build.rs) and target dir, so
-# the figures do not depend on the caller's environment.
-(
-    cd examples/firmware
-    env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_TARGET_DIR \
-        cargo build --release --target "$TARGET"
-)
-elf="examples/firmware/target/$TARGET/release/clawmem-firmware"
+# the figures do not depend on the caller's environment. Extra arguments go
+# to cargo (features).
+build_example() {
+    (
+        cd examples/firmware
+        env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_TARGET_DIR \
+            cargo build --release --target "$TARGET" "$@"
+    )
+}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# Which owner a function symbol (demangled, v0) belongs to; shared by the
+# main report and the feature table.
+BUCKET='
+function bucket(name) {
+    if (name ~ /^clawmem_firmware::api::/ || name ~ /clawmem::/) return "engine"
+    if (name ~ /(^|[<(&* ])(crc|crc_catalog|heapless)::/) return "deps"
+    if (name ~ /clawmem_firmware::flash::/ || name ~ /embedded_storage::/) return "driver"
+    if (name ~ /clawmem_firmware/) return "example"
+    if (name ~ /cortex_m/ || name ~ /^(Reset|main|HardFault|HardFault_|DefaultHandler|DefaultHandler_|DefaultPreInit|__pre_init)$/) return "runtime"
+    return "core"
+}'
+
+# Engine code (clawmem + crc/heapless function symbols) of an ELF.
+engine_code_of() {
+    "$NM" --print-size --radix=d -C "$1" | awk "$BUCKET"'
+$3 ~ /^[tT]$/ {
+    name = $0
+    sub(/^[0-9]+ [0-9]+ [tT] /, "", name)
+    b = bucket(name)
+    if (b == "engine" || b == "deps") sum += $2 + 0
+}
+END { print sum + 0 }'
+}
+
+# The feature table: each build in a target dir of its own, so that the
+# default build below is not rebuilt.
+variants_dir="examples/firmware/target/variants"
+feature_rows=(
+    "sessions only (no default features)|"
+    "sessions + memory|memory"
+    "sessions + chat|chat"
+    "sessions + profiles|profiles"
+)
+for row in "${feature_rows[@]}"; do
+    features="${row#*|}"
+    build_example --quiet --no-default-features --features "$features" \
+        --target-dir "$PWD/$variants_dir" >&2
+    cp "$variants_dir/$TARGET/release/clawmem-firmware" "$tmp/variant.elf"
+    printf '%s|%s|%d\n' "${row%%|*}" "$features" "$(engine_code_of "$tmp/variant.elf")" >>"$tmp/feature-table"
+done
+
+build_example
+elf="examples/firmware/target/$TARGET/release/clawmem-firmware"
 "$SIZE" -A -d "$elf" >"$tmp/sections"
 "$NM" --print-size --radix=d -C "$elf" >"$tmp/symbols"
 "$NM" "$elf" >"$tmp/raw-symbols"
@@ -110,15 +175,7 @@ printf '  (.bss: the Store, %d B, its lent work area, %d B, and the example'"'"'
     "$state" "$work" "$((bss - state - work))"
 
 # Who owns .text: every function symbol, by its demangled (v0) name.
-awk -v text="$text" -v out="$tmp" '
-function bucket(name) {
-    if (name ~ /^clawmem_firmware::api::/ || name ~ /clawmem::/) return "engine"
-    if (name ~ /(^|[<(&* ])(crc|crc_catalog|heapless)::/) return "deps"
-    if (name ~ /clawmem_firmware::flash::/ || name ~ /embedded_storage::/) return "driver"
-    if (name ~ /clawmem_firmware/) return "example"
-    if (name ~ /cortex_m/ || name ~ /^(Reset|main|HardFault|HardFault_|DefaultHandler|DefaultHandler_|DefaultPreInit|__pre_init)$/) return "runtime"
-    return "core"
-}
+awk -v text="$text" -v out="$tmp" "$BUCKET"'
 # A forward in clawmem_firmware::api holds the inlined body of the clawmem
 # function it calls: count it in that function'"'"'s module (Store methods are
 # clawmem::store).
@@ -202,6 +259,14 @@ END { for (f in frame) printf "%d %s\n", frame[f], f }' "$tmp/disassembly" |
     sort -rn | awk 'NR <= 8 { s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
 
 read -r engine_code engine_upper engine_only <"$tmp/engine-total"
+
+echo
+echo "== engine code by build (cargo features of clawmem; the example calls what each build has)"
+base=$(awk -F'|' 'NR == 1 { print $3 }' "$tmp/feature-table")
+printf '  %8d B  %s\n' "$engine_code" "default: memory, chat, profiles (the report above)"
+awk -F'|' -v base="$base" '
+NR == 1 { printf "  %8d B  %s\n", $3, $1; next }
+{ printf "  %8d B  %s (the feature costs %d B)\n", $3, $1, $3 - base }' "$tmp/feature-table"
 echo
 echo "== budget"
 verdict() { if [ "$1" -le "$2" ]; then echo "ok"; else echo "OVER by $(($1 - $2)) B"; fi; }
@@ -229,5 +294,9 @@ fi
 
 if [ "$enforce" = 1 ] && { [ "$engine_code" -gt "$CODE_BUDGET" ] || [ "$state" -gt "$STATE_BUDGET" ]; }; then
     echo "firmware-size: over budget" >&2
+    exit 1
+fi
+if [ -n "$ceiling" ] && [ "$engine_code" -gt "$ceiling" ]; then
+    echo "firmware-size: engine code $engine_code B is over the ceiling of $ceiling B" >&2
     exit 1
 fi

@@ -35,6 +35,12 @@ for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf riscv32imac-unkn
     cargo build -p clawmem --release --target "$target"
 done
 
+step "crates/clawmem without its optional features (sessions only) and with each alone"
+for features in "" memory chat profiles; do
+    cargo clippy -p clawmem --no-default-features --features "$features" --target thumbv7em-none-eabihf -- -D warnings
+done
+bash scripts/sessions-only.sh
+
 step "firmware example (examples/firmware, outside the workspace): build and size report"
 bash scripts/firmware-size.sh
 

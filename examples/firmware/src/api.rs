@@ -16,16 +16,22 @@
 use core::fmt::{self, Write};
 
 use clawmem::backend::{self, ScanError};
+#[cfg(feature = "chat")]
 use clawmem::chat::{self, ChatKey, ChatKeyError, ChatSessions, SessionCommand, SessionError};
+#[cfg(feature = "chat")]
 use clawmem::chat::{SessionId, SessionReply, UsageError};
 use clawmem::chdx::{self, ChdxError, Entry};
+#[cfg(feature = "memory")]
 use clawmem::memory::{Item, ItemId, ItemInput};
 use clawmem::naming::{self, SessionFileKind, SessionFileName};
+#[cfg(feature = "profiles")]
 use clawmem::profile::ProfileDoc;
 use clawmem::text::{self, Normalized};
+#[cfg(feature = "memory")]
+use clawmem::Stored;
 use clawmem::{
-    Appended, Work, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
-    SessionInfo, Space, Stored, WrittenBytes,
+    Appended, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
+    SessionInfo, Space, Work, WrittenBytes,
 };
 
 use crate::flash::{FlashError, InternalFlash};
@@ -135,21 +141,25 @@ pub fn clear_sessions(store: &mut Engine) -> R<usize> {
     store.clear_sessions()
 }
 
+#[cfg(feature = "profiles")]
 #[inline(never)]
 pub fn profile_read(store: &mut Engine, doc: ProfileDoc, out: &mut [u8]) -> R<usize> {
     store.profile_read(doc, out)
 }
 
+#[cfg(feature = "profiles")]
 #[inline(never)]
 pub fn profile_len(store: &mut Engine, doc: ProfileDoc) -> R<usize> {
     store.profile_len(doc)
 }
 
+#[cfg(feature = "profiles")]
 #[inline(never)]
 pub fn profile_write(store: &mut Engine, doc: ProfileDoc, body: &str) -> R<()> {
     store.profile_write(doc, body)
 }
 
+#[cfg(feature = "profiles")]
 #[inline(never)]
 pub fn write_prompt_section(
     doc: ProfileDoc,
@@ -162,26 +172,31 @@ pub fn write_prompt_section(
 
 // ---- `/session` commands --------------------------------------------------
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn chat_key(channel: &str, chat_id: &str) -> Result<ChatKey, ChatKeyError> {
     ChatKey::new(channel, chat_id)
 }
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn session_command_args(text: &str) -> Option<&str> {
     chat::session_command_args(text)
 }
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn parse_session_command(args: &str) -> Result<SessionCommand, UsageError> {
     chat::parse_session_command(args)
 }
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn chat_sessions(store: &mut Engine, chat: &ChatKey) -> R<ChatSessions> {
     store.chat_sessions(chat)
 }
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn session_command(
     store: &mut Engine,
@@ -191,11 +206,13 @@ pub fn session_command(
     store.session_command(chat, command)
 }
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn current_session_id(map: &ChatSessions) -> SessionId {
     map.current_session_id()
 }
 
+#[cfg(feature = "chat")]
 #[inline(never)]
 pub fn render_list(map: &ChatSessions, mut w: &mut dyn Write) -> fmt::Result {
     map.render_list(&mut w)
@@ -203,16 +220,19 @@ pub fn render_list(map: &ChatSessions, mut w: &mut dyn Write) -> fmt::Result {
 
 // ---- long-term memory -----------------------------------------------------
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_stage_begin(store: &mut Engine) {
     store.memory_stage_begin()
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn write_memory_stage_note(store: &Engine, mut w: &mut dyn Write) -> Result<bool, fmt::Error> {
     store.write_memory_stage_note(&mut w)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_store(
     store: &mut Engine,
@@ -223,6 +243,7 @@ pub fn memory_store(
     store.memory_store(input, now, replace)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_recall(
     store: &mut Engine,
@@ -234,6 +255,7 @@ pub fn memory_recall(
     store.memory_recall(labels, limit, now, f)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_update(
     store: &mut Engine,
@@ -244,61 +266,73 @@ pub fn memory_update(
     store.memory_update(id, patch, now)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_newest(store: &mut Engine, id: ItemId) -> R<ItemId> {
     store.memory_newest(id)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_get(store: &mut Engine, id: ItemId) -> R<Item> {
     store.memory_get(id)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_forget(store: &mut Engine, id: ItemId) -> R<Item> {
     store.memory_forget(id)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_forget_scrub(store: &mut Engine, id: ItemId) -> R<()> {
     store.memory_forget_scrub(id)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_list(store: &mut Engine, f: &mut dyn FnMut(&Item)) -> R<usize> {
     store.memory_list(f)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_catalog(store: &mut Engine, f: &mut dyn FnMut(&str, u16)) -> R<usize> {
     store.memory_catalog(f)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_len(store: &mut Engine) -> R<usize> {
     store.memory_len()
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_compact(store: &mut Engine) -> R<()> {
     store.memory_compact()
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn memory_clear(store: &mut Engine) -> R<()> {
     store.memory_clear()
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn write_memory_prompt(store: &mut Engine, mut w: &mut dyn Write) -> R<()> {
     store.write_memory_prompt(&mut w)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn write_memory_md(store: &mut Engine, mut w: &mut dyn Write) -> R<()> {
     store.write_memory_md(&mut w)
 }
 
+#[cfg(feature = "memory")]
 #[inline(never)]
 pub fn item_id(text: &str) -> Option<ItemId> {
     ItemId::parse(text)

@@ -34,9 +34,12 @@ use core::hint::black_box;
 use core::mem::size_of;
 use core::panic::PanicInfo;
 
+#[cfg(feature = "chat")]
 use clawmem::chat::{self, SessionCommand};
+#[cfg(feature = "memory")]
 use clawmem::memory::{ItemInput, SOURCE_AUTO_LLM, SOURCE_MANUAL};
 use clawmem::naming::SessionFileKind;
+#[cfg(feature = "profiles")]
 use clawmem::profile::ProfileDoc;
 use clawmem::{
     BackendFormat, Config, Error, Gate, MemoryConfig, MountMode, Record, RecordType, Store, Work,
@@ -94,6 +97,7 @@ const WORK_BYTES: usize = 24 * 1024;
 const MAX_MESSAGE_CHARS: usize = 4096;
 
 /// ESP-Claw's directory of the profile documents, as the prompt names it.
+#[cfg(feature = "profiles")]
 const PROFILE_DIR: &str = "/spiffs/memory";
 
 fn config() -> Config {
@@ -208,6 +212,27 @@ fn handle_message(
     message: &str,
     now: u32,
 ) -> Result<()> {
+    #[cfg(not(feature = "chat"))]
+    {
+        // Without chat session maps: one session per chat, named by it.
+        let _ = (channel, chat_id);
+        agent_turn(store, work, out, "telegram:42", message, now)
+    }
+    #[cfg(feature = "chat")]
+    handle_chat_message(store, work, out, channel, chat_id, message, now)
+}
+
+/// [`handle_message`] with `/session` commands and a session map per chat.
+#[cfg(feature = "chat")]
+fn handle_chat_message(
+    store: &mut Engine,
+    work: &mut [u8],
+    out: &mut Console,
+    channel: &str,
+    chat_id: &str,
+    message: &str,
+    now: u32,
+) -> Result<()> {
     let Ok(chat) = api::chat_key(channel, chat_id) else {
         let _ = out.write_str(chat::MISSING_CHAT_CONTEXT_TEXT);
         return Ok(());
@@ -258,14 +283,18 @@ fn agent_turn(
     let backend = BackendFormat::OpenAiCompatible;
 
     // The system prompt: profiles, the memory catalog, then the history.
+    #[cfg(feature = "profiles")]
     for doc in ProfileDoc::PROMPT_ORDER {
         let n = api::profile_read(store, doc, work)?;
         if let Ok(contents) = core::str::from_utf8(&work[..n]) {
             let _ = api::write_prompt_section(doc, out, PROFILE_DIR, contents);
         }
     }
-    api::write_memory_prompt(store, out)?;
-    api::memory_stage_begin(store);
+    #[cfg(feature = "memory")]
+    {
+        api::write_memory_prompt(store, out)?;
+        api::memory_stage_begin(store);
+    }
     match api::history(store, session, backend, work) {
         Ok(history) => {
             for record in history.iter() {
@@ -308,7 +337,13 @@ fn agent_turn(
         br#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"memory_store","arguments":"{\"content\":\"User likes green tea\",\"tags\":\"drinks\"}"}}]}"#
             .as_slice(),
     );
+    #[cfg(feature = "memory")]
     let tool_result = memory_tools(store, out, now)?;
+    #[cfg(not(feature = "memory"))]
+    let tool_result: &[u8] = {
+        let _ = now;
+        br#"[{"role":"tool","tool_call_id":"call_1","content":"no memory in this build"}]"#
+    };
     let tool_result = black_box(tool_result);
     api::append(
         store,
@@ -363,6 +398,7 @@ fn agent_turn(
     if appended.blocked {
         let _ = out.write_str(clawmem::turns::SESSION_BLOCKED_WARNING);
     }
+    #[cfg(feature = "memory")]
     if api::write_memory_stage_note(store, out) == Ok(true) {
         let _ = out.write_char('\n');
     }
@@ -388,6 +424,7 @@ fn agent_turn(
 
 /// The long-term memory tools the model can call. Returns the tool result
 /// record (a JSON array of tool messages).
+#[cfg(feature = "memory")]
 fn memory_tools(store: &mut Engine, out: &mut Console, now: u32) -> Result<&'static [u8]> {
     let tea = ItemInput::new(black_box("User likes green tea in the morning"))
         .tags(black_box("drinks, morning"))
@@ -466,6 +503,24 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
     );
 
     // Memory views.
+    #[cfg(feature = "memory")]
+    memory_views(store, out)?;
+
+    // Profiles: the user asked the agent to remember a preference.
+    #[cfg(feature = "profiles")]
+    {
+        let user = ProfileDoc::User;
+        let len = api::profile_len(store, user)?;
+        let n = api::profile_read(store, user, work)?;
+        let _ = writeln!(out, "{user}: {len} B ({n} read)");
+        api::profile_write(store, user, black_box("# User\n\n- Prefers oolong tea.\n"))?;
+    }
+    maintenance_rest(store, work, out, now, space)
+}
+
+/// The memory views and compaction of [`maintenance`].
+#[cfg(feature = "memory")]
+fn memory_views(store: &mut Engine, out: &mut Console) -> Result<()> {
     let n = api::memory_list(store, &mut |item| {
         let _ = writeln!(out, "{} [{}] {}", item.id(), item.tags(), item.content());
     })?;
@@ -478,15 +533,17 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
         api::memory_len(store)?
     );
     api::write_memory_md(store, out)?;
-    api::memory_compact(store)?;
+    api::memory_compact(store)
+}
 
-    // Profiles: the user asked the agent to remember a preference.
-    let user = ProfileDoc::User;
-    let len = api::profile_len(store, user)?;
-    let n = api::profile_read(store, user, work)?;
-    let _ = writeln!(out, "{user}: {len} B ({n} read)");
-    api::profile_write(store, user, black_box("# User\n\n- Prefers oolong tea.\n"))?;
-
+/// The rest of [`maintenance`]: sessions, privacy, import.
+fn maintenance_rest(
+    store: &mut Engine,
+    work: &mut [u8],
+    out: &mut Console,
+    now: u32,
+    space: clawmem::Space,
+) -> Result<()> {
     // Sessions: list them, delete the largest when space runs low.
     let mut largest = (0u32, [0u8; clawmem::MAX_SESSION_ID_BYTES], 0usize);
     api::for_each_session(store, &mut |id, info| {
@@ -515,15 +572,19 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
     }
 
     // Privacy: the user asked to erase one memory for good, or all.
+    #[cfg(feature = "memory")]
     if let Some(id) = api::item_id(black_box("mem-2")) {
         match api::memory_forget_scrub(store, id) {
             Ok(()) | Err(Error::NotFound) => {}
             Err(e) => return Err(e),
         }
     }
+    #[cfg(feature = "memory")]
     if black_box(now).is_multiple_of(86_400) {
         api::memory_clear(store)?;
     }
+    #[cfg(not(feature = "memory"))]
+    let _ = now;
 
     // An ESP-Claw session (`.log` and `.log.idx`) received from an old
     // device, for instance over USB, into the work buffer.

@@ -168,6 +168,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // Long-term memory reaching into the tail: a new index, with the
         // items in the next sectors to be released copied.
+        // (Without the `memory` feature, mount refused a store that holds
+        // memory, and nothing writes any.)
+        #[cfg(feature = "memory")]
         if self.mem.oldest <= tail_seq {
             let mut k = self.log.free_sectors() / 2;
             loop {

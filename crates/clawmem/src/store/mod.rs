@@ -31,8 +31,10 @@
 //!   deletes;
 //! - `base.rs`: writing a session base (compaction, consolidation,
 //!   relocation);
-//! - `objects.rs`: profile documents and chat session maps;
-//! - `memory.rs`: long-term memory.
+//! - `objects.rs`: stored objects (small whole documents) on flash;
+//! - `profiles.rs`: profile documents (feature `profiles`);
+//! - `chats.rs`: chat session maps and `/session` commands (feature `chat`);
+//! - `memory/`: long-term memory.
 //!
 //! This module keeps what belongs to no single step: the fields, the
 //! accessors, [`Store::check`], and the verified reads the steps share.
@@ -46,12 +48,16 @@ use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
 
 mod base;
+#[cfg(feature = "chat")]
+mod chats;
 mod checkpoint;
 mod config;
 mod gc;
 mod memory;
 mod mount;
 mod objects;
+#[cfg(feature = "profiles")]
+mod profiles;
 mod replay;
 mod report;
 mod sessions;

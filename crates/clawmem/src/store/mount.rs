@@ -312,6 +312,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         self.scan(scan_from, head_valid_end)?;
+        // A build without long-term memory cannot collect memory records
+        // (that needs a memory compaction): it refuses such a store before
+        // writing anything, so that nothing stored is lost.
+        #[cfg(not(feature = "memory"))]
+        if self.mem.root != NO_ADDR || self.mem.head != NO_ADDR {
+            return Err(Error::Config(
+                "the store holds long-term memory; mount it with a clawmem built with the `memory` feature",
+            ));
+        }
         // A sector inside the ring without its header was being wiped (a
         // scrub) when power failed; its contents had been moved: give it
         // its header back.
@@ -349,6 +358,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // same and never revisits the damage.
             self.write_checkpoint_with(Priority::Gc)?;
         }
+        #[cfg(feature = "memory")]
         if !self.mem_links.is_empty() || self.mount_report.salvaged_memory_index {
             // Links repaired in RAM are not on flash: once a checkpoint
             // covers the records after them, a later mount would not

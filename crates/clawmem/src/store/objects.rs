@@ -1,5 +1,8 @@
-//! Stored objects: profile documents and chat session maps (`docs/FORMAT.md`,
-//! "Object").
+//! Stored objects (`docs/FORMAT.md`, "Object"): the small whole documents
+//! that replace their previous version, today profile documents and chat
+//! session maps. This file owns them on flash (write, read, the RAM table of
+//! newest versions); their APIs are `profiles.rs` (feature `profiles`) and
+//! `chats.rs` (feature `chat`).
 //!
 //! An object is one batch holding a type, a key and the data. The newest
 //! object of a given type and key replaces every older one; RAM keeps where
@@ -9,20 +12,22 @@
 //! neither make it stand for another document nor hide a sound one.
 //!
 //! Power loss: every write of an object is atomic; the old version stands
-//! until the new one commits. A `/session` delete removes the history first,
-//! then the alias (see [`Store::session_command`]).
+//! until the new one commits.
 
 use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::{Priority, Store, Work};
-use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
+#[cfg(any(feature = "chat", feature = "profiles"))]
+use super::Priority;
+use super::{Store, Work};
+#[cfg(any(feature = "chat", feature = "profiles"))]
+use crate::chat::ChatSessions;
 use crate::error::{Error, Fail};
+#[cfg(any(feature = "chat", feature = "profiles"))]
 use crate::layout::CHUNK_HEADER_LEN;
+#[cfg(any(feature = "chat", feature = "profiles"))]
 use crate::log::Slices;
-use crate::naming::fnv1a32;
-use crate::profile::ProfileDoc;
 
 /// The record kind of a stored object (class
 /// [`CLASS_OBJECT`](crate::layout::kind::CLASS_OBJECT)): a whole small
@@ -98,12 +103,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
+    #[cfg(any(feature = "chat", feature = "profiles"))]
     /// Writes a new version of an object: `data`, or the encoding of `map`
     /// when one is given. A map is encoded into the work area's scratch once
     /// room is made (making room may use the scratch).
     ///
     /// Power loss: atomic; the old version stands until the new one commits.
-    fn write_object(
+    pub(super) fn write_object(
         &mut self,
         ty: u8,
         key: u32,
@@ -148,8 +154,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         })
     }
 
+    #[cfg(feature = "profiles")]
     /// Reads an object's data into `out`; `None` if there is none.
-    fn read_object(
+    pub(super) fn read_object(
         &mut self,
         ty: u8,
         key: u32,
@@ -165,9 +172,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(Some(len))
     }
 
+    #[cfg(any(feature = "chat", feature = "profiles"))]
     /// Where the newest object of this type and key has its data, and how
     /// long it is (its CRC checked); `None` if there is none.
-    fn object_data(&mut self, ty: u8, key: u32) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
+    pub(super) fn object_data(
+        &mut self,
+        ty: u8,
+        key: u32,
+    ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
         let Some(o) = self
             .objects
             .iter()
@@ -185,152 +197,5 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .io()
             .stream_advance(o.addr + CHUNK_HEADER_LEN, OBJ_FIXED);
         Ok(Some((at, len)))
-    }
-
-    /// Reads a profile document whole into `out` and returns its length.
-    /// A document never written is created with its default contents first
-    /// (as ESP-Claw creates the missing file); on a full partition the
-    /// default is returned without being stored, so a read never fails for
-    /// lack of room.
-    ///
-    /// Power loss: creating the default is atomic.
-    pub fn profile_read(
-        &mut self,
-        doc: ProfileDoc,
-        out: &mut [u8],
-    ) -> Result<usize, Error<F::Error>> {
-        if let Some(n) = self.read_object(OBJ_PROFILE, u32::from(doc.tag()), out)? {
-            return Ok(n);
-        }
-        let default = doc.default_contents();
-        if out.len() < default.len() {
-            return Err(Error::BufferTooSmall {
-                needed: default.len(),
-            });
-        }
-        match self.profile_write(doc, default) {
-            Ok(()) | Err(Error::Full { .. }) => {}
-            Err(e) => return Err(e),
-        }
-        out[..default.len()].copy_from_slice(default.as_bytes());
-        Ok(default.len())
-    }
-
-    /// Length of a profile document (its default's if never written).
-    pub fn profile_len(&mut self, doc: ProfileDoc) -> Result<usize, Error<F::Error>> {
-        match self
-            .objects
-            .iter()
-            .find(|o| o.ty == OBJ_PROFILE && o.key == u32::from(doc.tag()))
-        {
-            Some(o) => Ok(o.len as usize),
-            None => Ok(doc.default_contents().len()),
-        }
-    }
-
-    /// Replaces a profile document whole.
-    ///
-    /// Power loss: atomic; a read after any cut returns the old or the new
-    /// document, never a mix.
-    pub fn profile_write(&mut self, doc: ProfileDoc, body: &str) -> Result<(), Error<F::Error>> {
-        if body.len() > self.config.profile_max_bytes {
-            return Err(Error::TooLarge {
-                what: "profile document",
-                size: body.len(),
-                limit: self.config.profile_max_bytes,
-            });
-        }
-        Ok(self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes(), None)?)
-    }
-
-    /// A chat's session map (ESP-Claw `/session`). On first use the chat
-    /// gets `default_01` as its current session, which is stored.
-    pub fn chat_sessions(&mut self, chat: &ChatKey) -> Result<ChatSessions, Error<F::Error>> {
-        // One map on the stack: the stored one is decoded into it in place.
-        let mut map = ChatSessions::first_use(chat.clone());
-        if !self.load_chat_sessions(chat, &mut map)? {
-            self.save_chat_sessions(&map)?;
-        }
-        Ok(map)
-    }
-
-    /// Decodes the stored map of `chat` into `map`; `false` if none is
-    /// stored (`map` is then unchanged). The map is read into the work
-    /// area's scratch, not onto the stack.
-    #[inline(never)]
-    fn load_chat_sessions(
-        &mut self,
-        chat: &ChatKey,
-        map: &mut ChatSessions,
-    ) -> Result<bool, Fail<F::Error>> {
-        let key = fnv1a32(chat.as_str().as_bytes());
-        let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
-            return Ok(false);
-        };
-        let w: &mut Work = self.work.borrow_mut();
-        let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
-            address: at,
-            what: "a chat session map is longer than any map",
-        })?;
-        self.log.io().read_stream(at, buf)?;
-        match map.decode_from(buf) {
-            Ok(()) if map.key() == chat => Ok(true),
-            // Another chat key with the same hash: not supported.
-            _ => Err(Error::InvalidInput("chat key collides with another chat's")),
-        }
-    }
-
-    /// Stores a chat's session map.
-    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Fail<F::Error>> {
-        let key = fnv1a32(map.key().as_str().as_bytes());
-        self.write_object(OBJ_CHAT_MAP, key, &[], Some(map))
-    }
-
-    /// Runs a `/session` command for a chat (parse it with
-    /// [`crate::chat::parse_session_command`]). `Ok(Err(_))` is a refusal whose
-    /// text is ESP-Claw's reply; `list` replies with [`ChatSessions::render_list`]
-    /// of [`chat_sessions`](Self::chat_sessions) and changes nothing.
-    /// `delete` removes the session's whole history too.
-    ///
-    /// Power loss: the map is replaced atomically; a delete removes the
-    /// history first, so a cut between the two leaves an alias whose history
-    /// is empty, never a history without its alias being deletable.
-    pub fn session_command(
-        &mut self,
-        chat: &ChatKey,
-        command: &SessionCommand,
-    ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
-        // One map on the stack (as `chat_sessions`, which this does).
-        let mut map = ChatSessions::first_use(chat.clone());
-        if !self.load_chat_sessions(chat, &mut map)? {
-            self.save_chat_sessions(&map)?;
-        }
-        let reply = match command {
-            SessionCommand::List => return Ok(Ok(None)),
-            SessionCommand::New(name) => match map.new_session(name.as_ref()) {
-                Ok(alias) => SessionReply::Started(alias),
-                Err(e) => return Ok(Err(e)),
-            },
-            SessionCommand::Switch(alias) => match map.switch_to(alias) {
-                Ok(()) => SessionReply::Switched(alias.clone()),
-                Err(e) => return Ok(Err(e)),
-            },
-            SessionCommand::Delete(alias) => {
-                if let Err(e) = map.check_delete(alias) {
-                    return Ok(Err(e));
-                }
-                let id = map.session_id(alias);
-                match self.delete_session(id.as_str()) {
-                    Ok(()) | Err(Error::NotFound) | Err(Error::TooLarge { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-                if let Err(e) = map.delete(alias) {
-                    return Ok(Err(e));
-                }
-                SessionReply::Deleted(alias.clone())
-            }
-        };
-        self.save_chat_sessions(&map)?;
-        Ok(Ok(Some(reply)))
     }
 }

@@ -25,9 +25,13 @@
 //! records and compacts, `api.rs` is the public memory API and `scrub.rs`
 //! removes an item's copies from flash. Working buffers are in [`Work`].
 
+#[cfg(feature = "memory")]
 mod api;
+#[cfg(feature = "memory")]
 mod read;
+#[cfg(feature = "memory")]
 mod scrub;
+#[cfg(feature = "memory")]
 mod write;
 
 use core::borrow::BorrowMut;

@@ -1,0 +1,114 @@
+//! Chat session maps (ESP-Claw `/session`): which sessions a chat has and
+//! which is current, each map stored as an object of type `OBJ_CHAT_MAP`
+//! keyed by the FNV-1a of the chat key (`objects.rs` owns objects on flash;
+//! the map's rules are the pure `crate::chat`).
+//!
+//! Behind the `chat` feature. A build without it still relocates and
+//! checkpoints the maps a store holds (they are plain objects to the layers
+//! below), so mounting a store written with chat maps loses nothing.
+//!
+//! Power loss: a map is replaced atomically; a `/session` delete removes the
+//! history first, then the alias (see [`Store::session_command`]).
+
+use core::borrow::BorrowMut;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::objects::OBJ_CHAT_MAP;
+use super::{Store, Work};
+use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
+use crate::error::{Error, Fail};
+use crate::naming::fnv1a32;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// A chat's session map (ESP-Claw `/session`). On first use the chat
+    /// gets `default_01` as its current session, which is stored.
+    pub fn chat_sessions(&mut self, chat: &ChatKey) -> Result<ChatSessions, Error<F::Error>> {
+        // One map on the stack: the stored one is decoded into it in place.
+        let mut map = ChatSessions::first_use(chat.clone());
+        if !self.load_chat_sessions(chat, &mut map)? {
+            self.save_chat_sessions(&map)?;
+        }
+        Ok(map)
+    }
+
+    /// Decodes the stored map of `chat` into `map`; `false` if none is
+    /// stored (`map` is then unchanged). The map is read into the work
+    /// area's scratch, not onto the stack.
+    #[inline(never)]
+    fn load_chat_sessions(
+        &mut self,
+        chat: &ChatKey,
+        map: &mut ChatSessions,
+    ) -> Result<bool, Fail<F::Error>> {
+        let key = fnv1a32(chat.as_str().as_bytes());
+        let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
+            return Ok(false);
+        };
+        let w: &mut Work = self.work.borrow_mut();
+        let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
+            address: at,
+            what: "a chat session map is longer than any map",
+        })?;
+        self.log.io().read_stream(at, buf)?;
+        match map.decode_from(buf) {
+            Ok(()) if map.key() == chat => Ok(true),
+            // Another chat key with the same hash: not supported.
+            _ => Err(Error::InvalidInput("chat key collides with another chat's")),
+        }
+    }
+
+    /// Stores a chat's session map.
+    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Fail<F::Error>> {
+        let key = fnv1a32(map.key().as_str().as_bytes());
+        self.write_object(OBJ_CHAT_MAP, key, &[], Some(map))
+    }
+
+    /// Runs a `/session` command for a chat (parse it with
+    /// [`crate::chat::parse_session_command`]). `Ok(Err(_))` is a refusal whose
+    /// text is ESP-Claw's reply; `list` replies with [`ChatSessions::render_list`]
+    /// of [`chat_sessions`](Self::chat_sessions) and changes nothing.
+    /// `delete` removes the session's whole history too.
+    ///
+    /// Power loss: the map is replaced atomically; a delete removes the
+    /// history first, so a cut between the two leaves an alias whose history
+    /// is empty, never a history without its alias being deletable.
+    pub fn session_command(
+        &mut self,
+        chat: &ChatKey,
+        command: &SessionCommand,
+    ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
+        // One map on the stack (as `chat_sessions`, which this does).
+        let mut map = ChatSessions::first_use(chat.clone());
+        if !self.load_chat_sessions(chat, &mut map)? {
+            self.save_chat_sessions(&map)?;
+        }
+        let reply = match command {
+            SessionCommand::List => return Ok(Ok(None)),
+            SessionCommand::New(name) => match map.new_session(name.as_ref()) {
+                Ok(alias) => SessionReply::Started(alias),
+                Err(e) => return Ok(Err(e)),
+            },
+            SessionCommand::Switch(alias) => match map.switch_to(alias) {
+                Ok(()) => SessionReply::Switched(alias.clone()),
+                Err(e) => return Ok(Err(e)),
+            },
+            SessionCommand::Delete(alias) => {
+                if let Err(e) = map.check_delete(alias) {
+                    return Ok(Err(e));
+                }
+                let id = map.session_id(alias);
+                match self.delete_session(id.as_str()) {
+                    Ok(()) | Err(Error::NotFound) | Err(Error::TooLarge { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                if let Err(e) = map.delete(alias) {
+                    return Ok(Err(e));
+                }
+                SessionReply::Deleted(alias.clone())
+            }
+        };
+        self.save_chat_sessions(&map)?;
+        Ok(Ok(Some(reply)))
+    }
+}

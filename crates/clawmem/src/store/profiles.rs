@@ -1,0 +1,78 @@
+//! Profile documents (ESP-Claw's `*.md` profiles: soul, user, memory
+//! notes, ...), each stored as an object of type `OBJ_PROFILE` keyed by its
+//! tag (`objects.rs` owns objects on flash; this file owns the profile API).
+//!
+//! Behind the `profiles` feature. A build without it still relocates and
+//! checkpoints the profile objects a store holds (they are plain objects to
+//! the layers below), so mounting a store written with profiles loses
+//! nothing.
+//!
+//! Power loss: a profile write is one object write, atomic; the old
+//! document stands until the new one commits.
+
+use core::borrow::BorrowMut;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::objects::OBJ_PROFILE;
+use super::{Store, Work};
+use crate::error::Error;
+use crate::profile::ProfileDoc;
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Reads a profile document whole into `out` and returns its length.
+    /// A document never written is created with its default contents first
+    /// (as ESP-Claw creates the missing file); on a full partition the
+    /// default is returned without being stored, so a read never fails for
+    /// lack of room.
+    ///
+    /// Power loss: creating the default is atomic.
+    pub fn profile_read(
+        &mut self,
+        doc: ProfileDoc,
+        out: &mut [u8],
+    ) -> Result<usize, Error<F::Error>> {
+        if let Some(n) = self.read_object(OBJ_PROFILE, u32::from(doc.tag()), out)? {
+            return Ok(n);
+        }
+        let default = doc.default_contents();
+        if out.len() < default.len() {
+            return Err(Error::BufferTooSmall {
+                needed: default.len(),
+            });
+        }
+        match self.profile_write(doc, default) {
+            Ok(()) | Err(Error::Full { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        out[..default.len()].copy_from_slice(default.as_bytes());
+        Ok(default.len())
+    }
+
+    /// Length of a profile document (its default's if never written).
+    pub fn profile_len(&mut self, doc: ProfileDoc) -> Result<usize, Error<F::Error>> {
+        match self
+            .objects
+            .iter()
+            .find(|o| o.ty == OBJ_PROFILE && o.key == u32::from(doc.tag()))
+        {
+            Some(o) => Ok(o.len as usize),
+            None => Ok(doc.default_contents().len()),
+        }
+    }
+
+    /// Replaces a profile document whole.
+    ///
+    /// Power loss: atomic; a read after any cut returns the old or the new
+    /// document, never a mix.
+    pub fn profile_write(&mut self, doc: ProfileDoc, body: &str) -> Result<(), Error<F::Error>> {
+        if body.len() > self.config.profile_max_bytes {
+            return Err(Error::TooLarge {
+                what: "profile document",
+                size: body.len(),
+                limit: self.config.profile_max_bytes,
+            });
+        }
+        Ok(self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes(), None)?)
+    }
+}
