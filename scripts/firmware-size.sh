@@ -111,6 +111,17 @@ $3 ~ /^[tT]$/ {
 END { print sum + 0 }'
 }
 
+# A u32 static (little-endian, in .rodata) of an ELF.
+u32_of() {
+    local elf=$1 name=$2 addr base
+    addr=$("$NM" "$elf" | awk -v s="$name" '$3 == s { print $1 }')
+    base=$("$SIZE" -A -d "$elf" | awk '$1 == ".rodata" { print $3 }')
+    [ -n "$addr" ] && [ -n "$base" ] || { echo "firmware-size: symbol $name missing" >&2; exit 1; }
+    "$OBJCOPY" -O binary --only-section=.rodata "$elf" "$tmp/u32.bin"
+    od -An -tu1 -j $((0x$addr - base)) -N4 "$tmp/u32.bin" |
+        awk '{ print $1 + 256 * ($2 + 256 * ($3 + 256 * $4)) }'
+}
+
 # The feature table: each build in a target dir of its own, so that the
 # default build below is not rebuilt.
 variants_dir="examples/firmware/target/variants"
@@ -125,7 +136,9 @@ for row in "${feature_rows[@]}"; do
     build_example --quiet --no-default-features --features "$features" \
         --target-dir "$PWD/$variants_dir" >&2
     cp "$variants_dir/$TARGET/release/clawmem-firmware" "$tmp/variant.elf"
-    printf '%s|%s|%d\n' "${row%%|*}" "$features" "$(engine_code_of "$tmp/variant.elf")" >>"$tmp/feature-table"
+    printf '%s|%s|%d|%d|%d\n' "${row%%|*}" "$features" "$(engine_code_of "$tmp/variant.elf")" \
+        "$(u32_of "$tmp/variant.elf" CLAWMEM_ENGINE_STATE_BYTES)" \
+        "$(u32_of "$tmp/variant.elf" CLAWMEM_WORK_BYTES)" >>"$tmp/feature-table"
 done
 
 build_example
@@ -263,10 +276,11 @@ read -r engine_code engine_upper engine_only <"$tmp/engine-total"
 echo
 echo "== engine code by build (cargo features of clawmem; the example calls what each build has)"
 base=$(awk -F'|' 'NR == 1 { print $3 }' "$tmp/feature-table")
-printf '  %8d B  %s\n' "$engine_code" "default: memory, chat, profiles (the report above)"
+printf '  %11s %10s %10s  %s\n' "engine code" "state" "work area" "build"
+printf '  %9d B %8d B %8d B  %s\n' "$engine_code" "$state" "$work" "default: memory, chat, profiles (the report above)"
 awk -F'|' -v base="$base" '
-NR == 1 { printf "  %8d B  %s\n", $3, $1; next }
-{ printf "  %8d B  %s (the feature costs %d B)\n", $3, $1, $3 - base }' "$tmp/feature-table"
+NR == 1 { printf "  %9d B %8d B %8d B  %s\n", $3, $4, $5, $1; next }
+{ printf "  %9d B %8d B %8d B  %s (the feature costs %d B of code)\n", $3, $4, $5, $1, $3 - base }' "$tmp/feature-table"
 echo
 echo "== budget"
 verdict() { if [ "$1" -le "$2" ]; then echo "ok"; else echo "OVER by $(($1 - $2)) B"; fi; }

@@ -402,6 +402,7 @@ impl<F: NorFlash> Log<F> {
         self.tail_seq += 1;
     }
 
+    #[cfg(feature = "memory")] // a memory scrub only
     /// Seals the head sector: nothing more is written to it, the next
     /// write opens a new sector.
     pub fn seal_head(&mut self) {
@@ -414,6 +415,7 @@ impl<F: NorFlash> Log<F> {
             .unwrap_or(self.head_seq)
     }
 
+    #[cfg(feature = "memory")] // a memory scrub only
     /// Erases sector `index`, which holds nothing live (released and not
     /// yet reopened): no header is written.
     pub fn erase_free_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
@@ -525,6 +527,7 @@ impl<F: NorFlash> Log<F> {
         result
     }
 
+    #[cfg(feature = "memory")] // a memory scrub only
     /// Erases sector `index` and, if it is in use, programs a fresh header
     /// with the sequence number it had, so the ring stays consecutive.
     /// Everything live in it must have been moved first.
@@ -769,6 +772,7 @@ impl<F: NorFlash> Log<F> {
     }
 }
 
+#[cfg(feature = "memory")] // a memory scrub only
 impl<F: embedded_storage::nor_flash::MultiwriteNorFlash> Log<F> {
     /// Programs zeros over the bytes `start..end` in place (a scrub); the
     /// other bytes of the words they share are programmed as 0xFF, which

@@ -126,12 +126,14 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     mem_links: Vec<(u32, u32), MEM_LINKS>,
     /// Labels that memory writes touched since the caller's last
     /// [`memory_stage_begin`](Self::memory_stage_begin).
+    #[cfg(feature = "memory")]
     stage: crate::memory::StageNote<STAGE_LABELS>,
     /// Working RAM for the operation in progress (owned, or lent by the
     /// caller: see [`Work`]).
     work: W,
 }
 
+#[cfg(feature = "memory")]
 /// Most labels a stage note remembers.
 pub const STAGE_LABELS: usize = 8;
 

@@ -130,6 +130,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             scan_damaged: NO_ADDR,
             sessions_dropped: 0,
             mem_links: Vec::new(),
+            #[cfg(feature = "memory")]
             stage: crate::memory::StageNote::new(),
             work,
         });
@@ -224,6 +225,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             scan_damaged: NO_ADDR,
             sessions_dropped: 0,
             mem_links: Vec::new(),
+            #[cfg(feature = "memory")]
             stage: crate::memory::StageNote::new(),
             work,
         });

@@ -18,34 +18,48 @@
 //!
 //! Power loss: it is RAM only and holds nothing that a mount needs.
 
+#[cfg(feature = "memory")]
 use heapless::Vec;
 
 use super::base::BaseWork;
-use super::memory::{Active, ACTIVE_CAP, PUT_FIXED, SCRATCH_BYTES};
+#[cfg(any(feature = "memory", feature = "chat", feature = "profiles"))]
+use super::memory::SCRATCH_BYTES;
+#[cfg(feature = "memory")]
+use super::memory::{Active, ACTIVE_CAP, PUT_FIXED};
+#[cfg(feature = "memory")]
 use crate::memory::{Item, ITEM_ENCODED_MAX_BYTES};
 
+#[cfg(feature = "memory")]
 /// The active set of a public memory operation.
 pub(crate) const OP: usize = 0;
+#[cfg(feature = "memory")]
 /// The item slot of a public operation's merge (no compaction uses it).
 pub(crate) const MERGED: usize = 2;
+#[cfg(feature = "memory")]
 /// The active set of a memory compaction (a public one, or one that garbage
 /// collection starts under another operation).
 pub(crate) const GC: usize = 1;
 
-/// The engine's working RAM (about 9 KiB), kept apart from the stack.
+/// The engine's working RAM, kept apart from the stack: about 11 KiB with
+/// the `memory` feature, which needs the most of it, and the base being
+/// written (a few hundred bytes) with none of the optional features.
 ///
 /// A [`Store`](crate::Store) owns one by default; a firmware that wants the
 /// `Store` itself small, or the work area in a particular RAM, lends one
 /// instead (see [`Store::mount_in`](crate::Store::mount_in)). Its contents
 /// matter only during a call.
 pub struct Work {
+    #[cfg(feature = "memory")]
     pub(crate) active: [Vec<Active, ACTIVE_CAP>; 2],
+    #[cfg(any(feature = "memory", feature = "chat", feature = "profiles"))]
     pub(crate) scratch: [u8; SCRATCH_BYTES],
+    #[cfg(feature = "memory")]
     pub(crate) enc: [u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
     /// Items being read: slots 0 and 1 by a compaction (two at a merge),
     /// or for a moment by a read that holds none across a write; slot
     /// [`MERGED`] by a public operation's merge, across the compaction its
     /// write may start.
+    #[cfg(feature = "memory")]
     pub(crate) items: [Item; 3],
     /// The session chain and the three sweeps of a base being written.
     pub(crate) base: BaseWork,
@@ -55,9 +69,13 @@ impl Work {
     /// An empty work area (usable in a `static`).
     pub const fn new() -> Self {
         Work {
+            #[cfg(feature = "memory")]
             active: [Vec::new(), Vec::new()],
+            #[cfg(any(feature = "memory", feature = "chat", feature = "profiles"))]
             scratch: [0; SCRATCH_BYTES],
+            #[cfg(feature = "memory")]
             enc: [0; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
+            #[cfg(feature = "memory")]
             items: [Item::empty(), Item::empty(), Item::empty()],
             base: BaseWork::EMPTY,
         }

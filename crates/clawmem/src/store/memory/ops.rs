@@ -1,0 +1,279 @@
+//! The pieces the memory operations share (`api.rs`, `read.rs`,
+//! `write.rs`, `scrub.rs`): the active set's marks, order and lookup, label
+//! deltas and blooms, the label catalog, and the encoding of puts and of the
+//! index. Behind the `memory` feature with them; what mount and the
+//! checkpoint need of memory (the records' layout, [`MemState`]) is in
+//! `mod.rs`.
+//!
+//! Power loss: nothing here writes.
+
+use super::*;
+
+/// One bit per active-set entry, on the stack (20 bytes).
+#[derive(Clone, Copy)]
+pub(super) struct Marks([u32; ACTIVE_CAP.div_ceil(32)]);
+
+impl Marks {
+    pub(super) const NONE: Marks = Marks([0; ACTIVE_CAP.div_ceil(32)]);
+    pub(super) fn set(&mut self, k: usize) {
+        if let Some(w) = self.0.get_mut(k / 32) {
+            *w |= 1 << (k % 32);
+        }
+    }
+    pub(super) fn get(&self, k: usize) -> bool {
+        self.0.get(k / 32).is_some_and(|w| w & (1 << (k % 32)) != 0)
+    }
+
+    /// Keeps, in order, the entries of `set` whose mark is `keep`.
+    #[inline(never)]
+    pub(super) fn retain(&self, set: &mut Vec<Active, ACTIVE_CAP>, keep: bool) {
+        let mut kept = 0;
+        for k in 0..set.len() {
+            if self.get(k) == keep {
+                set[kept] = set[k];
+                kept += 1;
+            }
+        }
+        set.truncate(kept);
+    }
+}
+
+/// The record kinds of the memory chain after its index.
+pub(super) fn is_chain_kind(k: u8) -> bool {
+    matches!(k, MEM_PUT | MEM_FORGET | MEM_ACCESS)
+}
+
+/// Most merges one compaction does (the rest wait for the next).
+pub(super) const MAX_MERGES: usize = 8;
+
+/// A label's change in references since the index was written, as kept in
+/// the scratch area ([`DELTA_BYTES`] each).
+#[derive(Clone, Copy)]
+pub(super) struct LabelDelta {
+    pub(super) hash: u32,
+    pub(super) change: i16,
+    /// A put that carries the label.
+    pub(super) addr: u32,
+    /// Whether the index's catalog has the label.
+    pub(super) used: bool,
+}
+
+impl LabelDelta {
+    // As words: hash, addr, then change (low half) and used (bit 16),
+    // which is the byte layout [`DELTA_BYTES`] describes.
+    pub(super) fn load(b: &[u8], k: usize) -> LabelDelta {
+        let flags = word(b, 3 * k + 2);
+        LabelDelta {
+            hash: word(b, 3 * k),
+            addr: word(b, 3 * k + 1),
+            change: flags as u16 as i16,
+            used: flags >> 16 != 0,
+        }
+    }
+
+    pub(super) fn store(&self, b: &mut [u8], k: usize) {
+        set_word(b, 3 * k, self.hash);
+        set_word(b, 3 * k + 1, self.addr);
+        set_word(
+            b,
+            3 * k + 2,
+            u32::from(self.change as u16) | u32::from(self.used) << 16,
+        );
+    }
+
+    /// The one of the first `n` deltas in `b` for label hash `h`.
+    pub(super) fn find(b: &[u8], n: usize, h: u32) -> Option<usize> {
+        (0..n).find(|&d| word(b, 3 * d) == h)
+    }
+}
+
+/// Adds one reference to `label` in the catalog encoded in `buf[..len]`;
+/// the new length, or `None` if it does not fit.
+pub(super) fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usize> {
+    let mut p = 0;
+    while p < len {
+        let n = buf[p] as usize;
+        if &buf[p + 1..p + 1 + n] == label.as_bytes() {
+            let refs = u16::from_le_bytes([buf[p + 1 + n], buf[p + 2 + n]]).saturating_add(1);
+            buf[p + 1 + n..p + 3 + n].copy_from_slice(&refs.to_le_bytes());
+            return Some(len);
+        }
+        p += 3 + n;
+    }
+    let need = 3 + label.len();
+    if len + need > CATALOG_MAX || label.len() > u8::MAX as usize {
+        return None;
+    }
+    buf[len] = label.len() as u8;
+    buf[len + 1..len + 1 + label.len()].copy_from_slice(label.as_bytes());
+    buf[len + 1 + label.len()..len + need].copy_from_slice(&1u16.to_le_bytes());
+    Some(len + need)
+}
+
+/// The payload length of a put of `item`.
+pub(super) fn put_len<E>(item: &Item) -> Result<u32, Fail<E>> {
+    let n = item.encoded_len();
+    if n > ITEM_ENCODED_MAX_BYTES {
+        return Err(Error::LogicBug("item larger than its encoding"));
+    }
+    Ok(PUT_FIXED + n as u32)
+}
+
+/// Encodes a put of `item` (after `prev` and its lineage `origin`) into
+/// `enc`; returns its length.
+pub(super) fn put_encode<E>(
+    enc: &mut [u8],
+    prev: u32,
+    origin: (u32, u32),
+    item: &Item,
+) -> Result<u32, Fail<E>> {
+    let len = put_len(item)?;
+    for (k, v) in [prev, origin.0, origin.1].into_iter().enumerate() {
+        set_word(enc, k, v);
+    }
+    let out = enc
+        .get_mut(PUT_FIXED as usize..)
+        .ok_or(Error::LogicBug("put buffer too small"))?;
+    item.encode(out)
+        .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
+    Ok(len)
+}
+
+/// An item's lineage: the id it replaced and the first id of its lineage
+/// (0: none).
+pub(super) type Lineage = (u32, u32);
+
+/// Sorts an active set by `before` (a total order, so the result is the
+/// one any sort gives): one insertion sort for every order, compiled once
+/// (code size); the set holds at most [`ACTIVE_CAP`] entries.
+#[inline(never)]
+pub(super) fn sort_active(set: &mut [Active], before: &dyn Fn(&Active, &Active) -> bool) {
+    for i in 1..set.len() {
+        let mut j = i;
+        while j > 0 && before(&set[j], &set[j - 1]) {
+            set.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+}
+
+/// Where item `id` is in an active set (one search, compiled once).
+#[inline(never)]
+pub(super) fn position_of(set: &[Active], id: u32) -> Option<usize> {
+    set.iter().position(|x| x.id == id)
+}
+
+/// Recall order: [`ItemRank::recall_cmp`].
+pub(super) fn by_recall(a: &Active, b: &Active) -> bool {
+    a.rank().recall_cmp(&b.rank()) == core::cmp::Ordering::Less
+}
+
+/// Id order.
+pub(super) fn by_id(a: &Active, b: &Active) -> bool {
+    a.id < b.id
+}
+
+impl Active {
+    /// The entry of `item`, put at `addr`.
+    pub(super) fn of(item: &Item, addr: u32) -> Active {
+        Active {
+            id: item.id().get(),
+            addr,
+            updated_at: item.updated_at(),
+            access: item.access_count(),
+            bloom: item_bloom(item),
+        }
+    }
+
+    pub(super) fn rank(&self) -> ItemRank {
+        ItemRank {
+            id: ItemId::new(self.id),
+            access_count: self.access,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+pub(super) fn label_bloom(label: &str) -> u16 {
+    let h = fnv1a32(label.as_bytes());
+    (1u16 << (h & 15)) | (1u16 << ((h >> 4) & 15))
+}
+
+pub(super) fn item_bloom(item: &Item) -> u16 {
+    item.labels().iter().fold(0, |b, l| b | label_bloom(l))
+}
+
+pub(super) fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
+    for c in t.chars() {
+        if s.push(c).is_err() {
+            return;
+        }
+    }
+}
+
+/// An index's payload before its entries ([`INDEX_FIXED`] bytes): no prev,
+/// then these words.
+pub(super) fn index_fixed(
+    next_id: u32,
+    count: u32,
+    oldest: u32,
+    catalog: u32,
+) -> [u8; INDEX_FIXED as usize] {
+    let mut fixed = [0u8; INDEX_FIXED as usize];
+    for (k, v) in [NO_ADDR, next_id, count, oldest, catalog]
+        .into_iter()
+        .enumerate()
+    {
+        set_word(&mut fixed, k, v);
+    }
+    fixed
+}
+
+pub(super) struct IndexPayload<'a> {
+    pub(super) fixed: [u8; INDEX_FIXED as usize],
+    pub(super) entries: &'a [Active],
+    /// The label catalog: `u8 length`, label, `u16 refs`, repeated.
+    pub(super) catalog: &'a [u8],
+}
+
+impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
+    fn len(&self) -> u32 {
+        INDEX_FIXED + INDEX_ENTRY * self.entries.len() as u32 + self.catalog.len() as u32
+    }
+    fn fill(
+        &mut self,
+        _io: &mut Io<'_, F>,
+        offset: u32,
+        out: &mut [u8],
+    ) -> Result<(), Fail<F::Error>> {
+        let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
+        for (i, b) in out.iter_mut().enumerate() {
+            let p = offset as usize + i;
+            *b = if p < INDEX_FIXED as usize {
+                self.fixed[p]
+            } else if p >= catalog_at {
+                *self
+                    .catalog
+                    .get(p - catalog_at)
+                    .ok_or(Error::LogicBug("index payload overrun"))?
+            } else {
+                let k = (p - INDEX_FIXED as usize) / INDEX_ENTRY as usize;
+                let j = (p - INDEX_FIXED as usize) % INDEX_ENTRY as usize;
+                let e = self
+                    .entries
+                    .get(k)
+                    .ok_or(Error::LogicBug("index payload overrun"))?;
+                // The entry's words, little-endian: id, addr, updated_at,
+                // then access and bloom.
+                let w = match j / 4 {
+                    0 => e.id,
+                    1 => e.addr,
+                    2 => e.updated_at,
+                    _ => u32::from(e.access) | u32::from(e.bloom) << 16,
+                };
+                (w >> (8 * (j % 4))) as u8
+            };
+        }
+        Ok(())
+    }
+}
