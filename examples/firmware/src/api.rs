@@ -13,6 +13,7 @@
 //!
 //! A real firmware calls `Store` directly; the code is the same.
 
+#[cfg(any(feature = "memory", feature = "chat", feature = "profiles"))]
 use core::fmt::{self, Write};
 
 use clawmem::backend::{self, ScanError};
