@@ -113,6 +113,7 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     objects: Vec<ObjectSlot, MAX_OBJECTS>,
     /// The long-term memory chain.
     mem: MemState,
+    #[cfg(feature = "memory")]
     /// Memory records that failed their checksum and were skipped since
     /// the mount (damage at rest).
     mem_damaged: u32,
@@ -121,6 +122,7 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     scan_damaged: u32,
     /// Sessions garbage collection dropped for damage since the mount.
     sessions_dropped: u32,
+    #[cfg(feature = "memory")]
     /// Memory chain links repaired at mount: (record, the record before
     /// it), for records whose own link rotted. Cleared by the next index.
     mem_links: Vec<(u32, u32), MEM_LINKS>,
@@ -137,6 +139,7 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
 /// Most labels a stage note remembers.
 pub const STAGE_LABELS: usize = 8;
 
+#[cfg(feature = "memory")]
 /// Memory chain links a mount can repair (see `Store::mem_lost_link`).
 const MEM_LINKS: usize = 4;
 

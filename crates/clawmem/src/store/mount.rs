@@ -126,9 +126,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             in_gc: false,
             objects: Vec::new(),
             mem: MemState::EMPTY,
+            #[cfg(feature = "memory")]
             mem_damaged: 0,
             scan_damaged: NO_ADDR,
             sessions_dropped: 0,
+            #[cfg(feature = "memory")]
             mem_links: Vec::new(),
             #[cfg(feature = "memory")]
             stage: crate::memory::StageNote::new(),
@@ -221,9 +223,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             in_gc: false,
             objects: Vec::new(),
             mem: MemState::EMPTY,
+            #[cfg(feature = "memory")]
             mem_damaged: 0,
             scan_damaged: NO_ADDR,
             sessions_dropped: 0,
+            #[cfg(feature = "memory")]
             mem_links: Vec::new(),
             #[cfg(feature = "memory")]
             stage: crate::memory::StageNote::new(),

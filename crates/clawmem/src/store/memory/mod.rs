@@ -32,6 +32,8 @@ mod ops;
 #[cfg(feature = "memory")]
 mod read;
 #[cfg(feature = "memory")]
+mod replay;
+#[cfg(feature = "memory")]
 mod scrub;
 #[cfg(feature = "memory")]
 mod write;
@@ -75,6 +77,7 @@ const _: () = {
     assert!(defined_in(MEM_ACCESS, CLASS_MEMORY) && defined_in(MEM_INDEX, CLASS_MEMORY));
 };
 
+#[cfg(feature = "memory")]
 /// The `prev` of a put outside the chain (a merge or a relocation copy).
 pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
 
@@ -122,11 +125,14 @@ fn set_word(b: &mut [u8], k: usize, v: u32) {
 /// A put's payload before the item: prev u32, origin u32 (the id it
 /// replaces), root u32 (the first id of its lineage).
 pub(crate) const PUT_FIXED: u32 = 12;
+#[cfg(feature = "memory")]
 /// An index's payload before its entries: prev, next id, count, oldest,
 /// catalog length (`NO_ADDR`: no catalog, it did not fit).
 pub(crate) const INDEX_FIXED: u32 = 20;
+#[cfg(feature = "memory")]
 /// Most bytes of label catalog an index carries.
 pub(crate) const CATALOG_MAX: usize = 1024;
+#[cfg(feature = "memory")]
 /// One index entry: id u32, put address u32, updated_at u32, access u16,
 /// label bloom u16.
 pub(crate) const INDEX_ENTRY: u32 = 16;
@@ -189,6 +195,7 @@ impl MemState {
         next_id: 1,
     };
 
+    #[cfg(feature = "memory")]
     /// The state right after an index at `addr`: the chain is the index
     /// alone, nothing changed since; `oldest` and `next_id` as given.
     pub fn rooted_at(addr: u32, oldest: u32, next_id: u32) -> MemState {
@@ -257,4 +264,25 @@ pub struct Stored {
     pub changed: bool,
     /// Items forgotten by the `replace` intent.
     pub replaced: u16,
+}
+
+/// Without the `memory` feature, a memory record met at mount only marks
+/// the chain as not empty, and mount then refuses the store before writing
+/// anything (`mount.rs`): only a build with memory can collect it.
+#[cfg(not(feature = "memory"))]
+impl<
+        F: embedded_storage::nor_flash::NorFlash,
+        const MAX_SESSIONS: usize,
+        W: core::borrow::BorrowMut<super::Work>,
+    > super::Store<F, MAX_SESSIONS, W>
+{
+    pub(in crate::store) fn mem_apply(
+        &mut self,
+        addr: u32,
+        _h: &crate::layout::ChunkHeader,
+        _sector_seq: u32,
+    ) -> Result<(), super::replay::Skip> {
+        self.mem.head = addr;
+        Ok(())
+    }
 }
