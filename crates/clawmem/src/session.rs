@@ -235,8 +235,8 @@ pub(crate) fn encode_batch_meta(
     id: Option<&[u8]>,
     records: &[Record<'_>],
 ) -> usize {
-    out[0..4].copy_from_slice(&uid.to_le_bytes());
-    out[4..8].copy_from_slice(&prev.to_le_bytes());
+    crate::layout::put_u32(out, 0, uid);
+    crate::layout::put_u32(out, 4, prev);
     let flags = flags | if id.is_some() { BATCH_HAS_ID } else { 0 };
     out[8] = records.len() as u8 | (flags << 5);
     let mut at = BATCH_FIXED as usize;
@@ -250,7 +250,7 @@ pub(crate) fn encode_batch_meta(
         d.update(&uid.to_le_bytes());
         d.update(id);
         let crc = d.finalize();
-        out[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        crate::layout::put_u32(out, at, crc);
         at += 4;
     }
     for r in records {

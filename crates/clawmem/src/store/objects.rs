@@ -140,7 +140,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let mut head = [0u8; OBJ_FIXED as usize];
         head[0] = ty;
-        head[4..8].copy_from_slice(&key.to_le_bytes());
+        crate::layout::put_u32(&mut head, 4, key);
         let mut payload = Slices([&head[..], data]);
         let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);

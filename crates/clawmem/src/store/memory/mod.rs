@@ -118,7 +118,7 @@ fn word(b: &[u8], k: usize) -> u32 {
 }
 
 fn set_word(b: &mut [u8], k: usize, v: u32) {
-    b[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+    crate::layout::put_u32(b, 4 * k, v);
 }
 
 #[cfg(feature = "memory")]
