@@ -94,8 +94,8 @@ pub(super) fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usi
     while p < len {
         let n = buf[p] as usize;
         if &buf[p + 1..p + 1 + n] == label.as_bytes() {
-            let refs = u16::from_le_bytes([buf[p + 1 + n], buf[p + 2 + n]]).saturating_add(1);
-            buf[p + 1 + n..p + 3 + n].copy_from_slice(&refs.to_le_bytes());
+            let refs = crate::layout::u16_at(buf, p + 1 + n).saturating_add(1);
+            crate::layout::put_u16(buf, p + 1 + n, refs);
             return Some(len);
         }
         p += 3 + n;
@@ -106,7 +106,7 @@ pub(super) fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usi
     }
     buf[len] = label.len() as u8;
     buf[len + 1..len + 1 + label.len()].copy_from_slice(label.as_bytes());
-    buf[len + 1 + label.len()..len + need].copy_from_slice(&1u16.to_le_bytes());
+    crate::layout::put_u16(buf, len + 1 + label.len(), 1);
     Some(len + need)
 }
 
