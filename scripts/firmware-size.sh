@@ -145,22 +145,13 @@ build_example
 elf="examples/firmware/target/$TARGET/release/clawmem-firmware"
 "$SIZE" -A -d "$elf" >"$tmp/sections"
 "$NM" --print-size --radix=d -C "$elf" >"$tmp/symbols"
-"$NM" "$elf" >"$tmp/raw-symbols"
 "$OBJDUMP" -d --no-show-raw-insn -C "$elf" >"$tmp/disassembly"
 
 section() { awk -v s="$1" '$1 == s { v = $2 } END { print v + 0 }' "$tmp/sections"; }
 kib() { awk -v b="$1" 'BEGIN { printf "%.1f KiB", b / 1024 }'; }
 
-# A u32 static of the example, read from .rodata (little-endian).
-rodata_addr=$(awk '$1 == ".rodata" { print $3 }' "$tmp/sections")
-"$OBJCOPY" -O binary --only-section=.rodata "$elf" "$tmp/rodata.bin"
-read_u32() {
-    local addr
-    addr=$(awk -v s="$1" '$3 == s { print $1 }' "$tmp/raw-symbols")
-    [ -n "$addr" ] || { echo "firmware-size: symbol $1 missing" >&2; exit 1; }
-    od -An -tu1 -j $((0x$addr - rodata_addr)) -N4 "$tmp/rodata.bin" |
-        awk '{ print $1 + 256 * ($2 + 256 * ($3 + 256 * $4)) }'
-}
+# u32 statics of the example (u32_of, above).
+read_u32() { u32_of "$elf" "$1"; }
 
 vector=$(section .vector_table)
 text=$(section .text)

@@ -382,9 +382,10 @@ impl<F: NorFlash> Log<F> {
         self.tail_seq = seq.min(self.head_seq);
     }
 
-    /// A batch with sequence number `seq` exists: the next one follows it.
-    pub fn note_batch_seq(&mut self, seq: u32) {
-        self.next_seq = self.next_seq.max(seq.wrapping_add(1));
+    /// The next batch sequence number is at least `seq` (mount: past every
+    /// batch it met, and past what the checkpoint recorded).
+    pub fn raise_next_seq(&mut self, seq: u32) {
+        self.next_seq = self.next_seq.max(seq);
     }
 
     /// Counts the bytes written as checkpoints since `before` (a value of

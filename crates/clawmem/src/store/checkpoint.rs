@@ -181,10 +181,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
         let oldest_possible = self.log.head_seq().saturating_sub(geo.count - 1);
-        self.log
-            .set_tail_seq(tail_seq.max(oldest_possible).min(self.log.head_seq()));
-        self.log
-            .note_batch_seq((u32_at(&fixed, 12)).wrapping_sub(1));
+        // (The log keeps the tail at or before the head.)
+        self.log.set_tail_seq(tail_seq.max(oldest_possible));
+        self.log.raise_next_seq(u32_at(&fixed, 12));
         Ok(true)
     }
 

@@ -450,7 +450,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // written *before* taking its own, and when it lies before the
                 // head sector the head walk never sees it; a batch that then
                 // reused its number would be skipped as part of it.
-                self.log.note_batch_seq(c.header.seq);
+                self.log.raise_next_seq(c.header.seq.wrapping_add(1));
                 if Some(c.header.seq) == skip_seq {
                     continue;
                 }
