@@ -109,5 +109,7 @@ const PINNED_RUN: (u64, u64, u64, u64) = (58888, 624, 14, 237413);
 // The mount reads the header of the sector after the head too (24 B), to
 // find a head whose own header rotted, and checks the CRC of each document
 // written since the checkpoint before it replaces the older version, and
-// reads 10 bytes more of each base (see `PINNED_RUN`).
-const PINNED_MOUNT: (u64, u64, u64) = (7192, 627, 0);
+// reads 10 bytes more of each base (see `PINNED_RUN`). The sectors inside
+// the ring are checked for a wipe by the first 12 bytes of their header
+// (magic, version, sequence), not all 24.
+const PINNED_MOUNT: (u64, u64, u64) = (7024, 627, 0);
