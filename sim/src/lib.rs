@@ -11,6 +11,8 @@
 //!   operations.
 //! - [`replay`](mod@replay): runs a trace through an engine behind a [`Driver`], checks
 //!   every history and measures the flash; [`ClawmemDriver`] drives clawmem.
+//! - [`latency`]: modelled device time per operation kind, and the idle
+//!   work (`maintain`) of `--idle`.
 //! - [`heatmap`]: an SVG of the erase count of every sector.
 //! - [`peers`]: the engines clawmem is compared with (ESP-Claw's files on
 //!   FAT over ESP-IDF-style wear levelling), and [`compare`](mod@compare),
@@ -31,6 +33,7 @@ pub mod fault;
 pub mod flash;
 pub mod heatmap;
 pub mod inspect;
+pub mod latency;
 pub mod model;
 pub mod nor;
 pub mod opstream;

@@ -45,6 +45,7 @@ use embedded_storage::nor_flash::NorFlash;
 use serde::Serialize;
 
 use crate::flash::{SimError, SimFlash};
+use crate::latency::{idle_after, LatencyReport, Timed};
 use crate::model::{Geometry, Model, ModelError, Preset};
 use crate::nor::{Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
 use crate::trace::{Format, MemorySource, Op, ProfileName, RecordKind, Trace, TraceRecord};
@@ -204,6 +205,13 @@ pub trait Driver {
     fn memory_clear(&mut self) -> OpResult<()> {
         Err(OpError::Unsupported)
     }
+    /// Idle work between requests (`--idle`; when it is called:
+    /// [`crate::latency::idle_after`]). The default does nothing: the
+    /// peers have no idle work, everything they do happens inside the
+    /// operations.
+    fn maintain(&mut self) -> OpResult<()> {
+        Ok(())
+    }
     /// Bytes the engine wrote, by what they hold, if it can tell.
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         Vec::new()
@@ -310,12 +318,17 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Erase count of every sector at the end.
     pub erase_counts: Vec<u64>,
+    /// Device time per operation kind and the idle work (its keys are
+    /// flattened into the report: `latency_ms`, `appends_with_erase`,
+    /// `idle`, `maintain_calls`, `maintain_ms`, `maintain_erases`).
+    #[serde(flatten)]
+    pub latency: LatencyReport,
 }
 
 impl Report {
     /// The keys every JSON report has (`geometry` is an object with
     /// `write_size`, `erase_size` and `sector_count`).
-    pub const KEYS: [&'static str; 41] = [
+    pub const KEYS: [&'static str; 47] = [
         "engine",
         "trace",
         "preset",
@@ -357,6 +370,12 @@ impl Report {
         "lifetime_years",
         "notes",
         "erase_counts",
+        "latency_ms",
+        "appends_with_erase",
+        "idle",
+        "maintain_calls",
+        "maintain_ms",
+        "maintain_erases",
     ];
 
     /// The report as a JSON object.
@@ -470,7 +489,7 @@ impl fmt::Display for Report {
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
         }
-        Ok(())
+        write!(f, "{}", self.latency)
     }
 }
 
@@ -483,6 +502,8 @@ pub struct RunOptions {
     pub repeat: u32,
     /// Completed turns a day, for the lifetime estimate.
     pub turns_per_day: f64,
+    /// Call [`Driver::maintain`] between requests (`--idle`).
+    pub idle: bool,
 }
 
 impl Default for RunOptions {
@@ -490,6 +511,7 @@ impl Default for RunOptions {
         RunOptions {
             repeat: 1,
             turns_per_day: 200.0,
+            idle: false,
         }
     }
 }
@@ -635,6 +657,9 @@ pub fn replay<D: Driver>(
 ) -> Report {
     let rounds = opts.repeat.max(1);
     let total = trace.ops.len() as u64 * u64::from(rounds);
+    // Every call below goes through the timer (`crate::latency`).
+    let mut timed = Timed::new(driver, opts.idle);
+    let driver = &mut timed;
     let wear_before = driver.flash().stats().erase_counts.clone();
     let mut t = Tally::default();
     // Live sessions as the engine should hold them.
@@ -689,10 +714,23 @@ pub fn replay<D: Driver>(
                 &mut sessions,
                 &mut targets,
             );
+            if opts.idle && idle_after(&top.op) {
+                if let Err(e) = driver.maintain() {
+                    t.failed(
+                        &At {
+                            op: "maintain",
+                            ..at
+                        },
+                        e,
+                    );
+                }
+            }
             progress(t.ops, total);
         }
     }
-    build_report(driver, trace, opts, rounds, &wear_before, t)
+    let mut report = build_report(driver, trace, opts, rounds, &wear_before, t);
+    report.latency = timed.report();
+    report
 }
 
 /// Replays one operation.
@@ -926,6 +964,7 @@ fn build_report<D: Driver>(
         lifetime_years,
         notes: info.notes,
         erase_counts: stats.erase_counts.clone(),
+        latency: LatencyReport::default(),
     }
 }
 

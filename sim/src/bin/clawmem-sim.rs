@@ -62,6 +62,12 @@ enum Command {
         /// Write an SVG heat map of the erase count per sector here.
         #[arg(long)]
         heatmap: Option<PathBuf>,
+        /// Between requests, let each engine do its idle work
+        /// (`maintain`): after every history read and every append that
+        /// ends with an assistant record or completes a turn. Its device
+        /// time is reported apart, in no operation's latency.
+        #[arg(long)]
+        idle: bool,
         /// Print the report as JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -87,6 +93,12 @@ enum Command {
         /// Write an SVG of the erase count per sector per engine here.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Between requests, let each engine do its idle work
+        /// (`maintain`): after every history read and every append that
+        /// ends with an assistant record or completes a turn. Its device
+        /// time is reported apart, in no operation's latency.
+        #[arg(long)]
+        idle: bool,
         /// Print `{"engines": [report, ...]}` instead of a table.
         #[arg(long)]
         json: bool,
@@ -559,6 +571,7 @@ fn main() -> ExitCode {
             repeat,
             turns_per_day,
             heatmap,
+            idle,
             json,
         } => {
             let opts = ReplayOptions {
@@ -568,6 +581,7 @@ fn main() -> ExitCode {
                 run: RunOptions {
                     repeat,
                     turns_per_day,
+                    idle,
                 },
             };
             replay(trace, opts, heatmap, json)
@@ -578,6 +592,7 @@ fn main() -> ExitCode {
             size,
             repeat,
             plot,
+            idle,
             json,
         } => {
             let opts = ReplayOptions {
@@ -586,6 +601,7 @@ fn main() -> ExitCode {
                 image: None,
                 run: RunOptions {
                     repeat,
+                    idle,
                     ..RunOptions::default()
                 },
             };
