@@ -154,6 +154,8 @@ pub struct OpLatency {
     pub p99: f64,
     /// Longest.
     pub max: f64,
+    /// Sum of all calls.
+    pub total: f64,
     /// Calls during which the flash erased at least one sector.
     pub with_erase: u64,
 }
@@ -166,12 +168,19 @@ impl OpLatency {
         s.sort_by(f64::total_cmp);
         OpLatency {
             count: s.len() as u64,
-            p50: nearest_rank(&s, 0.50) / 1000.0,
-            p99: nearest_rank(&s, 0.99) / 1000.0,
-            max: s.last().copied().unwrap_or(0.0) / 1000.0,
+            p50: ms(nearest_rank(&s, 0.50)),
+            p99: ms(nearest_rank(&s, 0.99)),
+            max: ms(s.last().copied().unwrap_or(0.0)),
+            total: ms(s.iter().sum::<f64>()),
             with_erase: 0,
         }
     }
+}
+
+/// Microseconds as milliseconds, rounded to 0.1 us (the counters are sums
+/// of floats; the rounding drops their noise, not the model's resolution).
+fn ms(us: f64) -> f64 {
+    (us * 10.0).round() / 10_000.0
 }
 
 /// The `q` quantile of sorted samples by the nearest-rank method: the
@@ -324,7 +333,7 @@ impl<'a, D: Driver> Timed<'a, D> {
             appends_with_erase: self.samples.get(&Kind::Append).map_or(0, |s| s.with_erase),
             idle: self.idle,
             maintain_calls: self.maintain_calls,
-            maintain_ms: self.maintain_us / 1000.0,
+            maintain_ms: ms(self.maintain_us),
             maintain_erases: self.maintain_erases,
         }
     }
@@ -489,6 +498,7 @@ mod tests {
         let s: Vec<f64> = (1..=100).map(|i| f64::from(i) * 1000.0).collect();
         let l = OpLatency::of(&s);
         assert_eq!((l.count, l.p50, l.p99, l.max), (100, 50.0, 99.0, 100.0));
+        assert_eq!(l.total, 5050.0);
         let one = OpLatency::of(&[2500.0]);
         assert_eq!((one.p50, one.p99, one.max), (2.5, 2.5, 2.5));
         let none = OpLatency::of(&[]);
