@@ -89,6 +89,11 @@ pub enum Op {
         /// Prefix length for tear 1, seed otherwise.
         seed: u8,
     },
+    /// Idle-time maintenance with a budget of `steps % 8` steps.
+    Maintain {
+        /// Budget.
+        steps: u8,
+    },
 }
 
 /// A run: a part and its operations.
@@ -247,7 +252,7 @@ fn after(state: &State, op: &Op, n: usize) -> Option<State> {
             }
         }
         Op::Profile { version } => s.profile = Some(profile_doc(*version, n)),
-        Op::Remount | Op::Cut { .. } => {}
+        Op::Remount | Op::Cut { .. } | Op::Maintain { .. } => {}
     }
     Some(s)
 }
@@ -322,6 +327,12 @@ fn run_op<F: NorFlash, const N: usize>(
         Op::Profile { version } => store
             .profile_write(ProfileDoc::User, &profile_doc(*version, n))
             .map(|_| false),
+        Op::Maintain { steps } => {
+            let budget = u32::from(steps % 8);
+            let m = store.maintain(budget)?;
+            assert!(m.steps <= budget, "maintain went over its budget");
+            Ok(false)
+        }
         Op::Remount | Op::Cut { .. } => Ok(false),
     }
 }

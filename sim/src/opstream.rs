@@ -171,6 +171,8 @@ pub const TOUR: &[(&str, &str, TourExpect)] = {
         ("gate", "no session", O),
         ("gate", "the largest session", O),
         ("check", "whole log", O),
+        ("maintain", "until done", O),
+        ("maintain_while", "a budget of one step", O),
         ("compact_with_summary", "empty summary", R),
         ("compact_with_summary", "the largest session, every turn", O),
         ("chat_sessions", "first use", O),

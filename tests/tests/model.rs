@@ -245,6 +245,8 @@ enum Op {
     MemClear,
     MemCompact,
     Profile(u16),
+    /// Idle-time maintenance with a budget of this many steps.
+    Maintain(u8),
 }
 
 #[derive(Clone, Debug)]
@@ -292,6 +294,7 @@ fn op_strategy(max_body: usize) -> BoxedStrategy<Op> {
             .prop_map(|(t, limit)| Op::MemRecall { t, limit }),
         1 => Just(Op::MemCompact),
         2 => any::<u16>().prop_map(Op::Profile),
+        2 => (1u8..6).prop_map(Op::Maintain),
     ]
     .boxed()
 }
@@ -954,6 +957,12 @@ impl<G: Geo> Sut<G> {
             }
             Op::MemCompact => match self.store().memory_compact() {
                 Ok(()) => Ok(()),
+                Err(e) => Err((e, vec![before])),
+            },
+            // Changes nothing a read shows, cut or not.
+            Op::Maintain(n) => match self.store().maintain(u32::from(*n)) {
+                Ok(m) if m.steps <= u32::from(*n) => Ok(()),
+                Ok(m) => panic!("maintain took {} steps over a budget of {n}", m.steps),
                 Err(e) => Err((e, vec![before])),
             },
             Op::Profile(v) => {

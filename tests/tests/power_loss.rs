@@ -20,6 +20,8 @@ enum Op {
     MemStore(String),
     MemForget(String),
     Profile(String),
+    /// Idle-time maintenance (erases ahead, a due checkpoint, collection).
+    Maintain(u32),
 }
 
 /// What a remount must show: session histories, active memory contents,
@@ -62,6 +64,10 @@ fn workload(n: usize, seed: u64, max_body: u64, max_session: usize) -> Vec<Op> {
                 ops.push(Op::Profile(format!("# User\n\n- version {i}\n")));
                 continue;
             }
+            3 if i % 2 == 0 => {
+                ops.push(Op::Maintain(1 + rnd(4) as u32));
+                continue;
+            }
             _ => {}
         }
         let s = rnd(4) as usize;
@@ -97,6 +103,7 @@ fn apply_model(m: &mut Model_, op: &Op) {
             m.memory.remove(c);
         }
         Op::Profile(b) => m.profile = Some(b.clone()),
+        Op::Maintain(_) => {}
     }
 }
 
@@ -136,6 +143,7 @@ fn run_op<F: embedded_storage::nor_flash::NorFlash, const N: usize>(
             }
         }
         Op::Profile(b) => store.profile_write(ProfileDoc::User, b),
+        Op::Maintain(n) => store.maintain(*n).map(|_| ()),
     }
 }
 

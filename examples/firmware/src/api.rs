@@ -31,8 +31,8 @@ use clawmem::text::{self, Normalized};
 #[cfg(feature = "memory")]
 use clawmem::Stored;
 use clawmem::{
-    Appended, BackendFormat, Config, Error, Gate, History, MountMode, MountReport, Record,
-    SessionInfo, Space, Work, WrittenBytes,
+    Appended, BackendFormat, Config, Error, Gate, History, Maintenance, MountMode, MountReport,
+    Record, SessionInfo, Space, Work, WrittenBytes,
 };
 
 use crate::flash::{FlashError, InternalFlash};
@@ -80,6 +80,16 @@ pub fn written_bytes(store: &Engine) -> WrittenBytes {
 #[inline(never)]
 pub fn check(store: &mut Engine) -> R<u32> {
     store.check()
+}
+
+#[inline(never)]
+pub fn maintain(store: &mut Engine, max_steps: u32) -> R<Maintenance> {
+    store.maintain(max_steps)
+}
+
+#[inline(never)]
+pub fn maintain_while(store: &mut Engine, go_on: &mut dyn FnMut() -> bool) -> R<Maintenance> {
+    store.maintain_while(go_on)
 }
 
 #[inline(never)]

@@ -515,6 +515,16 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
         let _ = writeln!(out, "{user}: {len} B ({n} read)");
         api::profile_write(store, user, black_box("# User\n\n- Prefers oolong tea.\n"))?;
     }
+    // Idle time while the model thinks: erase ahead, a due checkpoint, a
+    // collection step, so that the next appends neither erase nor collect.
+    // A budget of steps, or a check before each (here: a few at most).
+    let m = api::maintain(store, 4)?;
+    let mut left = 8u32;
+    let more = api::maintain_while(store, &mut || {
+        left = left.saturating_sub(1);
+        left > 0
+    })?;
+    let _ = writeln!(out, "idle: {} + {} steps, done {}", m.steps, more.steps, more.done);
     maintenance_rest(store, work, out, now, space)
 }
 

@@ -210,6 +210,17 @@ fn session_calls(run: &mut Run, store: &mut S, session: &str) {
     );
     let (r, used) = engine!(run, store.check());
     report("check", "whole log", used, r, |n| *n);
+    let (r, used) = engine!(run, store.maintain(u32::MAX));
+    report("maintain", "until done", used, r, |m| m.steps);
+    let mut left = 2u32;
+    let (r, used) = engine!(
+        run,
+        store.maintain_while(&mut || {
+            left = left.saturating_sub(1);
+            left > 0
+        })
+    );
+    report("maintain_while", "a budget of one step", used, r, |m| m.steps);
     let empty = Record {
         kind: RecordType::AssistantFinal,
         format: BackendFormat::Unknown,

@@ -20,6 +20,15 @@
 //! sector opening leaves an erased or partly erased sector without a valid
 //! header, which is erased again when it is next opened.
 //!
+//! Erasing ahead ([`Log::erase_ahead`], for idle-time maintenance): the free
+//! sectors right after the head may be erased before they are needed, so
+//! that opening them costs only the header. Which sectors are erased ahead is
+//! RAM state of this mount only: a mount never trusts a blank sector to be
+//! soundly erased (a cut erase can look blank), so after a remount such a
+//! sector is erased again when opened. A cut during an early erase leaves a
+//! free sector without a header, as a cut opening does; only the erase count
+//! its old header carried is lost (the next opening counts from the head's).
+//!
 //! The ring's position (head, tail, write position, sequence numbers, the
 //! newest checkpoint) is private to the log: the layers above read it and
 //! change it only through the steps that keep it consistent (a batch
@@ -263,7 +272,16 @@ pub(crate) struct Log<F> {
     written: [u64; USAGE_SLOTS],
     /// Bytes the batch being written has taken so far.
     batch_bytes: u32,
+    /// How many free sectors right after the head were erased in this mount
+    /// and not opened since ([`Log::erase_ahead`]).
+    erased_ahead: u32,
+    /// The erase counts their headers will carry, next sector first.
+    ahead_counts: [u32; ERASE_AHEAD],
 }
+
+/// Most sectors [`Log::erase_ahead`] keeps erased after the head: enough for
+/// any append up to a sector long to open its sectors without an erase.
+pub(crate) const ERASE_AHEAD: usize = 2;
 
 /// Slots of [`Log::written`]: one per kind a class may hold
 /// ([`kind::usage_slot`](crate::layout::kind::usage_slot)).
@@ -292,6 +310,8 @@ impl<F: NorFlash> Log<F> {
             buf: [0; STAGE],
             written: [0; USAGE_SLOTS],
             batch_bytes: 0,
+            erased_ahead: 0,
+            ahead_counts: [0; ERASE_AHEAD],
         }
     }
 
@@ -496,6 +516,43 @@ impl<F: NorFlash> Log<F> {
         }
     }
 
+    /// Erases free sector `index`; returns the erase count its next header
+    /// carries (its old header's + 1, else the head's + 1).
+    fn erase_free(&mut self, index: u32) -> Result<u32, Fail<F::Error>> {
+        let erase_count = match self.io().sector_header(index)? {
+            SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
+            _ => self.head_erase_count.saturating_add(1),
+        };
+        let start = self.geo.sector_start(index);
+        self.flash
+            .erase(start, start + self.geo.sector)
+            .map_err(Error::Flash)?;
+        Ok(erase_count)
+    }
+
+    /// Erases the next free sector after the head that is not erased yet,
+    /// if fewer than [`ERASE_AHEAD`] are and one is free. `false` if there
+    /// was nothing to do.
+    ///
+    /// Power loss: the sector is free before and after; a cut leaves it
+    /// without a header, and it is erased again when opened.
+    pub fn erase_ahead(&mut self) -> Result<bool, Fail<F::Error>> {
+        let k = self.erased_ahead;
+        if k as usize >= ERASE_AHEAD || self.free_sectors() <= k {
+            return Ok(false);
+        }
+        let index = (self.head + 1 + k) % self.geo.count;
+        let count = self.erase_free(index)?;
+        self.ahead_counts[k as usize] = count;
+        self.erased_ahead = k + 1;
+        Ok(true)
+    }
+
+    /// Sectors after the head erased ahead and not yet opened.
+    pub fn erased_ahead(&self) -> u32 {
+        self.erased_ahead
+    }
+
     /// Opens the next sector in ring order: erase, then program its header,
     /// which records `checkpoint`, the newest checkpoint's address.
     ///
@@ -506,14 +563,16 @@ impl<F: NorFlash> Log<F> {
             return Err(Error::LogicBug("opened a sector that is not free"));
         }
         let index = self.geo.next(self.head);
-        let erase_count = match self.io().sector_header(index)? {
-            SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
-            _ => self.head_erase_count.saturating_add(1),
+        let erase_count = if self.erased_ahead > 0 {
+            // Erased in this mount, and nothing has been written since.
+            let count = self.ahead_counts[0];
+            self.ahead_counts.copy_within(1.., 0);
+            self.erased_ahead -= 1;
+            count
+        } else {
+            self.erase_free(index)?
         };
         let start = self.geo.sector_start(index);
-        self.flash
-            .erase(start, start + self.geo.sector)
-            .map_err(Error::Flash)?;
         let seq = self.head_seq.wrapping_add(1);
         // The sector is erased now: whatever happens next, it is no longer
         // the old sector, so the ring moves on.

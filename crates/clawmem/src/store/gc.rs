@@ -33,10 +33,10 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::base::Embed;
 use super::objects::OBJ_FIXED;
-use super::{Store, Work};
+use super::{Maintenance, Store, Work};
 use crate::error::{Error, Fail};
 use crate::layout::CHUNK_HEADER_LEN;
-use crate::log::{Io, Payload};
+use crate::log::{Io, Payload, ERASE_AHEAD};
 use crate::session::Session;
 use crate::store::objects::OBJECT;
 
@@ -94,6 +94,73 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             needed_bytes: len,
             available_bytes: free.min(u64::from(u32::MAX)) as u32,
         })
+    }
+
+    /// Does ahead of time, within a budget, the work an append would
+    /// otherwise do inline: a due checkpoint, a collection of the tail when
+    /// free room runs low, and erasing the sectors the head opens next. Meant
+    /// for idle time (while the model thinks), so that appends neither erase
+    /// nor collect. Each step is one checkpoint, one release of the tail
+    /// sector, or one sector erase; at most `max_steps` are taken.
+    ///
+    /// Power loss: every step is power-safe on its own. A checkpoint and a
+    /// collection are ordinary writes (see [`Store::append`]'s rules); an
+    /// erase ahead touches only a free sector, which is erased again when
+    /// opened after a remount (a blank sector is never trusted across a
+    /// mount).
+    pub fn maintain(&mut self, max_steps: u32) -> Result<Maintenance, Error<F::Error>> {
+        let mut left = max_steps;
+        self.maintain_while(&mut || {
+            let go = left > 0;
+            left = left.saturating_sub(1);
+            go
+        })
+    }
+
+    /// [`maintain`](Self::maintain) with the budget as a check the caller
+    /// makes before each step (a deadline, a flag set by an interrupt):
+    /// `go_on` returns `false` to stop.
+    pub fn maintain_while(
+        &mut self,
+        go_on: &mut dyn FnMut() -> bool,
+    ) -> Result<Maintenance, Error<F::Error>> {
+        let mut steps = 0u32;
+        // A collection that cannot release anything is not retried in the
+        // same call.
+        let mut collect = true;
+        loop {
+            let checkpoint = self.bytes_since_checkpoint >= self.checkpoint_interval();
+            collect = collect && self.collection_due();
+            let erase = self.log.erased_ahead() < ERASE_AHEAD as u32
+                && self.log.free_sectors() > self.log.erased_ahead();
+            if !(checkpoint || collect || erase) {
+                return Ok(Maintenance { steps, done: true });
+            }
+            if !go_on() {
+                return Ok(Maintenance { steps, done: false });
+            }
+            if checkpoint {
+                self.write_checkpoint_with(Priority::Maintenance)?;
+            } else if collect {
+                collect = self.reclaim_tail()?;
+            } else {
+                self.log.erase_ahead()?;
+            }
+            steps += 1;
+        }
+    }
+
+    /// Whether free room is below what appends need without collecting
+    /// (the reserve, plus the sectors an append up to a sector long opens),
+    /// and releasing the tail can help.
+    fn collection_due(&self) -> bool {
+        let geo = self.log.geo();
+        let reserve = self.reserve_for(Priority::User);
+        let space = u64::from(geo.sector_payload_space());
+        let usable = u64::from(geo.count.saturating_sub(reserve)) * space;
+        self.log.free_sectors() < reserve + ERASE_AHEAD as u32
+            && self.log.used_sectors() > 1
+            && self.live_bytes() + space <= usable
     }
 
     /// Releases the tail sector, relocating what is still live in it.

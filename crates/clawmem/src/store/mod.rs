@@ -68,7 +68,9 @@ pub use config::{Config, MountMode};
 pub(crate) use gc::Priority;
 pub use memory::{MemoryConfig, Stored};
 pub use objects::MAX_OBJECTS;
-pub use report::{Appended, Gate, History, MountReport, SessionInfo, Space, WrittenBytes};
+pub use report::{
+    Appended, Gate, History, Maintenance, MountReport, SessionInfo, Space, WrittenBytes,
+};
 pub use work::Work;
 
 use checkpoint::DELETED_MAX;

@@ -41,6 +41,17 @@ pub struct SessionInfo {
     pub blocked: bool,
 }
 
+/// What [`Store::maintain`](super::Store::maintain) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Maintenance {
+    /// Steps taken (a checkpoint, a collection of the tail sector, or a
+    /// sector erased ahead).
+    pub steps: u32,
+    /// Nothing more is due: appends will not erase or collect until more is
+    /// written.
+    pub done: bool,
+}
+
 /// Space in the partition, in sectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Space {

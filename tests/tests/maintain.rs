@@ -1,0 +1,207 @@
+//! Idle-time maintenance (`Store::maintain`): it takes the erases, due
+//! checkpoints and collections out of the appends that follow, keeps to its
+//! budget, and is power-safe (a blank sector is never trusted across a
+//! mount).
+
+use clawmem::{BackendFormat, Config, MountMode, Record, RecordType, Store};
+use clawmem_sim::{CutPoint, Esp32Flash, PowerCut, Preset, SimFlash, Tear};
+
+type S = Store<Esp32Flash, 16>;
+
+fn esp32(sectors: usize) -> Esp32Flash {
+    Esp32Flash::new(SimFlash::new(Preset::Esp32.model(4096 * sectors).unwrap())).unwrap()
+}
+
+fn config() -> Config {
+    Config {
+        session_size_limit_bytes: 8 * 1024,
+        checkpoint_interval_bytes: 4096,
+        ..Config::default()
+    }
+}
+
+fn body(i: u32) -> Vec<u8> {
+    format!(
+        "{{\"turn\":{i},\"pad\":\"{}\"}}",
+        "z".repeat(100 + (i % 7) as usize * 40)
+    )
+    .into_bytes()
+}
+
+fn append(store: &mut S, s: u32, i: u32) {
+    let b = body(i);
+    store
+        .append(
+            &format!("chat:m:{s}"),
+            &[Record {
+                kind: RecordType::User,
+                format: BackendFormat::OpenAiCompatible,
+                body: &b,
+            }],
+            false,
+        )
+        .unwrap();
+}
+
+fn erases(store: &S) -> u64 {
+    store.flash().flash().stats().erases
+}
+
+/// Appends, with sessions deleted now and then so that the ring wraps and
+/// collects, calling `maintain` between appends when `idle`. Returns how
+/// many appends erased.
+fn run(store: &mut S, from: u32, n: u32, idle: bool) -> u32 {
+    let mut erasing = 0;
+    for i in from..from + n {
+        let s = i % 6;
+        if i % 12 == 11 {
+            store
+                .delete_session(&format!("chat:m:{}", (i / 12) % 6))
+                .ok();
+        }
+        let before = erases(store);
+        append(store, s, i);
+        if erases(store) > before {
+            erasing += 1;
+        }
+        if idle {
+            let m = store.maintain(u32::MAX).unwrap();
+            assert!(m.done, "unbounded maintenance stopped with work due");
+        }
+    }
+    erasing
+}
+
+#[test]
+fn appends_after_maintenance_never_erase() {
+    let mut store = S::format(esp32(24), config()).unwrap();
+    // Without maintenance, appends that open sectors erase them.
+    assert!(run(&mut store, 0, 300, false) > 0);
+    store.maintain(u32::MAX).unwrap();
+    // With it, over several turns of the ring, none does.
+    let wraps_before = store.flash().flash().stats().erase_count_max();
+    assert_eq!(run(&mut store, 300, 1500, true), 0);
+    assert!(store.flash().flash().stats().erase_count_max() >= wraps_before + 2);
+    store.check().unwrap();
+    // Everything is still there after a fresh mount.
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut seen = 0;
+    let flash = store.into_flash();
+    let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
+    for s in 0..6 {
+        if let Ok(h) = store.history(&format!("chat:m:{s}"), BackendFormat::Unknown, &mut buf) {
+            seen += h.iter().count();
+        }
+    }
+    assert!(seen > 0);
+    store.check().unwrap();
+}
+
+#[test]
+fn maintenance_keeps_to_its_budget() {
+    let mut store = S::format(esp32(24), config()).unwrap();
+    run(&mut store, 0, 60, false);
+    let m = store.maintain(0).unwrap();
+    assert_eq!(m.steps, 0);
+    assert!(!m.done, "erasing ahead is due on a store with free sectors");
+    let mut calls = 0;
+    let m = store
+        .maintain_while(&mut || {
+            calls += 1;
+            calls <= 1
+        })
+        .unwrap();
+    assert_eq!(m.steps, 1);
+    assert!(!m.done);
+    let m = store.maintain(u32::MAX).unwrap();
+    assert!(m.done);
+    // Nothing is due any more: a second call takes no step.
+    assert_eq!(store.maintain(u32::MAX).unwrap().steps, 0);
+}
+
+#[test]
+fn a_sector_erased_ahead_is_erased_again_after_a_remount() {
+    let mut store = S::format(esp32(24), config()).unwrap();
+    run(&mut store, 0, 100, false);
+    store.maintain(u32::MAX).unwrap();
+    let expected = read_all(&mut store);
+    // Every blank sector (those erased ahead among them) gets a stray 0 bit,
+    // as a cut erase can leave in a sector that reads blank otherwise: a
+    // fresh mount must not take them as erased.
+    let mut flash = store.into_flash();
+    let sim = flash.flash_mut();
+    let image = sim.image();
+    let mut marked = 0;
+    for (k, sector) in image.chunks(4096).enumerate() {
+        if sector.iter().all(|b| *b == 0xFF) {
+            sim.flip_bit(k * 4096 + 100, 3).unwrap();
+            marked += 1;
+        }
+    }
+    assert!(marked >= 2, "the erased-ahead sectors are blank");
+    let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
+    assert_eq!(read_all(&mut store), expected);
+    // A turn of the ring through them, then everything checks out.
+    run(&mut store, 1000, 400, false);
+    store.check().unwrap();
+    assert_eq!(store.flash().flash().stats().write_budget_violations, 0);
+    let flash = store.into_flash();
+    let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
+    store.check().unwrap();
+}
+
+#[test]
+fn power_cut_at_every_call_of_maintenance() {
+    let base = {
+        let mut store = S::format(esp32(20), config()).unwrap();
+        run(&mut store, 0, 200, false);
+        store.into_flash()
+    };
+    // The clean run: how many program and erase calls maintenance makes.
+    let mut clean = base.clone();
+    clean.flash_mut().arm_power_cut(PowerCut {
+        seed: 0,
+        at: CutPoint::Op(u64::MAX),
+        tear: Tear::Prefix(0),
+    });
+    let mut store = S::mount(clean, config(), MountMode::ExistingOnly).unwrap();
+    let calls_before = store.flash().flash().ops_since_arm();
+    let m = store.maintain(u32::MAX).unwrap();
+    assert!(m.steps >= 2, "maintenance had little to do: {m:?}");
+    let calls = store.flash().flash().ops_since_arm() - calls_before;
+    let expected = read_all(&mut store);
+    for cut in 0..calls {
+        for tear in [Tear::Prefix(0), Tear::Prefix(7), Tear::Bits] {
+            let mut flash = base.clone();
+            flash.flash_mut().arm_power_cut(PowerCut {
+                seed: cut,
+                at: CutPoint::Op(calls_before + cut),
+                tear,
+            });
+            let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
+            assert!(store.maintain(u32::MAX).is_err(), "cut {cut} did not land");
+            let mut flash = store.into_flash();
+            flash.flash_mut().restore_power();
+            let mut store = S::mount(flash, config(), MountMode::ExistingOnly)
+                .unwrap_or_else(|e| panic!("cut {cut} {tear:?}: mount: {e:?}"));
+            assert_eq!(read_all(&mut store), expected, "cut {cut} {tear:?}");
+            store.check().unwrap();
+            // It goes on: maintenance finishes, and appends work.
+            assert!(store.maintain(u32::MAX).unwrap().done);
+            run(&mut store, 5000, 40, true);
+            store.check().unwrap();
+        }
+    }
+}
+
+fn read_all(store: &mut S) -> Vec<Vec<Vec<u8>>> {
+    let mut buf = vec![0u8; 64 * 1024];
+    (0..6)
+        .map(
+            |s| match store.history(&format!("chat:m:{s}"), BackendFormat::Unknown, &mut buf) {
+                Ok(h) => h.iter().map(|r| r.body.to_vec()).collect(),
+                Err(_) => Vec::new(),
+            },
+        )
+        .collect()
+}
