@@ -1444,6 +1444,12 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         self.mounted()?.memory_clear().map_err(failed)
     }
 
+    /// `Store::maintain(16)`: up to 16 steps of idle work (a due
+    /// checkpoint, a tail collection, a sector erased ahead of the head).
+    fn maintain(&mut self) -> OpResult<()> {
+        self.mounted()?.maintain(16).map(|_| ()).map_err(failed)
+    }
+
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         let mut w = self.written;
         if let Some(State::Mounted(s)) = &self.state {

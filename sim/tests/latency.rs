@@ -368,3 +368,29 @@ fn the_cli_takes_idle_for_replay_and_compare() {
         }
     }
 }
+
+#[test]
+fn with_idle_work_clawmem_appends_never_wait_on_an_erase() {
+    let trace = load("smoke.jsonl");
+    let rounds = 20;
+    let r = run(&trace, Some(64 * 1024), rounds, true);
+    assert_clean(&r);
+    // The ring still goes round, its sectors erased in idle time.
+    assert!(
+        r.erase_counts.iter().all(|&c| c >= 2),
+        "{:?}",
+        r.erase_counts
+    );
+    assert_counts(&r, &trace, rounds);
+    assert_time_accounted(&r);
+    let l = &r.latency;
+    assert!(l.idle);
+    assert_eq!(l.maintain_calls, idle_points(&trace, rounds));
+    assert!(l.maintain_erases > 0);
+    assert_eq!(l.appends_with_erase, 0, "{:?}", l.latency_ms["append"]);
+    assert!(
+        l.latency_ms["append"].max < 45.0,
+        "{:?}",
+        l.latency_ms["append"]
+    );
+}
