@@ -643,7 +643,10 @@ pub fn fill<D: Driver>(
     if !has_append {
         rep.not_full_reason = Some("the trace has no append".into());
     }
-    'rounds: while has_append {
+    'rounds: loop {
+        if !has_append {
+            break;
+        }
         rep.rounds = round + 1;
         let live_at_start = f.live.total();
         let mut targets: Vec<Target> = Vec::with_capacity(trace.store_count());
