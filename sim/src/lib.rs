@@ -17,6 +17,8 @@
 //! - [`peers`]: the engines clawmem is compared with (ESP-Claw's files on
 //!   FAT over ESP-IDF-style wear levelling), and [`compare`](mod@compare),
 //!   which runs a trace through all of them.
+//! - [`fill`]: the fill workload: rounds kept until the engine is full, then
+//!   as many operations again with the oldest session deleted on `Full`.
 //! - [`inspect`](mod@inspect): a readable dump of a flash image, damage
 //!   reported rather than fatal.
 //! - [`espfiles`]: export to and import from ESP-Claw's file layout.
@@ -30,6 +32,7 @@
 pub mod compare;
 pub mod espfiles;
 pub mod fault;
+pub mod fill;
 pub mod flash;
 pub mod heatmap;
 pub mod inspect;
