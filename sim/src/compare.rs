@@ -14,6 +14,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::flash::SimFlash;
+use crate::latency::{self, LatencyReport};
 use crate::peers;
 use crate::replay::{replay, replay_clawmem, ReplayError, ReplayOptions, Report, RunOptions};
 use crate::trace::Trace;
@@ -239,7 +240,12 @@ impl fmt::Display for Comparison {
         for s in &self.skipped {
             writeln!(f, "{}: skipped: {}", s.engine, s.reason)?;
         }
-        Ok(())
+        let lat: Vec<(&str, &LatencyReport)> = self
+            .engines
+            .iter()
+            .map(|r| (r.engine.as_str(), &r.latency))
+            .collect();
+        latency::write_comparison_table(f, &lat)
     }
 }
 

@@ -11,10 +11,14 @@
 //!   operations.
 //! - [`replay`](mod@replay): runs a trace through an engine behind a [`Driver`], checks
 //!   every history and measures the flash; [`ClawmemDriver`] drives clawmem.
+//! - [`latency`]: modelled device time per operation kind, and the idle
+//!   work (`maintain`) of `--idle`.
 //! - [`heatmap`]: an SVG of the erase count of every sector.
 //! - [`peers`]: the engines clawmem is compared with (ESP-Claw's files on
 //!   FAT over ESP-IDF-style wear levelling), and [`compare`](mod@compare),
 //!   which runs a trace through all of them.
+//! - [`fill`]: the fill workload: rounds kept until the engine is full, then
+//!   as many operations again with the oldest session deleted on `Full`.
 //! - [`inspect`](mod@inspect): a readable dump of a flash image, damage
 //!   reported rather than fatal.
 //! - [`espfiles`]: export to and import from ESP-Claw's file layout.
@@ -28,9 +32,11 @@
 pub mod compare;
 pub mod espfiles;
 pub mod fault;
+pub mod fill;
 pub mod flash;
 pub mod heatmap;
 pub mod inspect;
+pub mod latency;
 pub mod model;
 pub mod nor;
 pub mod opstream;

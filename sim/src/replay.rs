@@ -45,6 +45,7 @@ use embedded_storage::nor_flash::NorFlash;
 use serde::Serialize;
 
 use crate::flash::{SimError, SimFlash};
+use crate::latency::{idle_after, LatencyReport, Timed};
 use crate::model::{Geometry, Model, ModelError, Preset};
 use crate::nor::{Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
 use crate::trace::{Format, MemorySource, Op, ProfileName, RecordKind, Trace, TraceRecord};
@@ -63,6 +64,10 @@ pub enum OpError {
     /// The memory item no longer exists: the engine evicted it for capacity.
     /// Counted under `skipped`.
     Evicted,
+    /// The engine is out of space for this write (clawmem's
+    /// `Error::Full`, a peer's no-space error). Counted under `errors` as
+    /// any failure; the fill workload ([`crate::fill`]) acts on it.
+    Full(String),
     /// Anything else; counted under `errors`, the first one kept whole.
     Failed(String),
 }
@@ -73,7 +78,7 @@ impl fmt::Display for OpError {
             OpError::Unsupported => f.write_str("not supported by the engine"),
             OpError::Blocked => f.write_str("session blocked"),
             OpError::Evicted => f.write_str("memory item evicted"),
-            OpError::Failed(e) => f.write_str(e),
+            OpError::Full(e) | OpError::Failed(e) => f.write_str(e),
         }
     }
 }
@@ -204,6 +209,13 @@ pub trait Driver {
     fn memory_clear(&mut self) -> OpResult<()> {
         Err(OpError::Unsupported)
     }
+    /// Idle work between requests (`--idle`; when it is called:
+    /// [`crate::latency::idle_after`]). The default does nothing: the
+    /// peers have no idle work, everything they do happens inside the
+    /// operations.
+    fn maintain(&mut self) -> OpResult<()> {
+        Ok(())
+    }
     /// Bytes the engine wrote, by what they hold, if it can tell.
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         Vec::new()
@@ -310,12 +322,17 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Erase count of every sector at the end.
     pub erase_counts: Vec<u64>,
+    /// Device time per operation kind and the idle work (its keys are
+    /// flattened into the report: `latency_ms`, `appends_with_erase`,
+    /// `idle`, `maintain_calls`, `maintain_ms`, `maintain_erases`).
+    #[serde(flatten)]
+    pub latency: LatencyReport,
 }
 
 impl Report {
     /// The keys every JSON report has (`geometry` is an object with
     /// `write_size`, `erase_size` and `sector_count`).
-    pub const KEYS: [&'static str; 41] = [
+    pub const KEYS: [&'static str; 47] = [
         "engine",
         "trace",
         "preset",
@@ -357,6 +374,12 @@ impl Report {
         "lifetime_years",
         "notes",
         "erase_counts",
+        "latency_ms",
+        "appends_with_erase",
+        "idle",
+        "maintain_calls",
+        "maintain_ms",
+        "maintain_erases",
     ];
 
     /// The report as a JSON object.
@@ -470,7 +493,7 @@ impl fmt::Display for Report {
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
         }
-        Ok(())
+        write!(f, "{}", self.latency)
     }
 }
 
@@ -483,6 +506,8 @@ pub struct RunOptions {
     pub repeat: u32,
     /// Completed turns a day, for the lifetime estimate.
     pub turns_per_day: f64,
+    /// Call [`Driver::maintain`] between requests (`--idle`).
+    pub idle: bool,
 }
 
 impl Default for RunOptions {
@@ -490,6 +515,7 @@ impl Default for RunOptions {
         RunOptions {
             repeat: 1,
             turns_per_day: 200.0,
+            idle: false,
         }
     }
 }
@@ -510,29 +536,29 @@ enum Target {
 }
 
 #[derive(Default)]
-struct Tally {
-    ops: u64,
-    turns: u64,
-    user_bytes: u64,
-    history_checks: u64,
-    history_mismatches: u64,
-    first_mismatch: Option<String>,
-    errors: u64,
-    first_error: Option<String>,
-    compactions: u64,
-    blocked: u64,
-    skipped: u64,
-    unsupported_ops: u64,
-    cleanup_deletes: u64,
-    memory_clears: u64,
+pub(crate) struct Tally {
+    pub(crate) ops: u64,
+    pub(crate) turns: u64,
+    pub(crate) user_bytes: u64,
+    pub(crate) history_checks: u64,
+    pub(crate) history_mismatches: u64,
+    pub(crate) first_mismatch: Option<String>,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) compactions: u64,
+    pub(crate) blocked: u64,
+    pub(crate) skipped: u64,
+    pub(crate) unsupported_ops: u64,
+    pub(crate) cleanup_deletes: u64,
+    pub(crate) memory_clears: u64,
 }
 
 /// Where an operation sits, for messages.
-struct At<'a> {
-    file: &'a str,
-    line: usize,
-    round: u32,
-    op: &'static str,
+pub(crate) struct At<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) line: usize,
+    pub(crate) round: u32,
+    pub(crate) op: &'static str,
 }
 
 impl fmt::Display for At<'_> {
@@ -547,11 +573,11 @@ impl fmt::Display for At<'_> {
 
 impl Tally {
     /// Counts a failed operation under its key.
-    fn failed(&mut self, at: &At<'_>, e: OpError) {
+    pub(crate) fn failed(&mut self, at: &At<'_>, e: OpError) {
         match e {
             OpError::Unsupported => self.unsupported_ops += 1,
             OpError::Evicted => self.skipped += 1,
-            OpError::Blocked | OpError::Failed(_) => {
+            OpError::Blocked | OpError::Full(_) | OpError::Failed(_) => {
                 self.errors += 1;
                 if self.first_error.is_none() {
                     self.first_error = Some(format!("{at}: {e}"));
@@ -573,7 +599,7 @@ pub fn round_session_id(id: &str, round: u32) -> String {
 /// Applies ESP-Claw's turn-aware compaction to a modelled session, as
 /// clawmem does when an append reports `compacted`: a [`PlanBuilder`] over
 /// the records, then its `KeepCursor`.
-fn compact_model(records: &mut Vec<&TraceRecord>) {
+pub(crate) fn compact_model(records: &mut Vec<&TraceRecord>) {
     let mut plan = PlanBuilder::<COMPACT_TOOL_TURNS>::new();
     for r in records.iter() {
         plan.push(RecordType::from(r.kind), r.body.len() as u64);
@@ -584,7 +610,7 @@ fn compact_model(records: &mut Vec<&TraceRecord>) {
 }
 
 /// The first difference between the model and a history, if any.
-fn compare(want: &[&TraceRecord], got: &[HistoryRecord]) -> Option<String> {
+pub(crate) fn compare(want: &[&TraceRecord], got: &[HistoryRecord]) -> Option<String> {
     for (i, (w, g)) in want.iter().zip(got).enumerate() {
         if w.kind != g.kind || w.format != g.format || w.body.as_bytes() != g.body.as_slice() {
             return Some(format!(
@@ -635,6 +661,9 @@ pub fn replay<D: Driver>(
 ) -> Report {
     let rounds = opts.repeat.max(1);
     let total = trace.ops.len() as u64 * u64::from(rounds);
+    // Every call below goes through the timer (`crate::latency`).
+    let mut timed = Timed::new(driver, opts.idle);
+    let driver = &mut timed;
     let wear_before = driver.flash().stats().erase_counts.clone();
     let mut t = Tally::default();
     // Live sessions as the engine should hold them.
@@ -689,10 +718,23 @@ pub fn replay<D: Driver>(
                 &mut sessions,
                 &mut targets,
             );
+            if opts.idle && idle_after(&top.op) {
+                if let Err(e) = driver.maintain() {
+                    t.failed(
+                        &At {
+                            op: "maintain",
+                            ..at
+                        },
+                        e,
+                    );
+                }
+            }
             progress(t.ops, total);
         }
     }
-    build_report(driver, trace, opts, rounds, &wear_before, t)
+    let mut report = build_report(driver, trace, opts, rounds, &wear_before, t);
+    report.latency = timed.report();
+    report
 }
 
 /// Replays one operation.
@@ -856,7 +898,7 @@ fn step<'t, D: Driver>(
     }
 }
 
-fn build_report<D: Driver>(
+pub(crate) fn build_report<D: Driver>(
     driver: &D,
     trace: &Trace,
     opts: &RunOptions,
@@ -926,6 +968,7 @@ fn build_report<D: Driver>(
         lifetime_years,
         notes: info.notes,
         erase_counts: stats.erase_counts.clone(),
+        latency: LatencyReport::default(),
     }
 }
 
@@ -1034,22 +1077,23 @@ impl From<BackendFormat> for Format {
     }
 }
 
-enum State<F: SimBacked> {
-    Mounted(Box<Store<F, MAX_SESSIONS>>),
+enum State<F: SimBacked, const N: usize> {
+    Mounted(Box<Store<F, N>>),
     /// A remount failed: the store is gone; the flash (a snapshot taken
     /// before the mount) is kept for its counters.
     Lost(F, String),
 }
 
 /// [`Driver`] of clawmem's public API on flash type `F`: a
-/// `Store<F, 128>` with [`Config::default`], its session limit scaled down
-/// if the partition is too small for it.
+/// `Store<F, N>` (`N` = [`MAX_SESSIONS`] unless chosen; the fill workload
+/// takes a larger table) with [`Config::default`], its session limit scaled
+/// down if the partition is too small for it.
 ///
 /// Memory items and profiles are not in clawmem's API yet: those
 /// operations answer [`OpError::Unsupported`].
-pub struct ClawmemDriver<F: SimBacked> {
+pub struct ClawmemDriver<F: SimBacked, const N: usize = MAX_SESSIONS> {
     /// Always `Some` except inside [`Driver::remount`].
-    state: Option<State<F>>,
+    state: Option<State<F, N>>,
     config: Config,
     limit_scaled: bool,
     notes: Vec<String>,
@@ -1069,13 +1113,20 @@ pub struct ClawmemDriver<F: SimBacked> {
 pub(crate) fn fit_config<F: SimBacked>(
     model: &Model,
 ) -> Result<(Config, Option<String>), ReplayError> {
+    fit_config_for::<F, MAX_SESSIONS>(model)
+}
+
+/// [`fit_config`] for a session table of `N`.
+pub(crate) fn fit_config_for<F: SimBacked, const N: usize>(
+    model: &Model,
+) -> Result<(Config, Option<String>), ReplayError> {
     let fits = |limit: u32| -> Result<bool, ReplayError> {
         let probe = F::wrap(SimFlash::new(model.clone()))?;
         let config = Config {
             session_size_limit_bytes: limit,
             ..Config::default()
         };
-        match Store::<F, MAX_SESSIONS>::format(probe, config) {
+        match Store::<F, N>::format(probe, config) {
             Ok(_) => Ok(true),
             Err(clawmem::Error::Config(_)) => Ok(false),
             Err(e) => Err(ReplayError(format!("format failed: {e}"))),
@@ -1141,18 +1192,19 @@ fn profile_doc(name: ProfileName) -> ProfileDoc {
 fn failed(e: clawmem::Error<SimError>) -> OpError {
     match e {
         clawmem::Error::Blocked => OpError::Blocked,
+        e @ clawmem::Error::Full { .. } => OpError::Full(e.to_string()),
         e => OpError::Failed(e.to_string()),
     }
 }
 
-impl<F: SimBacked> ClawmemDriver<F> {
+impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
     /// Formats `flash` (whose model must match `F`'s units) with the
     /// default config, scaled down if need be.
     pub fn format(flash: SimFlash) -> Result<Self, ReplayError> {
-        let (config, note) = fit_config::<F>(flash.model())?;
+        let (config, note) = fit_config_for::<F, N>(flash.model())?;
         let flash = F::wrap(flash)?;
         let before = flash.sim().stats().read_bytes;
-        let store = Store::<F, MAX_SESSIONS>::format(flash, config)
+        let store = Store::<F, N>::format(flash, config)
             .map_err(|e| ReplayError(format!("format failed: {e}")))?;
         let read = store.flash().sim().stats().read_bytes - before;
         Ok(ClawmemDriver {
@@ -1173,7 +1225,7 @@ impl<F: SimBacked> ClawmemDriver<F> {
     }
 
     /// The store, unless a remount failed.
-    pub fn store(&self) -> Option<&Store<F, MAX_SESSIONS>> {
+    pub fn store(&self) -> Option<&Store<F, N>> {
         match &self.state {
             Some(State::Mounted(s)) => Some(s),
             _ => None,
@@ -1181,7 +1233,7 @@ impl<F: SimBacked> ClawmemDriver<F> {
     }
 
     /// The store, mutably, unless a remount failed.
-    pub fn store_mut(&mut self) -> Option<&mut Store<F, MAX_SESSIONS>> {
+    pub fn store_mut(&mut self) -> Option<&mut Store<F, N>> {
         match &mut self.state {
             Some(State::Mounted(s)) => Some(s),
             _ => None,
@@ -1212,7 +1264,7 @@ impl<F: SimBacked> ClawmemDriver<F> {
         1_700_000_000u32.wrapping_add(self.clock)
     }
 
-    fn mounted(&mut self) -> OpResult<&mut Store<F, MAX_SESSIONS>> {
+    fn mounted(&mut self) -> OpResult<&mut Store<F, N>> {
         match &mut self.state {
             Some(State::Mounted(s)) => Ok(s),
             Some(State::Lost(_, why)) => Err(OpError::Failed(format!("store lost: {why}"))),
@@ -1252,12 +1304,12 @@ impl<F: SimBacked> ClawmemDriver<F> {
     }
 }
 
-impl<F: SimBacked> Driver for ClawmemDriver<F> {
+impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
     fn info(&self) -> EngineInfo {
         EngineInfo {
             engine: "clawmem".into(),
             // The state a firmware keeps: the store with its work area lent.
-            state_bytes: core::mem::size_of::<Store<F, MAX_SESSIONS, &'static mut clawmem::Work>>()
+            state_bytes: core::mem::size_of::<Store<F, N, &'static mut clawmem::Work>>()
                 - core::mem::size_of::<F>(),
             session_limit_bytes: Some(u64::from(self.config.session_size_limit_bytes)),
             session_limit_scaled: self.limit_scaled,
@@ -1405,6 +1457,12 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         self.mounted()?.memory_clear().map_err(failed)
     }
 
+    /// `Store::maintain(16)`: up to 16 steps of idle work (a due
+    /// checkpoint, a tail collection, a sector erased ahead of the head).
+    fn maintain(&mut self) -> OpResult<()> {
+        self.mounted()?.maintain(16).map(|_| ()).map_err(failed)
+    }
+
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         let mut w = self.written;
         if let Some(State::Mounted(s)) = &self.state {
@@ -1438,7 +1496,7 @@ impl<F: SimBacked> Driver for ClawmemDriver<F> {
         // on write, so this is cheap).
         let snapshot = flash.sim().clone();
         let before = flash.sim().stats().read_bytes;
-        match Store::<F, MAX_SESSIONS>::mount(flash, self.config, MountMode::ExistingOnly) {
+        match Store::<F, N>::mount(flash, self.config, MountMode::ExistingOnly) {
             Ok(store) => {
                 let read = store.flash().sim().stats().read_bytes - before;
                 self.mount_reads.push(read);

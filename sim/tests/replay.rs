@@ -428,6 +428,7 @@ fn rounds_suffix_session_ids_and_retire_the_previous_round() {
     let opts = RunOptions {
         repeat: 3,
         turns_per_day: 10.0,
+        ..RunOptions::default()
     };
     let mut seen = Vec::new();
     let r = replay(&mut fake, &trace, &opts, &mut |done, total| {
@@ -557,6 +558,7 @@ fn repeat_deletes_the_sessions_of_earlier_rounds() {
         let opts = RunOptions {
             repeat: rounds,
             turns_per_day: 200.0,
+            ..RunOptions::default()
         };
         let r = replay(&mut d, &trace, &opts, &mut |_, _| {});
         let mut ids = Vec::new();
@@ -589,6 +591,7 @@ fn repeated_bfcl_multi_turn_reaches_a_steady_state() {
         run: RunOptions {
             repeat: 3,
             turns_per_day: 200.0,
+            ..RunOptions::default()
         },
         ..ReplayOptions::default()
     };

@@ -62,6 +62,17 @@ enum Command {
         /// Write an SVG heat map of the erase count per sector here.
         #[arg(long)]
         heatmap: Option<PathBuf>,
+        /// Between requests, let each engine do its idle work
+        /// (`maintain`): after every history read and every append that
+        /// ends with an assistant record or completes a turn. Its device
+        /// time is reported apart, in no operation's latency.
+        #[arg(long)]
+        idle: bool,
+        #[command(flatten)]
+        fill: FillArgs,
+        /// With --fill: write an SVG of program WA against fullness here.
+        #[arg(long, requires = "fill")]
+        plot: Option<PathBuf>,
         /// Print the report as JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -84,9 +95,18 @@ enum Command {
         /// Rounds to replay (as `replay --repeat`).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
-        /// Write an SVG of the erase count per sector per engine here.
+        /// Write an SVG of the erase count per sector per engine here (with
+        /// --fill: of program WA against fullness).
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Between requests, let each engine do its idle work
+        /// (`maintain`): after every history read and every append that
+        /// ends with an assistant record or completes a turn. Its device
+        /// time is reported apart, in no operation's latency.
+        #[arg(long)]
+        idle: bool,
+        #[command(flatten)]
+        fill: FillArgs,
         /// Print `{"engines": [report, ...]}` instead of a table.
         #[arg(long)]
         json: bool,
@@ -559,6 +579,9 @@ fn main() -> ExitCode {
             repeat,
             turns_per_day,
             heatmap,
+            idle,
+            fill,
+            plot,
             json,
         } => {
             let opts = ReplayOptions {
@@ -568,9 +591,14 @@ fn main() -> ExitCode {
                 run: RunOptions {
                     repeat,
                     turns_per_day,
+                    idle,
                 },
             };
-            replay(trace, opts, heatmap, json)
+            if fill.fill {
+                fill_replay(trace, opts, fill, heatmap, plot, json)
+            } else {
+                replay(trace, opts, heatmap, json)
+            }
         }
         Command::Compare {
             trace,
@@ -578,6 +606,8 @@ fn main() -> ExitCode {
             size,
             repeat,
             plot,
+            idle,
+            fill,
             json,
         } => {
             let opts = ReplayOptions {
@@ -586,10 +616,15 @@ fn main() -> ExitCode {
                 image: None,
                 run: RunOptions {
                     repeat,
+                    idle,
                     ..RunOptions::default()
                 },
             };
-            compare(trace, opts, plot, json)
+            if fill.fill {
+                fill_compare(trace, opts, fill, plot, json)
+            } else {
+                compare(trace, opts, plot, json)
+            }
         }
         Command::Torture {
             trace,
@@ -746,4 +781,146 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+// ---- the fill workload (clawmem_sim::fill) ----------------------------------
+
+/// `--fill` and its options, shared by `replay` and `compare`.
+#[derive(clap::Args)]
+struct FillArgs {
+    /// The fill workload: keep every round until the engine first answers
+    /// Full, then as many operations again, deleting the oldest session
+    /// whenever an append is refused (docs/TESTING.md).
+    #[arg(long, conflicts_with = "repeat")]
+    fill: bool,
+    /// With --fill: clawmem's session table (512, 1024, 2048 or 4096).
+    #[arg(long, requires = "fill", default_value_t = clawmem_sim::fill::FILL_SESSIONS,
+          value_parser = parse_session_table)]
+    sessions: usize,
+}
+
+fn parse_session_table(s: &str) -> Result<usize, String> {
+    use clawmem_sim::fill::SESSION_TABLES;
+    match s.trim().parse::<usize>() {
+        Ok(n) if SESSION_TABLES.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: the session table is one of {SESSION_TABLES:?}"
+        )),
+    }
+}
+
+/// A progress bar for a run whose length is only estimated.
+fn fill_bar(hidden: bool, prefix: &str) -> ProgressBar {
+    let bar = progress_bar(0, hidden);
+    bar.set_prefix(prefix.to_string());
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>12} fill {pos} ops  {elapsed_precise}")
+            .expect("valid template"),
+    );
+    bar
+}
+
+fn fill_replay(
+    trace: PathBuf,
+    opts: ReplayOptions,
+    args: FillArgs,
+    heatmap: Option<PathBuf>,
+    plot: Option<PathBuf>,
+    json: bool,
+) -> Result<(), String> {
+    use clawmem_sim::fill::{fill_clawmem, write_fill_plot, FillOptions};
+    let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
+    let bar = fill_bar(json || !std::io::stdout().is_terminal(), "clawmem");
+    let fopts = FillOptions {
+        sessions: args.sessions,
+    };
+    let run = fill_clawmem(&trace, &opts, &fopts, &mut |done, _| bar.set_position(done))
+        .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    let title = format!("clawmem, {}, {}", run.report.preset, run.report.trace);
+    if let Some(path) = &heatmap {
+        write_erase_heatmap(path, &run.report.erase_counts, &title)?;
+    }
+    if let Some(path) = &plot {
+        write_fill_plot(path, &[&run], &title)?;
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&run).expect("report serializes")
+        );
+    } else {
+        print!("{run}");
+        for (what, path) in [
+            ("image", &opts.image),
+            ("heat map", &heatmap),
+            ("plot", &plot),
+        ] {
+            if let Some(path) = path {
+                println!("{what}: {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn fill_compare(
+    trace: PathBuf,
+    opts: ReplayOptions,
+    args: FillArgs,
+    plot: Option<PathBuf>,
+    json: bool,
+) -> Result<(), String> {
+    use clawmem_sim::compare::Engine;
+    use clawmem_sim::fill::{compare_fill, write_fill_plot, FillOptions};
+    let trace = Trace::from_path(&trace).map_err(|e| e.to_string())?;
+    let hidden = json || !std::io::stderr().is_terminal();
+    let fopts = FillOptions {
+        sessions: args.sessions,
+    };
+    let mut bar: Option<(String, ProgressBar)> = None;
+    let cmp = compare_fill(
+        &trace,
+        &opts,
+        &fopts,
+        &Engine::ALL,
+        &mut |engine, done, _| {
+            if bar.as_ref().is_none_or(|(e, _)| e != engine) {
+                if let Some((_, b)) = &bar {
+                    b.finish_and_clear();
+                }
+                bar = Some((engine.to_string(), fill_bar(hidden, engine)));
+            }
+            if let Some((_, b)) = &bar {
+                b.set_position(done);
+            }
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some((_, b)) = &bar {
+        b.finish_and_clear();
+    }
+    if let Some(path) = &plot {
+        let r = cmp.engines.first().map(|r| &r.report);
+        let title = format!(
+            "{}, {} KiB, {}",
+            r.map_or("", |r| r.preset.as_str()),
+            r.map_or(0, |r| r.capacity_bytes / 1024),
+            r.map_or("", |r| r.trace.as_str())
+        );
+        let runs: Vec<_> = cmp.engines.iter().collect();
+        write_fill_plot(path, &runs, &title)?;
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&cmp).expect("comparison serializes")
+        );
+    } else {
+        print!("{cmp}");
+        if let Some(path) = &plot {
+            println!("plot: {}", path.display());
+        }
+    }
+    Ok(())
 }

@@ -145,7 +145,12 @@ pub struct FatStore {
 }
 
 fn e(err: io::Error) -> String {
-    err.to_string()
+    // fatfs 0.3 says so when it finds no free cluster (`table.rs`).
+    if err.kind() == io::ErrorKind::Other && err.to_string() == "No space left on device" {
+        format!("{}: no free FAT cluster", super::NO_SPACE)
+    } else {
+        err.to_string()
+    }
 }
 
 impl FatStore {

@@ -71,7 +71,12 @@ pub struct LittlefsStore {
 }
 
 fn e(err: Error) -> String {
-    format!("littlefs error {}", err.code())
+    // LFS_ERR_NOSPC
+    if err.code() == -28 {
+        format!("{}: littlefs error -28 (NOSPC)", super::NO_SPACE)
+    } else {
+        format!("littlefs error {}", err.code())
+    }
 }
 
 fn path(p: &str) -> Result<PathBuf, String> {

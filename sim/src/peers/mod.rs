@@ -61,6 +61,9 @@ pub trait FileStore {
     /// Appends `data` to `path` (created if need be) and closes it.
     fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String>;
     /// Removes a file; a missing one is not an error.
+    ///
+    /// Every method's error text starts with [`NO_SPACE`] when the file
+    /// system is out of space.
     fn remove(&mut self, path: &str) -> Result<(), String>;
     /// Unmounts and mounts again; returns the bytes the mount read.
     fn remount(&mut self) -> Result<u64, String>;
@@ -258,8 +261,16 @@ pub struct EspClawDriver<S: FileStore> {
     mount_reads: Vec<u64>,
 }
 
+/// How a [`FileStore`]'s error text starts when the file system is out of
+/// space; the driver answers [`OpError::Full`] for it.
+pub const NO_SPACE: &str = "no space left on device";
+
 fn failed(e: String) -> OpError {
-    OpError::Failed(e)
+    if e.starts_with(NO_SPACE) {
+        OpError::Full(e)
+    } else {
+        OpError::Failed(e)
+    }
 }
 
 impl<S: FileStore> EspClawDriver<S> {

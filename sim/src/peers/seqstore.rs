@@ -452,7 +452,10 @@ fn m_all<F: SimBacked + BlockingMultiwrite>(
 }
 
 fn failed(what: &str, e: SsError) -> OpError {
-    OpError::Failed(format!("sequential-storage {what}: {e}"))
+    match e {
+        SsError::FullStorage => OpError::Full(format!("sequential-storage {what}: {e}")),
+        e => OpError::Failed(format!("sequential-storage {what}: {e}")),
+    }
 }
 
 // ---- items on flash ------------------------------------------------------------
@@ -793,8 +796,10 @@ impl<F: SimBacked + BlockingMultiwrite> SeqStorageDriver<F> {
             .map(|i| (start + i) % n)
             .find(|&s| matches!(self.slots[s as usize], Slot::Free { .. }))
         else {
-            return Err(OpError::Failed(format!(
-                "all {n} session queues are in use"
+            // The layout's room for sessions is used up: this peer's
+            // out-of-space answer to a new session.
+            return Err(OpError::Full(format!(
+                "sequential-storage: all {n} session queues are in use"
             )));
         };
         let range = self.layout.slot_range(s);

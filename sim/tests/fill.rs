@@ -1,0 +1,439 @@
+//! The fill workload (`clawmem_sim::fill`): a driver with a byte budget shows
+//! the phases and the oldest-first deletes exactly; clawmem and the peers
+//! fill a small partition; the CLI's `--fill` output and its errors.
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use clawmem_sim::compare::Engine;
+use clawmem_sim::fill::{compare_fill, fill, fill_clawmem, FillOptions, FillRun};
+use clawmem_sim::replay::{
+    AppendOutcome, Driver, EngineInfo, HistoryRecord, ItemHandle, MemoryChange, MemoryItem,
+    MemoryStored, OpError, OpResult, ReplayOptions, Report,
+};
+use clawmem_sim::trace::{ProfileName, Trace, TraceRecord};
+use clawmem_sim::{Preset, SimFlash};
+
+fn trace_path(name: &str) -> String {
+    format!("{}/../traces/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn load(name: &str) -> Trace {
+    Trace::from_path(trace_path(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn opts(size: usize) -> ReplayOptions {
+    ReplayOptions {
+        preset: Preset::Esp32,
+        size_bytes: Some(size),
+        ..ReplayOptions::default()
+    }
+}
+
+/// A driver that holds at most `budget` body bytes of sessions and answers
+/// `Full` beyond; it programs one byte per body byte so that WA is 1.
+struct Budget {
+    flash: SimFlash,
+    budget: usize,
+    sessions: HashMap<String, Vec<HistoryRecord>>,
+    deleted: Vec<String>,
+    mounts: Vec<u64>,
+}
+
+impl Budget {
+    fn used(&self) -> usize {
+        self.sessions
+            .values()
+            .flat_map(|s| s.iter())
+            .map(|r| r.body.len())
+            .sum()
+    }
+}
+
+impl Driver for Budget {
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            engine: "budget".into(),
+            ..EngineInfo::default()
+        }
+    }
+    fn flash(&self) -> &SimFlash {
+        &self.flash
+    }
+    fn mount_read_bytes(&self) -> &[u64] {
+        &self.mounts
+    }
+    fn append(
+        &mut self,
+        session: &str,
+        records: &[TraceRecord],
+        _: bool,
+    ) -> OpResult<AppendOutcome> {
+        let n: usize = records.iter().map(|r| r.body.len()).sum();
+        if self.used() + n > self.budget {
+            return Err(OpError::Full(format!("{n} B do not fit")));
+        }
+        self.sessions
+            .entry(session.into())
+            .or_default()
+            .extend(records.iter().map(|r| HistoryRecord {
+                kind: r.kind,
+                format: r.format,
+                body: r.body.as_bytes().to_vec(),
+            }));
+        // One programmed byte per body byte (the esp32 preset takes any
+        // number of writes to a word).
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(4096);
+            self.flash.program(0, &vec![0u8; k]).unwrap();
+            left -= k;
+        }
+        Ok(AppendOutcome::default())
+    }
+    fn history(&mut self, session: &str) -> OpResult<Vec<HistoryRecord>> {
+        Ok(self.sessions.get(session).cloned().unwrap_or_default())
+    }
+    fn session_delete(&mut self, session: &str) -> OpResult<()> {
+        if self.sessions.remove(session).is_some() {
+            self.deleted.push(session.into());
+        }
+        Ok(())
+    }
+    fn memory_store(&mut self, _: &MemoryItem<'_>) -> OpResult<MemoryStored> {
+        Err(OpError::Unsupported)
+    }
+    fn memory_recall(&mut self, _: &[String], _: u32) -> OpResult<Vec<ItemHandle>> {
+        Err(OpError::Unsupported)
+    }
+    fn memory_update(&mut self, _: ItemHandle, _: &MemoryChange<'_>) -> OpResult<ItemHandle> {
+        Err(OpError::Unsupported)
+    }
+    fn memory_forget(&mut self, _: ItemHandle) -> OpResult<()> {
+        Err(OpError::Unsupported)
+    }
+    fn memory_list(&mut self) -> OpResult<Vec<ItemHandle>> {
+        Err(OpError::Unsupported)
+    }
+    fn profile_write(&mut self, _: ProfileName, _: &str) -> OpResult<()> {
+        Err(OpError::Unsupported)
+    }
+    fn profile_read(&mut self, _: ProfileName) -> OpResult<Option<Vec<u8>>> {
+        Err(OpError::Unsupported)
+    }
+    fn remount(&mut self) -> OpResult<()> {
+        Ok(())
+    }
+}
+
+/// Three sessions of 100-byte records, one append each, then a history
+/// of each.
+fn three_sessions() -> Trace {
+    let body = "x".repeat(100);
+    let mut lines = vec![r#"{"trace":"clawmem-trace","version":1}"#.to_string()];
+    for s in ["a", "b", "c"] {
+        lines.push(format!(
+            r#"{{"op":"append","session":"{s}","records":[{{"type":"user","format":"openai","body":"{body}"}}],"turn_completed":false}}"#
+        ));
+    }
+    for s in ["a", "b", "c"] {
+        lines.push(format!(r#"{{"op":"history","session":"{s}"}}"#));
+    }
+    Trace::parse("three.jsonl", &lines.join("\n")).unwrap()
+}
+
+#[test]
+fn the_phases_and_the_oldest_first_deletes_are_exact() {
+    let trace = three_sessions();
+    let flash = SimFlash::new(Preset::Esp32.model(64 * 1024).unwrap());
+    // Room for 10 records of 100 B: rounds 0-2 (9 records) fit, round 3's
+    // second append is the first Full.
+    let mut d = Budget {
+        flash,
+        budget: 1000,
+        sessions: HashMap::new(),
+        deleted: Vec::new(),
+        mounts: vec![0],
+    };
+    let run = fill(&mut d, &trace, &opts(64 * 1024), &mut |_, _| {});
+    let f = &run.fill;
+    assert!(f.reached_full, "{f:?}");
+    assert!(
+        f.first_full
+            .as_deref()
+            .unwrap()
+            .contains(":3 (round 3) append"),
+        "{:?}",
+        f.first_full
+    );
+    // 3 rounds of 6 ops, then round 3's first two appends.
+    assert_eq!(f.fill_phase.ops, 20);
+    assert_eq!(f.full_phase.ops, 20);
+    assert_eq!(f.rounds, 7);
+    assert_eq!(f.live_bytes, 1000);
+    assert_eq!(f.live_sessions, 10);
+    assert_eq!(f.capacity_fraction, Some(1000.0 / 65536.0));
+    assert_eq!(f.fill_phase.user_bytes, 1000);
+    assert_eq!(f.fill_phase.refused_appends, 1);
+    // The full phase: every append past the first makes room by deleting
+    // the oldest session, in the order of first appends.
+    assert_eq!(&d.deleted[..3], ["a", "b", "c"]);
+    assert_eq!(&d.deleted[3..5], ["a#1", "b#1"]);
+    assert_eq!(d.deleted.len(), 10);
+    assert_eq!(d.deleted[9], "a#3");
+    assert_eq!(f.oldest_session_deletes, 10);
+    assert_eq!(f.refused_appends.count, f.oldest_session_deletes + 1);
+    assert_eq!(f.refused_appends.programmed_bytes_max, 0);
+    assert_eq!(f.unplaced_appends, 0);
+    assert!(d.used() <= 1000);
+    let r = &run.report;
+    assert!(r.history_checks > 0);
+    assert_eq!(
+        (r.history_mismatches, r.errors),
+        (0, 0),
+        "{:?}",
+        r.first_error
+    );
+    // The fill phase programmed 1,000 B of bodies (word-rounded).
+    assert_eq!(f.fill_phase.program_wa, Some(1.0));
+    assert!(f.curve.iter().any(|p| p.phase == "full"));
+}
+
+#[test]
+fn a_trace_that_never_fills_says_why() {
+    let mut lines = vec![r#"{"trace":"clawmem-trace","version":1}"#.to_string()];
+    lines.push(r#"{"op":"append","session":"a","records":[{"type":"user","format":"openai","body":"hiya"}],"turn_completed":false}"#.into());
+    lines.push(r#"{"op":"session_delete","session":"a"}"#.into());
+    let trace = Trace::parse("t.jsonl", &lines.join("\n")).unwrap();
+    let mut d = Budget {
+        flash: SimFlash::new(Preset::Esp32.model(64 * 1024).unwrap()),
+        budget: 1000,
+        sessions: HashMap::new(),
+        deleted: Vec::new(),
+        mounts: vec![0],
+    };
+    let run = fill(&mut d, &trace, &opts(64 * 1024), &mut |_, _| {});
+    assert!(!run.fill.reached_full);
+    assert_eq!(run.fill.capacity_fraction, None);
+    assert!(
+        run.fill
+            .not_full_reason
+            .as_deref()
+            .unwrap()
+            .contains("no more live data"),
+        "{:?}",
+        run.fill.not_full_reason
+    );
+}
+
+fn check_filled(run: &FillRun) {
+    let (r, f) = (&run.report, &run.fill);
+    assert!(f.reached_full, "{}: {:?}", r.engine, f.not_full_reason);
+    let c = f.capacity_fraction.unwrap();
+    assert!(c > 0.0 && c <= 1.0, "{}: capacity {c}", r.engine);
+    assert_eq!(f.live_bytes as f64 / r.capacity_bytes as f64, c);
+    assert!(r.history_checks > 0);
+    assert_eq!(
+        r.history_mismatches, 0,
+        "{}: {:?}",
+        r.engine, r.first_mismatch
+    );
+    assert_eq!(f.full_phase.ops, f.fill_phase.ops, "{}", r.engine);
+    assert!(f.fill_phase.programmed_bytes > 0 && f.fill_phase.program_wa.unwrap() > 0.0);
+}
+
+#[test]
+fn clawmem_fills_256k_and_deletes_oldest_sessions_when_full() {
+    let trace = load("bfcl-multi-turn.jsonl");
+    let run = fill_clawmem(
+        &trace,
+        &opts(256 * 1024),
+        &FillOptions::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    check_filled(&run);
+    let (r, f) = (&run.report, &run.fill);
+    assert_eq!(f.session_table, Some(4096));
+    assert!(
+        f.first_full.as_deref().unwrap().contains("store full"),
+        "{:?}",
+        f.first_full
+    );
+    assert!(f.oldest_session_deletes > 0, "{f:?}");
+    assert!(f.full_phase.refused_appends > 0);
+    assert_eq!(
+        f.refused_appends.count,
+        f.fill_phase.refused_appends + f.full_phase.refused_appends
+    );
+    assert_eq!(r.errors, 0, "{:?}", r.first_error);
+    assert_eq!(f.unplaced_appends, 0);
+    assert!(r.notes.iter().any(|n| n.contains("session table of 4096")));
+}
+
+#[test]
+fn an_unbuilt_session_table_is_a_clear_error() {
+    let trace = load("smoke.jsonl");
+    let e = fill_clawmem(
+        &trace,
+        &opts(256 * 1024),
+        &FillOptions { sessions: 100 },
+        &mut |_, _| {},
+    )
+    .unwrap_err();
+    assert!(e.0.contains("not built in"), "{e}");
+}
+
+#[test]
+fn compare_fill_runs_every_engine_on_512k() {
+    let trace = load("bfcl-multi-turn.jsonl");
+    let cmp = compare_fill(
+        &trace,
+        &opts(512 * 1024),
+        &FillOptions::default(),
+        &Engine::ALL,
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    let names: Vec<&str> = cmp
+        .engines
+        .iter()
+        .map(|r| r.report.engine.as_str())
+        .collect();
+    let skipped: Vec<&str> = cmp.skipped.iter().map(|s| s.engine.as_str()).collect();
+    // littlefs runs only with its feature, and only on 1 MiB of 4 KiB blocks.
+    assert_eq!(
+        names,
+        ["clawmem", "esp-claw-fat", "sequential-storage"],
+        "{skipped:?}"
+    );
+    assert_eq!(skipped, ["esp-claw-littlefs"]);
+    for run in &cmp.engines {
+        check_filled(run);
+    }
+    let fat = &cmp.engines[1].fill;
+    assert!(
+        fat.first_full
+            .as_deref()
+            .unwrap()
+            .contains("no free FAT cluster"),
+        "{:?}",
+        fat.first_full
+    );
+    // FAT erases a sector for each one written: a refused append costs.
+    assert!(fat.refused_appends.count > 0 && fat.refused_appends.erases_total > 0);
+    let seq = &cmp.engines[2].fill;
+    assert!(seq
+        .first_full
+        .as_deref()
+        .unwrap()
+        .contains("session queues are in use"));
+    assert!(seq.oldest_session_deletes > 0);
+    let text = cmp.to_string();
+    assert!(
+        text.contains("capacity") && text.contains("esp-claw-littlefs: skipped"),
+        "{text}"
+    );
+}
+
+fn sim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_clawmem-sim"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn replay_fill_json_has_the_fill_object_and_the_plot_is_drawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("fill.svg");
+    let trace = trace_path("bfcl-multi-turn.jsonl");
+    let out = sim(&[
+        "replay",
+        &trace,
+        "--fill",
+        "--size",
+        "256K",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for k in Report::KEYS {
+        assert!(v.get(k).is_some(), "report key {k} missing");
+    }
+    let f = &v["fill"];
+    for k in [
+        "session_table",
+        "reached_full",
+        "first_full",
+        "capacity_fraction",
+        "live_bytes",
+        "fill_phase",
+        "full_phase",
+        "refused_appends",
+        "oldest_session_deletes",
+        "curve",
+    ] {
+        assert!(f.get(k).is_some(), "fill key {k} missing: {f}");
+    }
+    for phase in ["fill_phase", "full_phase"] {
+        for k in [
+            "ops",
+            "user_bytes",
+            "programmed_bytes",
+            "program_wa",
+            "erases",
+            "erased_bytes",
+        ] {
+            assert!(f[phase].get(k).is_some(), "{phase}.{k} missing");
+        }
+    }
+    for k in [
+        "count",
+        "programmed_bytes_total",
+        "programmed_bytes_max",
+        "erases_total",
+        "erases_max",
+    ] {
+        assert!(
+            f["refused_appends"].get(k).is_some(),
+            "refused_appends.{k} missing"
+        );
+    }
+    let c = f["capacity_fraction"].as_f64().unwrap();
+    assert!(c > 0.0 && c <= 1.0);
+    assert!(f["oldest_session_deletes"].as_u64().unwrap() > 0);
+    assert_eq!(v["history_mismatches"], 0);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("program WA against fullness") && svg.contains("clawmem: capacity"));
+}
+
+#[test]
+fn fill_options_refuse_bad_input() {
+    let trace = trace_path("smoke.jsonl");
+    for (args, want) in [
+        (
+            vec!["replay", &trace, "--fill", "--sessions", "100"],
+            "session table is one of",
+        ),
+        (
+            vec!["replay", &trace, "--fill", "--repeat", "2"],
+            "cannot be used with",
+        ),
+        (vec!["replay", &trace, "--plot", "x.svg"], "--fill"),
+        (vec!["compare", &trace, "--sessions", "512"], "--fill"),
+    ] {
+        let out = sim(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
+}
