@@ -1219,6 +1219,38 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
         })
     }
 
+    /// Mounts `flash` (already formatted with `config`), as a fresh boot
+    /// would: no RAM state is kept from anywhere. The clock starts at 0.
+    pub fn mount(flash: SimFlash, config: Config) -> Result<Self, ReplayError> {
+        let flash = F::wrap(flash)?;
+        let before = flash.sim().stats().read_bytes;
+        let store = Store::<F, N>::mount(flash, config, MountMode::ExistingOnly)
+            .map_err(|e| ReplayError(format!("mount failed: {e}")))?;
+        let read = store.flash().sim().stats().read_bytes - before;
+        Ok(ClawmemDriver {
+            state: Some(State::Mounted(Box::new(store))),
+            config,
+            limit_scaled: false,
+            notes: Vec::new(),
+            mount_reads: vec![read],
+            buf: vec![0; 64 * 1024],
+            clock: 0,
+            written: clawmem::WrittenBytes::default(),
+        })
+    }
+
+    /// The synthetic clock of memory timestamps (seconds since the last
+    /// reading's base; see [`ClawmemDriver::set_clock`]).
+    pub fn clock(&self) -> u32 {
+        self.clock
+    }
+
+    /// Sets the synthetic clock, so that a driver mounted on a copy of a
+    /// run's flash stamps memory operations as the run's own driver would.
+    pub fn set_clock(&mut self, clock: u32) {
+        self.clock = clock;
+    }
+
     /// The config in use.
     pub fn config(&self) -> &Config {
         &self.config

@@ -48,11 +48,13 @@ use serde::Serialize;
 
 use crate::fault::{CutPoint, PowerCut, Tear};
 use crate::flash::SimFlash;
+use crate::latency::idle_after;
 use crate::model::{Model, Preset};
 use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
 use crate::replay::{
-    ClawmemDriver, Driver, HistoryRecord, ItemHandle, MemoryChange, MemoryItem, OpError,
-    ReplayError, SimBacked, MAX_SESSIONS,
+    AppendOutcome, ClawmemDriver, Driver, EngineInfo, HistoryRecord, ItemHandle, MemoryChange,
+    MemoryItem, MemoryStored, OpError, OpResult, ReplayError, ReplayOptions, SimBacked,
+    MAX_SESSIONS,
 };
 use crate::trace::{Op, ProfileName, Trace, TraceRecord};
 
@@ -181,6 +183,13 @@ pub struct TortureOptions {
     pub seed: u64,
     /// Replay only the first N operations of the trace.
     pub ops: Option<usize>,
+    /// Idle-time maintenance (`--idle`): call [`Driver::maintain`] where
+    /// `replay --idle` does ([`idle_after`]), in the clean run and in every
+    /// cut run, so that cuts fall inside maintenance too.
+    pub idle: bool,
+    /// The fill workload's operations (`--fill`, [`crate::fill`]) instead of
+    /// the trace's, computed once on a clean run; adds the capacity check.
+    pub fill: bool,
     /// Test hook, to show the checker is not vacuous: after every cut, flip
     /// one bit in every copy on flash of the body of an acknowledged record
     /// before the remount. Every run should then report a violation.
@@ -198,6 +207,8 @@ impl Default for TortureOptions {
             shard: None,
             seed: 0,
             ops: None,
+            idle: false,
+            fill: false,
             sabotage: false,
         }
     }
@@ -237,6 +248,22 @@ pub struct TortureReport {
     pub violation_messages: Vec<String>,
     /// Operations the engine refused in the clean run (not violations).
     pub clean_op_errors: u64,
+    /// Whether idle-time maintenance ran (`--idle`).
+    pub idle: bool,
+    /// `maintain` calls of the clean run.
+    pub maintain_calls: u64,
+    /// Program and erase calls the clean run made inside `maintain`.
+    pub maintain_cut_points: u64,
+    /// Cut points taken that fall inside a `maintain` call.
+    pub maintain_cuts: u64,
+    /// The fill workload's figures (`--fill`), or `null`.
+    pub fill: Option<FillSummary>,
+    /// Recoveries whose next writes were compared with the clean run's
+    /// (`--fill`).
+    pub capacity_checks: u64,
+    /// Violations (also in `violations`) where the recovered store answered
+    /// `Full` to a write the uncut store took at that point of the run.
+    pub capacity_violations: u64,
     /// Wall-clock time of the campaign in seconds.
     pub seconds: f64,
 }
@@ -258,6 +285,27 @@ impl fmt::Display for TortureReport {
         writeln!(f, "runs             {}", self.runs)?;
         writeln!(f, "remounts         {}", self.remounts)?;
         writeln!(f, "clean op errors  {}", self.clean_op_errors)?;
+        if self.idle {
+            writeln!(
+                f,
+                "maintain         {} calls, {} cut points inside, {} taken",
+                self.maintain_calls, self.maintain_cut_points, self.maintain_cuts
+            )?;
+        }
+        if let Some(x) = &self.fill {
+            writeln!(
+                f,
+                "fill             {} ops from {} trace ops, {} refused with Full, {} oldest-session deletes",
+                x.ops, x.trace_ops, x.full_refusals, x.oldest_session_deletes
+            )?;
+            match (&x.first_full, x.first_full_op) {
+                (Some(at), Some(i)) => writeln!(f, "first Full       op {i}: {at}")?,
+                (Some(at), None) => writeln!(f, "first Full       {at}")?,
+                _ => writeln!(f, "first Full       never (the partition did not fill)")?,
+            }
+            writeln!(f, "capacity checks  {}", self.capacity_checks)?;
+            writeln!(f, "capacity viol.   {}", self.capacity_violations)?;
+        }
         writeln!(f, "progress full    {}", self.progress_full)?;
         writeln!(f, "violations       {}", self.violations)?;
         if let Some(v) = &self.first_violation {
@@ -268,6 +316,26 @@ impl fmt::Display for TortureReport {
         }
         writeln!(f, "time             {:.2} s", self.seconds)
     }
+}
+
+/// The op list of `--fill`, as the clean run computed it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FillSummary {
+    /// Operations of the list (the trace's rounds, the refused appends,
+    /// the oldest-session deletes and their retries).
+    pub ops: usize,
+    /// Trace operations the fill workload replayed to make it.
+    pub trace_ops: u64,
+    /// Whether the engine answered `Full` during the list.
+    pub reached_full: bool,
+    /// Where the first `Full` came (the fill workload's words).
+    pub first_full: Option<String>,
+    /// Index in the op list of the first operation refused with `Full`.
+    pub first_full_op: Option<usize>,
+    /// Operations of the list refused with `Full` in the clean run.
+    pub full_refusals: u64,
+    /// Oldest sessions deleted to make room for a refused append.
+    pub oldest_session_deletes: u64,
 }
 
 /// What a fresh mount shows: every session's history, the damaged records
@@ -437,7 +505,7 @@ fn profile_index(name: ProfileName) -> usize {
 }
 
 /// What the acknowledged operations imply.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Reference {
     sessions: HashMap<String, Vec<TraceRecord>>,
     targets: Vec<Option<ItemHandle>>,
@@ -609,6 +677,328 @@ fn run_op<D: Driver>(d: &mut D, op: &Op, r: &mut Reference) -> Result<(), OpErro
     Ok(())
 }
 
+// ---- steps: operations and idle-time maintenance ------------------------------
+
+/// One step of a campaign: an operation, or (with `--idle`) the idle-time
+/// maintenance after one.
+#[derive(Clone, Debug)]
+enum Step {
+    Op(Op),
+    Maintain,
+}
+
+impl Step {
+    fn name(&self) -> &'static str {
+        match self {
+            Step::Op(op) => op.name(),
+            Step::Maintain => "maintain",
+        }
+    }
+
+    fn op(&self) -> Option<&Op> {
+        match self {
+            Step::Op(op) => Some(op),
+            Step::Maintain => None,
+        }
+    }
+
+    /// Whether the step is a write whose refusal the capacity check
+    /// compares.
+    fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Step::Op(
+                Op::Append { .. }
+                    | Op::SessionDelete { .. }
+                    | Op::MemoryStore { .. }
+                    | Op::MemoryUpdate { .. }
+                    | Op::MemoryForget { .. }
+                    | Op::ProfileWrite { .. }
+            )
+        )
+    }
+}
+
+/// The steps of `ops`: each op, followed by a [`Step::Maintain`] where
+/// `replay --idle` calls it ([`idle_after`]) when `idle`.
+fn steps_of(ops: Vec<Op>, idle: bool) -> Vec<Step> {
+    let mut steps = Vec::with_capacity(ops.len());
+    for op in ops {
+        let maintain = idle && idle_after(&op);
+        steps.push(Step::Op(op));
+        if maintain {
+            steps.push(Step::Maintain);
+        }
+    }
+    steps
+}
+
+fn run_step<D: Driver>(d: &mut D, step: &Step, r: &mut Reference) -> Result<(), OpError> {
+    match step {
+        Step::Op(op) => run_op(d, op, r),
+        Step::Maintain => d.maintain(),
+    }
+}
+
+/// How a step ended, as the capacity check compares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Done,
+    Full,
+    Refused,
+}
+
+fn outcome(r: &Result<(), OpError>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Done,
+        Err(OpError::Full(_)) => Outcome::Full,
+        Err(_) => Outcome::Refused,
+    }
+}
+
+// ---- the fill workload's op list -----------------------------------------------
+
+/// A [`Driver`] that passes every call on and writes it down as a trace
+/// [`Op`], memory items named by store number as [`Reference`] resolves
+/// them, so that replaying the list through [`run_op`] makes the same calls.
+/// With `idle` it calls `maintain` after each recorded op where
+/// [`steps_of`] puts one.
+struct Recorder<'d, D: Driver> {
+    inner: &'d mut D,
+    idle: bool,
+    ops: Vec<Op>,
+    /// How each op ended.
+    outcomes: Vec<Outcome>,
+    /// As [`Reference::targets`].
+    targets: Vec<Option<ItemHandle>>,
+    /// A call the list cannot express, if any.
+    unexpressible: Option<String>,
+}
+
+impl<D: Driver> Recorder<'_, D> {
+    fn push<T>(&mut self, op: Op, r: &OpResult<T>) {
+        let maintain = self.idle && idle_after(&op);
+        self.outcomes.push(match r {
+            Ok(_) => Outcome::Done,
+            Err(OpError::Full(_)) => Outcome::Full,
+            Err(_) => Outcome::Refused,
+        });
+        self.ops.push(op);
+        if maintain {
+            let _ = self.inner.maintain();
+        }
+    }
+
+    fn target_of(&mut self, item: ItemHandle) -> Option<usize> {
+        let k = self.targets.iter().position(|t| *t == Some(item));
+        if k.is_none() && self.unexpressible.is_none() {
+            self.unexpressible = Some(format!(
+                "the fill workload named memory item {} that no store of the list returned",
+                item.0
+            ));
+        }
+        k
+    }
+
+    fn retarget(&mut self, old: ItemHandle, new: Option<ItemHandle>) {
+        for t in self.targets.iter_mut().filter(|t| **t == Some(old)) {
+            *t = new;
+        }
+    }
+
+    fn refuse(&mut self, what: &str) -> OpError {
+        if self.unexpressible.is_none() {
+            self.unexpressible = Some(format!("the fill workload called {what}"));
+        }
+        OpError::Failed(format!("{what} is not recorded"))
+    }
+}
+
+impl<D: Driver> Driver for Recorder<'_, D> {
+    fn info(&self) -> EngineInfo {
+        self.inner.info()
+    }
+
+    fn flash(&self) -> &SimFlash {
+        self.inner.flash()
+    }
+
+    fn mount_read_bytes(&self) -> &[u64] {
+        self.inner.mount_read_bytes()
+    }
+
+    fn append(
+        &mut self,
+        session: &str,
+        records: &[TraceRecord],
+        turn_completed: bool,
+    ) -> OpResult<AppendOutcome> {
+        let r = self.inner.append(session, records, turn_completed);
+        self.push(
+            Op::Append {
+                session: session.into(),
+                records: records.to_vec(),
+                turn_completed,
+            },
+            &r,
+        );
+        r
+    }
+
+    fn history(&mut self, session: &str) -> OpResult<Vec<HistoryRecord>> {
+        let r = self.inner.history(session);
+        self.push(
+            Op::History {
+                session: session.into(),
+            },
+            &r,
+        );
+        r
+    }
+
+    fn session_delete(&mut self, session: &str) -> OpResult<()> {
+        let r = self.inner.session_delete(session);
+        self.push(
+            Op::SessionDelete {
+                session: session.into(),
+            },
+            &r,
+        );
+        r
+    }
+
+    fn memory_store(&mut self, item: &MemoryItem<'_>) -> OpResult<MemoryStored> {
+        let r = self.inner.memory_store(item);
+        self.targets.push(r.as_ref().ok().map(|s| s.item));
+        self.push(
+            Op::MemoryStore {
+                content: item.content.into(),
+                tags: item.tags.to_vec(),
+                keywords: item.keywords.to_vec(),
+                source: item.source,
+            },
+            &r,
+        );
+        r
+    }
+
+    fn memory_recall(&mut self, labels: &[String], limit: u32) -> OpResult<Vec<ItemHandle>> {
+        let r = self.inner.memory_recall(labels, limit);
+        self.push(
+            Op::MemoryRecall {
+                labels: labels.to_vec(),
+                limit,
+            },
+            &r,
+        );
+        r
+    }
+
+    fn memory_update(
+        &mut self,
+        item: ItemHandle,
+        change: &MemoryChange<'_>,
+    ) -> OpResult<ItemHandle> {
+        let Some(target) = self.target_of(item) else {
+            return Err(OpError::Failed("memory item not in the list".into()));
+        };
+        let r = self.inner.memory_update(item, change);
+        match &r {
+            Ok(new) => self.retarget(item, Some(*new)),
+            Err(OpError::Evicted) => self.retarget(item, None),
+            Err(_) => {}
+        }
+        self.push(
+            Op::MemoryUpdate {
+                target,
+                content: change.content.map(String::from),
+                tags: change.tags.map(<[String]>::to_vec),
+                keywords: change.keywords.map(<[String]>::to_vec),
+            },
+            &r,
+        );
+        r
+    }
+
+    fn memory_forget(&mut self, item: ItemHandle) -> OpResult<()> {
+        let Some(target) = self.target_of(item) else {
+            return Err(OpError::Failed("memory item not in the list".into()));
+        };
+        let r = self.inner.memory_forget(item);
+        if matches!(r, Ok(()) | Err(OpError::Evicted)) {
+            self.retarget(item, None);
+        }
+        self.push(Op::MemoryForget { target }, &r);
+        r
+    }
+
+    fn memory_list(&mut self) -> OpResult<Vec<ItemHandle>> {
+        let r = self.inner.memory_list();
+        self.push(Op::MemoryList {}, &r);
+        r
+    }
+
+    fn profile_write(&mut self, name: ProfileName, body: &str) -> OpResult<()> {
+        let r = self.inner.profile_write(name, body);
+        self.push(
+            Op::ProfileWrite {
+                name,
+                body: body.into(),
+            },
+            &r,
+        );
+        r
+    }
+
+    fn profile_read(&mut self, name: ProfileName) -> OpResult<Option<Vec<u8>>> {
+        let r = self.inner.profile_read(name);
+        self.push(Op::ProfileRead { name }, &r);
+        r
+    }
+
+    fn remount(&mut self) -> OpResult<()> {
+        let r = self.inner.remount();
+        self.push(Op::Remount {}, &r);
+        r
+    }
+
+    fn memory_clear(&mut self) -> OpResult<()> {
+        Err(self.refuse("memory_clear"))
+    }
+
+    fn maintain(&mut self) -> OpResult<()> {
+        Err(self.refuse("maintain"))
+    }
+
+    fn written_by_kind(&self) -> Vec<(String, u64)> {
+        self.inner.written_by_kind()
+    }
+}
+
+/// The fill workload of `trace` through clawmem on a fresh flash of
+/// `model` (the campaign's `Store<_, MAX_SESSIONS>`), as an op list, with
+/// the fill report.
+fn fill_ops<F: SimBacked>(
+    trace: &Trace,
+    model: &Model,
+    idle: bool,
+) -> Result<(Vec<Op>, Vec<Outcome>, crate::fill::FillRun), ReplayError> {
+    let mut driver = ClawmemDriver::<F>::format(SimFlash::new(model.clone()))?;
+    let mut rec = Recorder {
+        inner: &mut driver,
+        idle,
+        ops: Vec::new(),
+        outcomes: Vec::new(),
+        targets: Vec::new(),
+        unexpressible: None,
+    };
+    let run = crate::fill::fill(&mut rec, trace, &ReplayOptions::default(), &mut |_, _| {});
+    if let Some(e) = rec.unexpressible {
+        return Err(ReplayError(format!("--fill: {e}")));
+    }
+    Ok((rec.ops, rec.outcomes, run))
+}
+
 // ---- the campaign ---------------------------------------------------------
 
 fn mix(seed: u64, cut: u64, tear: TearKind, phase: u64) -> u64 {
@@ -624,11 +1014,32 @@ struct Tally {
     progress_full: u64,
     second_cuts: u64,
     violations: u64,
+    capacity_checks: u64,
+    capacity_violations: u64,
     first: Option<String>,
     messages: Vec<String>,
 }
 
 impl Tally {
+    /// A tally whose findings are thrown away.
+    fn quiet() -> Tally {
+        Tally {
+            remounts: 0,
+            progress_full: 0,
+            second_cuts: 0,
+            violations: 0,
+            capacity_checks: 0,
+            capacity_violations: 0,
+            first: None,
+            messages: Vec::new(),
+        }
+    }
+
+    fn capacity_violation(&mut self, replay: &str, what: String) {
+        self.capacity_violations += 1;
+        self.violation(replay, format!("capacity: {what}"));
+    }
+
     fn violation(&mut self, replay: &str, what: String) {
         self.violations += 1;
         if self.first.is_none() {
@@ -640,18 +1051,30 @@ impl Tally {
     }
 }
 
-struct Campaign<'a> {
+struct Campaign {
     model: Model,
     config: Config,
-    ops: &'a [Op],
-    /// Cut-point index range of every operation of the clean run.
+    steps: Vec<Step>,
+    /// Cut-point index range of every step of the clean run.
     calls: Vec<(u64, u64)>,
-    /// `states[0]`: after the format; `states[i + 1]`: after op `i`.
-    states: Vec<State>,
+    /// `states[0]`: after the format; `states[i + 1]`: after step `i`.
+    states: Vec<Rc<State>>,
     /// The clean run's flash at each state.
     flashes: Vec<SimFlash>,
+    /// How each step ended in the clean run.
+    outcomes: Vec<Outcome>,
+    /// The driver's clock before each step of the clean run.
+    clocks: Vec<u32>,
+    /// The memory targets before each step of the clean run.
+    targets: Vec<Rc<Vec<Option<ItemHandle>>>>,
+    /// Run the capacity check after each first cut (`--fill`).
+    capacity: bool,
     replay_prefix: String,
 }
+
+/// Accepted writes of the clean run after the cut that the capacity check
+/// replays on the recovered store.
+const CAPACITY_WRITES: usize = 4;
 
 /// A fresh store on `flash` after power came back.
 fn mount_shared<F: SimBacked>(
@@ -680,14 +1103,23 @@ where
         .map_err(|e| format!("{e:?}"))
 }
 
-impl Campaign<'_> {
+impl Campaign {
+    /// The step whose calls hold cut point `cut`.
+    fn step_of(&self, cut: u64) -> Option<usize> {
+        let k = self.calls.partition_point(|&(_, b)| b <= cut);
+        (k < self.calls.len() && self.calls[k].0 <= cut).then_some(k)
+    }
+
     fn driver<F: SimBacked>(&self) -> Result<ClawmemDriver<F>, ReplayError> {
         ClawmemDriver::<F>::format(SimFlash::new(self.model.clone()))
     }
 
-    /// Checks a flash after power came back, the op in flight being `k`
+    /// Checks a flash after power came back, the step in flight being `k`
     /// (state before: `states[k]`, after: `states[k + 1]`). With `tolerate_after`,
     /// the progress session may hold one extra progress record or not.
+    /// Returns the step the recovered state resumes the run at (`k` if it
+    /// is the state before and the step a write, else `k + 1`), or `None`
+    /// if it is neither state.
     fn check_recovery<F: SimBacked>(
         &self,
         flash: SimFlash,
@@ -695,19 +1127,28 @@ impl Campaign<'_> {
         tolerate_after: bool,
         replay: &str,
         t: &mut Tally,
-    ) {
+    ) -> Option<usize> {
         let flash = match F::wrap(flash) {
             Ok(f) => Rc::new(RefCell::new(f)),
-            Err(e) => return t.violation(replay, e.0),
+            Err(e) => {
+                t.violation(replay, e.0);
+                return None;
+            }
         };
         t.remounts += 1;
         let mut store = match mount_shared(&flash, self.config) {
             Ok(s) => s,
-            Err(e) => return t.violation(replay, e),
+            Err(e) => {
+                t.violation(replay, e);
+                return None;
+            }
         };
         let mut got = match read_state(&mut store) {
             Ok(s) => s,
-            Err(e) => return t.violation(replay, format!("after the cut: {e}")),
+            Err(e) => {
+                t.violation(replay, format!("after the cut: {e}"));
+                return None;
+            }
         };
         if tolerate_after {
             if let Some(h) = got.sessions.remove(AFTER_SESSION) {
@@ -720,29 +1161,34 @@ impl Campaign<'_> {
             }
         }
         let (before, after) = (
-            &self.states[k],
-            &self.states[(k + 1).min(self.states.len() - 1)],
+            &*self.states[k],
+            &*self.states[(k + 1).min(self.states.len() - 1)],
         );
         // Documented (`Store::memory_update`): the new item and the old
         // one's tombstone are two batches; a cut between them leaves both.
-        let middle = matches!(self.ops[k], Op::MemoryUpdate { .. }).then(|| {
+        let middle = matches!(self.steps[k].op(), Some(Op::MemoryUpdate { .. })).then(|| {
             let mut m = after.clone();
             for (id, item) in &before.memory {
                 m.memory.entry(*id).or_insert_with(|| item.clone());
             }
             m
         });
-        if got != *before && got != *after && Some(&got) != middle.as_ref() {
+        let resume = if got == *before && (got != *after || self.steps[k].is_write()) {
+            Some(k)
+        } else if got == *after || Some(&got) == middle.as_ref() {
+            Some(k + 1)
+        } else {
             t.violation(
                 replay,
                 format!(
-                    "state after the cut in op {k} ({}) is neither before ({}) nor after ({})",
-                    self.ops[k].name(),
+                    "state after the cut in step {k} ({}) is neither before ({}) nor after ({})",
+                    self.steps[k].name(),
                     got.diff(before),
                     got.diff(after)
                 ),
             );
-        }
+            None
+        };
         if let Err(e) = store.check() {
             t.violation(replay, format!("check() after the cut: {e:?}"));
         }
@@ -751,7 +1197,10 @@ impl Campaign<'_> {
         t.remounts += 1;
         let mut store = match mount_shared(&flash, self.config) {
             Ok(s) => s,
-            Err(e) => return t.violation(replay, format!("second {e}")),
+            Err(e) => {
+                t.violation(replay, format!("second {e}"));
+                return resume;
+            }
         };
         match read_state(&mut store) {
             Ok(mut again) => {
@@ -785,13 +1234,102 @@ impl Campaign<'_> {
             } else {
                 t.progress_full += 1;
             }
-            return;
+            return resume;
         }
         match history_of(&mut store, AFTER_SESSION) {
             Ok((h, _)) if h.last().map(|r| r.body.as_slice()) == Some(AFTER_BODY) => {}
             Ok(_) => t.violation(replay, "the write after recovery does not read back".into()),
             Err(e) => t.violation(replay, e),
         }
+        resume
+    }
+
+    /// The capacity check (`--fill`): on `flash` as the cut left it, mounted
+    /// afresh, the run goes on from step `from` for the next
+    /// [`CAPACITY_WRITES`] writes the clean run accepted; a step the clean
+    /// run took that now answers `Full` is a capacity violation, any other
+    /// refusal of it a violation. The check stops where the two runs part
+    /// (a step the clean run refused that now succeeds).
+    fn capacity_check<F: SimBacked>(
+        &self,
+        flash: SimFlash,
+        from: usize,
+        replay: &str,
+        t: &mut Tally,
+    ) {
+        if from >= self.steps.len() {
+            return;
+        }
+        let mut driver = match ClawmemDriver::<F>::mount(flash, self.config) {
+            Ok(d) => d,
+            Err(e) => return t.violation(replay, format!("capacity check: {}", e.0)),
+        };
+        t.capacity_checks += 1;
+        if let Some((j, e)) = self.capacity_window(&mut driver, from, t, replay) {
+            // Is it the cut, or would a fresh mount of the uncut flash at
+            // that point refuse it too?
+            let remounted = match ClawmemDriver::<F>::mount(self.flashes[from].clone(), self.config)
+            {
+                Ok(mut d) => match self.capacity_window(&mut d, from, &mut Tally::quiet(), "") {
+                    Some((i, _)) if i == j => "refuses it too",
+                    Some(_) => "refuses another of these writes",
+                    None => "takes it",
+                },
+                Err(_) => "does not mount",
+            };
+            t.capacity_violation(
+                replay,
+                format!(
+                    "step {j} ({}) answered {e} after recovery; the uncut store took it (a fresh mount of the uncut flash at step {from} {remounted})",
+                    self.steps[j].name()
+                ),
+            );
+        }
+    }
+
+    /// Runs the steps from `from` on `driver` for the next
+    /// [`CAPACITY_WRITES`] accepted writes of the clean run; returns the
+    /// first the clean run took that `driver` answered `Full`, with the
+    /// error. Any other refusal of such a step is a violation.
+    fn capacity_window<F: SimBacked>(
+        &self,
+        driver: &mut ClawmemDriver<F>,
+        from: usize,
+        t: &mut Tally,
+        replay: &str,
+    ) -> Option<(usize, OpError)> {
+        driver.set_clock(self.clocks[from]);
+        let mut r = Reference {
+            targets: (*self.targets[from]).clone(),
+            ..Reference::default()
+        };
+        let mut writes = 0;
+        for (j, step) in self.steps.iter().enumerate().skip(from) {
+            if writes >= CAPACITY_WRITES {
+                break;
+            }
+            let result = run_step(driver, step, &mut r);
+            let (want, got) = (self.outcomes[j], outcome(&result));
+            match (want, result) {
+                (Outcome::Done, Err(e @ OpError::Full(_))) => return Some((j, e)),
+                (Outcome::Done, Err(e)) => {
+                    t.violation(
+                        replay,
+                        format!(
+                            "step {j} ({}) failed after recovery ({e}); the uncut store took it",
+                            step.name()
+                        ),
+                    );
+                    return None;
+                }
+                _ if want != got => return None,
+                _ => {}
+            }
+            if want == Outcome::Done && step.is_write() {
+                writes += 1;
+            }
+        }
+        None
     }
 
     /// One run: cut `cut` torn by `kind`, then the checks (and the second cut).
@@ -803,7 +1341,7 @@ impl Campaign<'_> {
         if opts.double {
             replay += " --double";
         }
-        let Some(k) = self.calls.iter().position(|&(a, b)| a <= cut && cut < b) else {
+        let Some(k) = self.step_of(cut) else {
             return t.violation(&replay, format!("cut {cut} is past the workload"));
         };
         let driver = match self.driver::<F>() {
@@ -821,7 +1359,7 @@ impl Campaign<'_> {
 
     /// Every tear of one call ([`TearKind::Words`]); returns the runs made.
     fn run_words<F: SimBacked>(&self, cut: u64, opts: &TortureOptions, t: &mut Tally) -> u64 {
-        let Some(k) = self.calls.iter().position(|&(a, b)| a <= cut && cut < b) else {
+        let Some(k) = self.step_of(cut) else {
             t.violation(
                 &format!("--cut {cut} --tear words"),
                 format!("cut {cut} is past the workload"),
@@ -887,18 +1425,18 @@ impl Campaign<'_> {
             s.flash_mut().sim_mut().arm_power_cut(power_cut);
         }
         let mut scratch = Reference::default();
-        for op in &self.ops[..k] {
-            let _ = run_op(&mut driver, op, &mut scratch);
+        for step in &self.steps[..k] {
+            let _ = run_step(&mut driver, step, &mut scratch);
         }
-        let in_flight = run_op(&mut driver, &self.ops[k], &mut scratch);
+        let in_flight = run_step(&mut driver, &self.steps[k], &mut scratch);
         let mut flash = driver.into_flash();
         let landed = (flash.stats().programmed_bytes, flash.stats().erased_bytes);
-        if flash.is_powered() && !matches!(self.ops[k], Op::Remount {}) {
+        if flash.is_powered() && !matches!(self.steps[k].op(), Some(Op::Remount {})) {
             t.violation(
                 &replay,
                 format!(
-                    "op {k} ({}) did not meet the cut (answered {in_flight:?})",
-                    self.ops[k].name()
+                    "step {k} ({}) did not meet the cut (answered {in_flight:?})",
+                    self.steps[k].name()
                 ),
             );
         }
@@ -914,7 +1452,14 @@ impl Campaign<'_> {
             sabotage(&mut flash, &self.states[k]);
         }
         let recovery = opts.double.then(|| flash.clone());
-        self.check_recovery::<F>(flash, k, false, &replay, t);
+        // The capacity check mounts the flash as the cut left it, before
+        // the checks below write to it (default profiles, the progress
+        // write).
+        let raw = self.capacity.then(|| flash.clone());
+        let resume = self.check_recovery::<F>(flash, k, false, &replay, t);
+        if let (Some(raw), Some(from)) = (raw, resume) {
+            self.capacity_check::<F>(raw, from, &replay, t);
+        }
         if let Some(flash) = recovery {
             self.second_cut::<F>(flash, cut, kind, k, opts, &replay, t);
         }
@@ -1019,23 +1564,40 @@ pub fn torture_on<F: SimBacked>(
     let start = Instant::now();
     let p = opts.preset;
     let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
-    let n = opts.ops.unwrap_or(trace.ops.len()).min(trace.ops.len());
-    let ops: Vec<Op> = trace.ops[..n].iter().map(|o| o.op.clone()).collect();
-    let mut tally = Tally {
-        remounts: 0,
-        progress_full: 0,
-        second_cuts: 0,
-        violations: 0,
-        first: None,
-        messages: Vec::new(),
+    // The operations: the trace's, or the fill workload's list.
+    let (mut ops, fill_outcomes, fill_run): (Vec<Op>, Vec<Outcome>, _) = if opts.fill {
+        let (ops, outcomes, run) = fill_ops::<F>(trace, &model, opts.idle)?;
+        (ops, outcomes, Some(run))
+    } else {
+        (
+            trace.ops.iter().map(|o| o.op.clone()).collect(),
+            Vec::new(),
+            None,
+        )
     };
-    let replay_prefix = match opts.ops {
-        Some(n) => format!("--ops {n} "),
-        None => String::new(),
-    };
+    if opts.fill && ops.is_empty() {
+        return Err(ReplayError(format!(
+            "--fill: the trace {} made no operation (it has no append)",
+            trace.file
+        )));
+    }
+    let n = opts.ops.unwrap_or(ops.len()).min(ops.len());
+    ops.truncate(n);
+    let steps = steps_of(ops, opts.idle);
+    let mut tally = Tally::quiet();
+    let mut replay_prefix = String::new();
+    if opts.fill {
+        replay_prefix += "--fill ";
+    }
+    if opts.idle {
+        replay_prefix += "--idle ";
+    }
+    if let Some(n) = opts.ops {
+        replay_prefix += &format!("--ops {n} ");
+    }
 
-    // The clean run: cut points per op, and what a fresh mount shows after
-    // every op, checked against the reference model.
+    // The clean run: cut points per step, and what a fresh mount shows after
+    // every step, checked against the reference model.
     let mut driver = ClawmemDriver::<F>::format(SimFlash::new(model.clone()))?;
     let config = *driver.config();
     let arm = |d: &mut ClawmemDriver<F>| {
@@ -1056,32 +1618,69 @@ pub fn torture_on<F: SimBacked>(
     };
     let clean = format!("{replay_prefix}--seed {} (clean run)", opts.seed);
     let mut reference = Reference::default();
-    let mut calls = Vec::with_capacity(n);
-    let mut states = Vec::with_capacity(n + 1);
+    let mut calls = Vec::with_capacity(steps.len());
+    let mut states: Vec<Rc<State>> = Vec::with_capacity(steps.len() + 1);
     let mut flashes = vec![driver.flash().clone()];
+    let mut outcomes = Vec::with_capacity(steps.len());
+    let mut clocks = Vec::with_capacity(steps.len() + 1);
+    let mut targets: Vec<Rc<Vec<Option<ItemHandle>>>> = vec![Rc::new(Vec::new())];
     let mut clean_op_errors = 0;
-    states.push(snapshot_state(driver.flash()).map_err(ReplayError)?);
-    for (i, op) in ops.iter().enumerate() {
+    let (mut maintain_calls, mut maintain_cut_points) = (0u64, 0u64);
+    states.push(Rc::new(
+        snapshot_state(driver.flash()).map_err(ReplayError)?,
+    ));
+    for (i, step) in steps.iter().enumerate() {
+        clocks.push(driver.clock());
         let a = driver.flash().ops_since_arm();
-        if run_op(&mut driver, op, &mut reference).is_err() {
+        let result = run_step(&mut driver, step, &mut reference);
+        if result.is_err() {
             clean_op_errors += 1;
         }
-        calls.push((a, driver.flash().ops_since_arm()));
+        outcomes.push(outcome(&result));
+        let b = driver.flash().ops_since_arm();
+        calls.push((a, b));
+        if matches!(step, Step::Maintain) {
+            maintain_calls += 1;
+            maintain_cut_points += b - a;
+        }
+        let last = targets.last().cloned().unwrap_or_default();
+        targets.push(if *last == reference.targets {
+            last
+        } else {
+            Rc::new(reference.targets.clone())
+        });
         flashes.push(driver.flash().clone());
+        let prev = states.last().cloned().unwrap_or_default();
         match snapshot_state(driver.flash()) {
             Ok(s) => {
                 if let Some(d) = reference.disagreement(&s) {
-                    tally.violation(&clean, format!("after op {i} ({}): {d}", op.name()));
+                    tally.violation(&clean, format!("after step {i} ({}): {d}", step.name()));
                 }
-                states.push(s);
+                states.push(if s == *prev { prev } else { Rc::new(s) });
             }
             Err(e) => {
-                tally.violation(&clean, format!("after op {i} ({}): {e}", op.name()));
-                states.push(states.last().cloned().unwrap_or_default());
+                tally.violation(&clean, format!("after step {i} ({}): {e}", step.name()));
+                states.push(prev);
             }
         }
     }
+    clocks.push(driver.clock());
     let total = calls.last().map_or(0, |c| c.1);
+    // The clean run makes the fill workload's calls: each op ends as it
+    // did there.
+    let op_outcomes = steps
+        .iter()
+        .zip(&outcomes)
+        .filter(|(s, _)| s.op().is_some());
+    for (i, ((_, got), want)) in op_outcomes.zip(&fill_outcomes).enumerate() {
+        if got != want {
+            tally.violation(
+                &clean,
+                format!("op {i} ended {got:?} here but {want:?} in the fill workload's run"),
+            );
+            break;
+        }
+    }
 
     // The cut points.
     let mut chosen: Vec<u64> = match opts.cuts {
@@ -1105,15 +1704,40 @@ pub fn torture_on<F: SimBacked>(
             .step_by(every.max(1) as usize)
             .collect();
     }
+    let fill = fill_run.map(|run| FillSummary {
+        ops: n,
+        trace_ops: run.report.ops,
+        reached_full: outcomes.contains(&Outcome::Full),
+        first_full: run.fill.first_full.clone(),
+        first_full_op: steps
+            .iter()
+            .zip(&outcomes)
+            .filter(|(s, _)| s.op().is_some())
+            .position(|(_, o)| *o == Outcome::Full),
+        full_refusals: outcomes.iter().filter(|o| **o == Outcome::Full).count() as u64,
+        oldest_session_deletes: run.fill.oldest_session_deletes,
+    });
     let campaign = Campaign {
         model: model.clone(),
         config,
-        ops: &ops,
+        steps,
         calls,
         states,
         flashes,
+        outcomes,
+        clocks,
+        targets,
+        capacity: opts.fill,
         replay_prefix,
     };
+    let maintain_cuts = chosen
+        .iter()
+        .filter(|&&c| {
+            campaign
+                .step_of(c)
+                .is_some_and(|k| matches!(campaign.steps[k], Step::Maintain))
+        })
+        .count() as u64;
     let estimate = chosen.len() as u64 * opts.tears.len() as u64;
     let mut runs = 0;
     let mut done = 0;
@@ -1145,6 +1769,13 @@ pub fn torture_on<F: SimBacked>(
         first_violation: tally.first,
         violation_messages: tally.messages,
         clean_op_errors,
+        idle: opts.idle,
+        maintain_calls,
+        maintain_cut_points,
+        maintain_cuts,
+        fill,
+        capacity_checks: tally.capacity_checks,
+        capacity_violations: tally.capacity_violations,
         seconds: start.elapsed().as_secs_f64(),
     })
 }

@@ -146,9 +146,22 @@ enum Command {
         /// Seed of the sampling and the tears.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Replay only the first N operations of the trace.
+        /// Replay only the first N operations of the trace (with --fill,
+        /// of the fill workload's op list).
         #[arg(long)]
         ops: Option<usize>,
+        /// Call clawmem's idle-time maintenance (`maintain`) where
+        /// `replay --idle` does, in the clean run and every cut run, so that
+        /// cuts fall inside it too.
+        #[arg(long)]
+        idle: bool,
+        /// Replay the fill workload's operations (rounds kept until the
+        /// first Full, then deleting the oldest session on each refused
+        /// append), computed once on a clean run; adds the capacity check:
+        /// after a cut, the next writes the uncut store took must not
+        /// answer Full.
+        #[arg(long)]
+        fill: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -638,6 +651,8 @@ fn main() -> ExitCode {
             shard,
             seed,
             ops,
+            idle,
+            fill,
             json,
         } => {
             use clawmem_sim::torture::{Cuts, TortureOptions};
@@ -655,6 +670,8 @@ fn main() -> ExitCode {
                 shard,
                 seed,
                 ops,
+                idle,
+                fill,
                 sabotage: false,
             };
             torture(trace, opts, json)
