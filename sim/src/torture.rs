@@ -1780,6 +1780,25 @@ pub fn torture_on<F: SimBacked>(
     })
 }
 
+/// The op list `torture --fill` replays for `opts` (preset, size, `idle`,
+/// `ops`): the fill workload's calls on a clean run, as trace operations.
+/// Every run of the campaign replays this list.
+pub fn fill_op_list(trace: &Trace, opts: &TortureOptions) -> Result<Vec<Op>, ReplayError> {
+    let p = opts.preset;
+    let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
+    let (mut ops, _, _) = match p {
+        Preset::Esp32 => fill_ops::<Esp32Flash>(trace, &model, opts.idle)?,
+        Preset::Nrf52 => fill_ops::<Nrf52Flash>(trace, &model, opts.idle)?,
+        Preset::Stm32l4 => fill_ops::<Stm32l4Flash>(trace, &model, opts.idle)?,
+        Preset::Stm32h7 => fill_ops::<Stm32h7Flash>(trace, &model, opts.idle)?,
+        Preset::Generic => fill_ops::<GenericFlash>(trace, &model, opts.idle)?,
+    };
+    if let Some(n) = opts.ops {
+        ops.truncate(n);
+    }
+    Ok(ops)
+}
+
 /// Runs a campaign, choosing the flash type from the preset.
 pub fn torture(
     trace: &Trace,
