@@ -26,8 +26,17 @@
 //! flash as the first cut left it; the flash is then mounted again and
 //! checked the same way.
 //!
+//! With `idle`, idle-time maintenance ([`Driver::maintain`]) runs where
+//! `replay --idle` calls it, in the clean run and every cut run, so that cut
+//! points fall inside it too. With `fill`, the operations are the fill
+//! workload's ([`crate::fill`]), computed once on a clean run
+//! ([`fill_op_list`]), and every first cut is followed by the capacity
+//! check: on the flash as the cut left it, mounted afresh, the next writes
+//! the uncut store took must not answer `Full` (`capacity_violations`).
+//!
 //! Every run is reproducible from its replay string,
-//! `--seed S --cut K --tear T` (plus `--ops N` and `--double` when used):
+//! `--seed S --cut K --tear T` (plus `--fill`, `--idle`, `--ops N` and
+//! `--double` when used):
 //! the tear's randomness (of both cuts) derives from the seed, the cut index
 //! and the tear pattern.
 
