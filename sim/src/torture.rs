@@ -65,6 +65,10 @@ use crate::replay::{
     MemoryItem, MemoryStored, OpError, OpResult, ReplayError, ReplayOptions, SimBacked,
     MAX_SESSIONS,
 };
+
+/// The session tables `--sessions` offers besides [`MAX_SESSIONS`] (each
+/// is its own build of the store).
+pub use crate::fill::SESSION_TABLES;
 use crate::trace::{Op, ProfileName, Trace, TraceRecord};
 
 /// Session the progress write after a recovery appends to.
@@ -199,6 +203,10 @@ pub struct TortureOptions {
     /// The fill workload's operations (`--fill`, [`crate::fill`]) instead of
     /// the trace's, computed once on a clean run; adds the capacity check.
     pub fill: bool,
+    /// clawmem's session table (`Store<_, N>`): [`MAX_SESSIONS`] if `None`,
+    /// else one of [`SESSION_TABLES`] (`--sessions`, for `--fill` on
+    /// partitions that keep more sessions live before they fill).
+    pub sessions: Option<usize>,
     /// Test hook, to show the checker is not vacuous: after every cut, flip
     /// one bit in every copy on flash of the body of an acknowledged record
     /// before the remount. Every run should then report a violation.
@@ -218,6 +226,7 @@ impl Default for TortureOptions {
             ops: None,
             idle: false,
             fill: false,
+            sessions: None,
             sabotage: false,
         }
     }
@@ -257,6 +266,8 @@ pub struct TortureReport {
     pub violation_messages: Vec<String>,
     /// Operations the engine refused in the clean run (not violations).
     pub clean_op_errors: u64,
+    /// clawmem's session table (`Store<_, N>`).
+    pub session_table: usize,
     /// Whether idle-time maintenance ran (`--idle`).
     pub idle: bool,
     /// `maintain` calls of the clean run.
@@ -293,6 +304,7 @@ impl fmt::Display for TortureReport {
         }
         writeln!(f, "runs             {}", self.runs)?;
         writeln!(f, "remounts         {}", self.remounts)?;
+        writeln!(f, "session table    {}", self.session_table)?;
         writeln!(f, "clean op errors  {}", self.clean_op_errors)?;
         if self.idle {
             writeln!(
@@ -985,14 +997,14 @@ impl<D: Driver> Driver for Recorder<'_, D> {
 }
 
 /// The fill workload of `trace` through clawmem on a fresh flash of
-/// `model` (the campaign's `Store<_, MAX_SESSIONS>`), as an op list, with
+/// `model` (the campaign's `Store<_, N>`), as an op list, with
 /// the fill report.
-fn fill_ops<F: SimBacked>(
+fn fill_ops<F: SimBacked, const N: usize>(
     trace: &Trace,
     model: &Model,
     idle: bool,
 ) -> Result<(Vec<Op>, Vec<Outcome>, crate::fill::FillRun), ReplayError> {
-    let mut driver = ClawmemDriver::<F>::format(SimFlash::new(model.clone()))?;
+    let mut driver = ClawmemDriver::<F, N>::format(SimFlash::new(model.clone()))?;
     let mut rec = Recorder {
         inner: &mut driver,
         idle,
@@ -1086,15 +1098,15 @@ struct Campaign {
 const CAPACITY_WRITES: usize = 4;
 
 /// A fresh store on `flash` after power came back.
-fn mount_shared<F: SimBacked>(
+fn mount_shared<F: SimBacked, const N: usize>(
     flash: &Rc<RefCell<F>>,
     config: Config,
-) -> Result<Store<Shared<F>, MAX_SESSIONS>, String> {
-    Store::<_, MAX_SESSIONS>::mount(Shared(flash.clone()), config, MountMode::ExistingOnly)
+) -> Result<Store<Shared<F>, N>, String> {
+    Store::<_, N>::mount(Shared(flash.clone()), config, MountMode::ExistingOnly)
         .map_err(|e| format!("mount failed: {e:?}"))
 }
 
-fn progress_write<G: NorFlash>(store: &mut Store<G, MAX_SESSIONS>) -> Result<(), String>
+fn progress_write<G: NorFlash, const N: usize>(store: &mut Store<G, N>) -> Result<(), String>
 where
     G::Error: fmt::Debug,
 {
@@ -1119,8 +1131,8 @@ impl Campaign {
         (k < self.calls.len() && self.calls[k].0 <= cut).then_some(k)
     }
 
-    fn driver<F: SimBacked>(&self) -> Result<ClawmemDriver<F>, ReplayError> {
-        ClawmemDriver::<F>::format(SimFlash::new(self.model.clone()))
+    fn driver<F: SimBacked, const N: usize>(&self) -> Result<ClawmemDriver<F, N>, ReplayError> {
+        ClawmemDriver::<F, N>::format(SimFlash::new(self.model.clone()))
     }
 
     /// Checks a flash after power came back, the step in flight being `k`
@@ -1129,7 +1141,7 @@ impl Campaign {
     /// Returns the step the recovered state resumes the run at (`k` if it
     /// is the state before and the step a write, else `k + 1`), or `None`
     /// if it is neither state.
-    fn check_recovery<F: SimBacked>(
+    fn check_recovery<F: SimBacked, const N: usize>(
         &self,
         flash: SimFlash,
         k: usize,
@@ -1145,7 +1157,7 @@ impl Campaign {
             }
         };
         t.remounts += 1;
-        let mut store = match mount_shared(&flash, self.config) {
+        let mut store = match mount_shared::<F, N>(&flash, self.config) {
             Ok(s) => s,
             Err(e) => {
                 t.violation(replay, e);
@@ -1204,7 +1216,7 @@ impl Campaign {
         // A second mount gives the same answer.
         drop(store);
         t.remounts += 1;
-        let mut store = match mount_shared(&flash, self.config) {
+        let mut store = match mount_shared::<F, N>(&flash, self.config) {
             Ok(s) => s,
             Err(e) => {
                 t.violation(replay, format!("second {e}"));
@@ -1231,7 +1243,7 @@ impl Campaign {
             let fits = [k, (k + 1).min(self.flashes.len() - 1)].iter().any(|&i| {
                 F::wrap(self.flashes[i].clone()).is_ok_and(|f| {
                     let f = Rc::new(RefCell::new(f));
-                    mount_shared(&f, self.config).is_ok_and(|mut s| {
+                    mount_shared::<F, N>(&f, self.config).is_ok_and(|mut s| {
                         // As above: the dump stores default profiles first.
                         let _ = read_state(&mut s);
                         progress_write(&mut s).is_ok()
@@ -1259,7 +1271,7 @@ impl Campaign {
     /// run took that now answers `Full` is a capacity violation, any other
     /// refusal of it a violation. The check stops where the two runs part
     /// (a step the clean run refused that now succeeds).
-    fn capacity_check<F: SimBacked>(
+    fn capacity_check<F: SimBacked, const N: usize>(
         &self,
         flash: SimFlash,
         from: usize,
@@ -1269,7 +1281,7 @@ impl Campaign {
         if from >= self.steps.len() {
             return;
         }
-        let mut driver = match ClawmemDriver::<F>::mount(flash, self.config) {
+        let mut driver = match ClawmemDriver::<F, N>::mount(flash, self.config) {
             Ok(d) => d,
             Err(e) => return t.violation(replay, format!("capacity check: {}", e.0)),
         };
@@ -1277,15 +1289,17 @@ impl Campaign {
         if let Some((j, e)) = self.capacity_window(&mut driver, from, t, replay) {
             // Is it the cut, or would a fresh mount of the uncut flash at
             // that point refuse it too?
-            let remounted = match ClawmemDriver::<F>::mount(self.flashes[from].clone(), self.config)
-            {
-                Ok(mut d) => match self.capacity_window(&mut d, from, &mut Tally::quiet(), "") {
-                    Some((i, _)) if i == j => "refuses it too",
-                    Some(_) => "refuses another of these writes",
-                    None => "takes it",
-                },
-                Err(_) => "does not mount",
-            };
+            let remounted =
+                match ClawmemDriver::<F, N>::mount(self.flashes[from].clone(), self.config) {
+                    Ok(mut d) => {
+                        match self.capacity_window(&mut d, from, &mut Tally::quiet(), "") {
+                            Some((i, _)) if i == j => "refuses it too",
+                            Some(_) => "refuses another of these writes",
+                            None => "takes it",
+                        }
+                    }
+                    Err(_) => "does not mount",
+                };
             t.capacity_violation(
                 replay,
                 format!(
@@ -1300,9 +1314,9 @@ impl Campaign {
     /// [`CAPACITY_WRITES`] accepted writes of the clean run; returns the
     /// first the clean run took that `driver` answered `Full`, with the
     /// error. Any other refusal of such a step is a violation.
-    fn capacity_window<F: SimBacked>(
+    fn capacity_window<F: SimBacked, const N: usize>(
         &self,
-        driver: &mut ClawmemDriver<F>,
+        driver: &mut ClawmemDriver<F, N>,
         from: usize,
         t: &mut Tally,
         replay: &str,
@@ -1342,7 +1356,13 @@ impl Campaign {
     }
 
     /// One run: cut `cut` torn by `kind`, then the checks (and the second cut).
-    fn run<F: SimBacked>(&self, cut: u64, kind: TearKind, opts: &TortureOptions, t: &mut Tally) {
+    fn run<F: SimBacked, const N: usize>(
+        &self,
+        cut: u64,
+        kind: TearKind,
+        opts: &TortureOptions,
+        t: &mut Tally,
+    ) {
         let mut replay = format!(
             "{}--seed {} --cut {cut} --tear {kind}",
             self.replay_prefix, opts.seed
@@ -1353,7 +1373,7 @@ impl Campaign {
         let Some(k) = self.step_of(cut) else {
             return t.violation(&replay, format!("cut {cut} is past the workload"));
         };
-        let driver = match self.driver::<F>() {
+        let driver = match self.driver::<F, N>() {
             Ok(d) => d,
             Err(e) => return t.violation(&replay, e.0),
         };
@@ -1363,11 +1383,16 @@ impl Campaign {
             at: CutPoint::Op(cut),
             tear: kind.tear(seed),
         };
-        self.run_with::<F>(driver, k, cut, kind, power_cut, replay, opts, t);
+        self.run_with::<F, N>(driver, k, cut, kind, power_cut, replay, opts, t);
     }
 
     /// Every tear of one call ([`TearKind::Words`]); returns the runs made.
-    fn run_words<F: SimBacked>(&self, cut: u64, opts: &TortureOptions, t: &mut Tally) -> u64 {
+    fn run_words<F: SimBacked, const N: usize>(
+        &self,
+        cut: u64,
+        opts: &TortureOptions,
+        t: &mut Tally,
+    ) -> u64 {
         let Some(k) = self.step_of(cut) else {
             t.violation(
                 &format!("--cut {cut} --tear words"),
@@ -1376,7 +1401,7 @@ impl Campaign {
             return 0;
         };
         let run = |tear: Tear, seed: u64, t: &mut Tally| -> Option<(u64, u64)> {
-            let driver = self.driver::<F>().ok()?;
+            let driver = self.driver::<F, N>().ok()?;
             let replay = format!(
                 "{}--seed {} --cut {cut} --tear words ({tear}, seed {seed})",
                 self.replay_prefix, opts.seed
@@ -1386,7 +1411,7 @@ impl Campaign {
                 at: CutPoint::Op(cut),
                 tear,
             };
-            Some(self.run_with::<F>(driver, k, cut, TearKind::Words, power_cut, replay, opts, t))
+            Some(self.run_with::<F, N>(driver, k, cut, TearKind::Words, power_cut, replay, opts, t))
         };
         // The call's length: what a whole call lands beyond an empty one.
         let Some((programmed_none, erased_none)) = run(Tear::Prefix(0), 0, t) else {
@@ -1419,9 +1444,9 @@ impl Campaign {
     /// replayed, then the checks (and the second cut). Returns the bytes
     /// programmed and erased by the time power failed.
     #[allow(clippy::too_many_arguments)]
-    fn run_with<F: SimBacked>(
+    fn run_with<F: SimBacked, const N: usize>(
         &self,
-        mut driver: ClawmemDriver<F>,
+        mut driver: ClawmemDriver<F, N>,
         k: usize,
         cut: u64,
         kind: TearKind,
@@ -1465,12 +1490,12 @@ impl Campaign {
         // the checks below write to it (default profiles, the progress
         // write).
         let raw = self.capacity.then(|| flash.clone());
-        let resume = self.check_recovery::<F>(flash, k, false, &replay, t);
+        let resume = self.check_recovery::<F, N>(flash, k, false, &replay, t);
         if let (Some(raw), Some(from)) = (raw, resume) {
-            self.capacity_check::<F>(raw, from, &replay, t);
+            self.capacity_check::<F, N>(raw, from, &replay, t);
         }
         if let Some(flash) = recovery {
-            self.second_cut::<F>(flash, cut, kind, k, opts, &replay, t);
+            self.second_cut::<F, N>(flash, cut, kind, k, opts, &replay, t);
         }
         landed
     }
@@ -1480,7 +1505,7 @@ impl Campaign {
     /// the garbage collection it owes), each on a copy of the flash as the
     /// first cut left it, then the checks again.
     #[allow(clippy::too_many_arguments)]
-    fn second_cut<F: SimBacked>(
+    fn second_cut<F: SimBacked, const N: usize>(
         &self,
         flash: SimFlash,
         cut: u64,
@@ -1500,7 +1525,7 @@ impl Campaign {
             at: CutPoint::Op(u64::MAX),
             tear: Tear::Prefix(0),
         });
-        if let Ok(mut s) = mount_shared(&copy, self.config) {
+        if let Ok(mut s) = mount_shared::<F, N>(&copy, self.config) {
             let _ = progress_write(&mut s);
         }
         let calls = copy.borrow().sim().ops_since_arm();
@@ -1517,7 +1542,7 @@ impl Campaign {
             });
             t.second_cuts += 1;
             t.remounts += 1;
-            if let Ok(mut s) = mount_shared(&f, self.config) {
+            if let Ok(mut s) = mount_shared::<F, N>(&f, self.config) {
                 let _ = progress_write(&mut s);
             }
             if f.borrow().sim().is_powered() {
@@ -1532,7 +1557,7 @@ impl Campaign {
                 Err(rc) => rc.borrow().sim().clone(),
             };
             let replay = format!("{replay} (second cut at recovery call {second} of {calls})");
-            self.check_recovery::<F>(flash, k, true, &replay, t);
+            self.check_recovery::<F, N>(flash, k, true, &replay, t);
         }
     }
 }
@@ -1570,12 +1595,30 @@ pub fn torture_on<F: SimBacked>(
     opts: &TortureOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<TortureReport, ReplayError> {
+    match opts.sessions {
+        None | Some(MAX_SESSIONS) => torture_n::<F, MAX_SESSIONS>(trace, opts, progress),
+        Some(512) => torture_n::<F, 512>(trace, opts, progress),
+        Some(1024) => torture_n::<F, 1024>(trace, opts, progress),
+        Some(2048) => torture_n::<F, 2048>(trace, opts, progress),
+        Some(4096) => torture_n::<F, 4096>(trace, opts, progress),
+        Some(n) => Err(ReplayError(format!(
+            "a session table of {n} is not built in; choose {MAX_SESSIONS} or one of {SESSION_TABLES:?}"
+        ))),
+    }
+}
+
+/// [`torture_on`] with a `Store<_, N>`.
+fn torture_n<F: SimBacked, const N: usize>(
+    trace: &Trace,
+    opts: &TortureOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<TortureReport, ReplayError> {
     let start = Instant::now();
     let p = opts.preset;
     let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
     // The operations: the trace's, or the fill workload's list.
     let (mut ops, fill_outcomes, fill_run): (Vec<Op>, Vec<Outcome>, _) = if opts.fill {
-        let (ops, outcomes, run) = fill_ops::<F>(trace, &model, opts.idle)?;
+        let (ops, outcomes, run) = fill_ops::<F, N>(trace, &model, opts.idle)?;
         (ops, outcomes, Some(run))
     } else {
         (
@@ -1607,9 +1650,9 @@ pub fn torture_on<F: SimBacked>(
 
     // The clean run: cut points per step, and what a fresh mount shows after
     // every step, checked against the reference model.
-    let mut driver = ClawmemDriver::<F>::format(SimFlash::new(model.clone()))?;
+    let mut driver = ClawmemDriver::<F, N>::format(SimFlash::new(model.clone()))?;
     let config = *driver.config();
-    let arm = |d: &mut ClawmemDriver<F>| {
+    let arm = |d: &mut ClawmemDriver<F, N>| {
         if let Some(s) = d.store_mut() {
             s.flash_mut().sim_mut().arm_power_cut(PowerCut {
                 seed: 0,
@@ -1621,7 +1664,7 @@ pub fn torture_on<F: SimBacked>(
     arm(&mut driver);
     let snapshot_state = |flash: &SimFlash| -> Result<State, String> {
         let f = F::wrap(flash.clone()).map_err(|e| e.0)?;
-        let mut store = Store::<F, MAX_SESSIONS>::mount(f, config, MountMode::ExistingOnly)
+        let mut store = Store::<F, N>::mount(f, config, MountMode::ExistingOnly)
             .map_err(|e| format!("mount failed: {e:?}"))?;
         read_state(&mut store)
     };
@@ -1753,9 +1796,9 @@ pub fn torture_on<F: SimBacked>(
     for &cut in &chosen {
         for &kind in &opts.tears {
             runs += if kind == TearKind::Words {
-                campaign.run_words::<F>(cut, opts, &mut tally)
+                campaign.run_words::<F, N>(cut, opts, &mut tally)
             } else {
-                campaign.run::<F>(cut, kind, opts, &mut tally);
+                campaign.run::<F, N>(cut, kind, opts, &mut tally);
                 1
             };
             done += 1;
@@ -1778,6 +1821,7 @@ pub fn torture_on<F: SimBacked>(
         first_violation: tally.first,
         violation_messages: tally.messages,
         clean_op_errors,
+        session_table: N,
         idle: opts.idle,
         maintain_calls,
         maintain_cut_points,
@@ -1795,12 +1839,31 @@ pub fn torture_on<F: SimBacked>(
 pub fn fill_op_list(trace: &Trace, opts: &TortureOptions) -> Result<Vec<Op>, ReplayError> {
     let p = opts.preset;
     let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
-    let (mut ops, _, _) = match p {
-        Preset::Esp32 => fill_ops::<Esp32Flash>(trace, &model, opts.idle)?,
-        Preset::Nrf52 => fill_ops::<Nrf52Flash>(trace, &model, opts.idle)?,
-        Preset::Stm32l4 => fill_ops::<Stm32l4Flash>(trace, &model, opts.idle)?,
-        Preset::Stm32h7 => fill_ops::<Stm32h7Flash>(trace, &model, opts.idle)?,
-        Preset::Generic => fill_ops::<GenericFlash>(trace, &model, opts.idle)?,
+    fn list<F: SimBacked>(
+        trace: &Trace,
+        model: &Model,
+        opts: &TortureOptions,
+    ) -> Result<Vec<Op>, ReplayError> {
+        let idle = opts.idle;
+        Ok(match opts.sessions {
+            None | Some(MAX_SESSIONS) => fill_ops::<F, MAX_SESSIONS>(trace, model, idle)?.0,
+            Some(512) => fill_ops::<F, 512>(trace, model, idle)?.0,
+            Some(1024) => fill_ops::<F, 1024>(trace, model, idle)?.0,
+            Some(2048) => fill_ops::<F, 2048>(trace, model, idle)?.0,
+            Some(4096) => fill_ops::<F, 4096>(trace, model, idle)?.0,
+            Some(n) => {
+                return Err(ReplayError(format!(
+                    "a session table of {n} is not built in; choose {MAX_SESSIONS} or one of {SESSION_TABLES:?}"
+                )))
+            }
+        })
+    }
+    let mut ops = match p {
+        Preset::Esp32 => list::<Esp32Flash>(trace, &model, opts)?,
+        Preset::Nrf52 => list::<Nrf52Flash>(trace, &model, opts)?,
+        Preset::Stm32l4 => list::<Stm32l4Flash>(trace, &model, opts)?,
+        Preset::Stm32h7 => list::<Stm32h7Flash>(trace, &model, opts)?,
+        Preset::Generic => list::<GenericFlash>(trace, &model, opts)?,
     };
     if let Some(n) = opts.ops {
         ops.truncate(n);

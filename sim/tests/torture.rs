@@ -291,3 +291,24 @@ fn cli_fill_json_and_bad_input() {
     assert!(!err.contains("panicked"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_larger_session_table_and_a_bad_one() {
+    let opts = TortureOptions {
+        sessions: Some(512),
+        size_bytes: Some(128 * 1024),
+        cuts: Cuts::Sample(4),
+        ..tiny_fill()
+    };
+    let report = torture(&smoke(), &opts, &mut |_, _| {}).unwrap();
+    assert_eq!(report.session_table, 512);
+    assert!(report.capacity_checks > 0, "{report}");
+    assert_eq!(report.ops, fill_op_list(&smoke(), &opts).unwrap().len());
+    let bad = TortureOptions {
+        sessions: Some(7),
+        ..quick()
+    };
+    let err = torture(&smoke(), &bad, &mut |_, _| {}).unwrap_err();
+    assert!(err.0.contains("session table of 7"), "{err}");
+    assert!(fill_op_list(&smoke(), &TortureOptions { fill: true, ..bad }).is_err());
+}

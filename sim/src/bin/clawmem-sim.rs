@@ -162,6 +162,11 @@ enum Command {
         /// answer Full.
         #[arg(long)]
         fill: bool,
+        /// clawmem's session table: 128 (default), 512, 1024, 2048 or 4096
+        /// (for --fill on a partition that keeps more sessions live before
+        /// it fills).
+        #[arg(long)]
+        sessions: Option<usize>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -653,6 +658,7 @@ fn main() -> ExitCode {
             ops,
             idle,
             fill,
+            sessions,
             json,
         } => {
             use clawmem_sim::torture::{Cuts, TortureOptions};
@@ -672,6 +678,7 @@ fn main() -> ExitCode {
                 ops,
                 idle,
                 fill,
+                sessions,
                 sabotage: false,
             };
             torture(trace, opts, json)
