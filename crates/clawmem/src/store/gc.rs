@@ -142,6 +142,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if checkpoint {
                 self.write_checkpoint_with(Priority::Maintenance)?;
             } else if collect {
+                self.idle_credit = 0;
                 collect = self.reclaim_tail()?;
             } else {
                 self.log.erase_ahead()?;
@@ -152,13 +153,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Whether free room is below what appends need without collecting
     /// (the reserve, plus the sectors an append up to a sector long opens),
-    /// and releasing the tail can help.
+    /// releasing the tail can help, and the caller has written a sector
+    /// since `maintain` last collected: the rate appends would collect at,
+    /// so that idle calls on a nearly full partition never move the same
+    /// data again and again.
     fn collection_due(&self) -> bool {
         let geo = self.log.geo();
         let reserve = self.reserve_for(Priority::User);
         let space = u64::from(geo.sector_payload_space());
         let usable = u64::from(geo.count.saturating_sub(reserve)) * space;
         self.log.free_sectors() < reserve + ERASE_AHEAD as u32
+            && self.idle_credit >= self.log.geo().sector_payload_space()
             && self.log.used_sectors() > 1
             && self.live_bytes() + space <= usable
     }
@@ -331,6 +336,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let len = payload.len();
         let (addr, _) = self.log.write_batch(k, payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        self.idle_credit = self.idle_credit.saturating_add(len);
         Ok(addr)
     }
 }

@@ -111,6 +111,10 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     mount_report: MountReport,
     /// Set while garbage collection relocates: no nested collection.
     in_gc: bool,
+    /// Bytes the caller's writes took since `maintain` last collected: it
+    /// collects again only once they fill a sector, the rate appends would
+    /// collect at (collection's own copies never earn it another).
+    idle_credit: u32,
     /// Where the newest version of each stored object is.
     objects: Vec<ObjectSlot, MAX_OBJECTS>,
     /// The long-term memory chain.

@@ -124,6 +124,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             reserve_maintenance,
             mount_report: MountReport::default(),
             in_gc: false,
+            idle_credit: 0,
             objects: Vec::new(),
             mem: MemState::EMPTY,
             #[cfg(feature = "memory")]
@@ -221,6 +222,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             reserve_maintenance,
             mount_report: report,
             in_gc: false,
+            idle_credit: 0,
             objects: Vec::new(),
             mem: MemState::EMPTY,
             #[cfg(feature = "memory")]

@@ -144,6 +144,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut payload = Slices([&head[..], data]);
         let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
+        self.idle_credit = self.idle_credit.saturating_add(len);
         let seq = self.log.head_seq_of(addr);
         self.upsert_object(ObjectSlot {
             ty,
