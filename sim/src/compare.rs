@@ -249,7 +249,8 @@ impl fmt::Display for Comparison {
     }
 }
 
-const PALETTE: [RGBColor; 4] = [
+/// Line colours per engine, shared by the plots of `compare` and `--fill`.
+pub(crate) const PALETTE: [RGBColor; 4] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x2c, 0xa0, 0x2c),

@@ -42,7 +42,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::compare::{Engine, Skipped};
+use crate::compare::{Engine, Skipped, PALETTE};
 use crate::flash::SimFlash;
 use crate::model::Preset;
 use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
@@ -595,6 +595,33 @@ struct Window {
     ops: u64,
 }
 
+impl Window {
+    /// Ends the window at (`user`, `programmed`, `ops`): its program WA
+    /// becomes a point of the curve at `fullness`, and the next window
+    /// starts there.
+    fn close(
+        &mut self,
+        curve: &mut Vec<CurvePoint>,
+        phase: &'static str,
+        fullness: f64,
+        (user, programmed, ops): (u64, u64, u64),
+    ) {
+        if let Some(wa) = ratio(programmed - self.programmed, user - self.user) {
+            curve.push(CurvePoint {
+                phase,
+                fullness,
+                program_wa: wa,
+                ops: ops - self.ops,
+            });
+        }
+        *self = Window {
+            user,
+            programmed,
+            ops,
+        };
+    }
+}
+
 fn close_phase(s: &mut PhaseStats, start: Counters, end: Counters, user: u64, ops: u64) {
     s.ops = ops;
     s.user_bytes = user;
@@ -668,21 +695,8 @@ pub fn fill<D: Driver>(
                     let fullness = f.fullness(capacity);
                     let hit = f.first_full.is_some();
                     if fullness >= next_mark || hit {
-                        if let Some(wa) =
-                            ratio(now.programmed - win.programmed, f.t.user_bytes - win.user)
-                        {
-                            rep.curve.push(CurvePoint {
-                                phase: "fill",
-                                fullness,
-                                program_wa: wa,
-                                ops: phase_ops - win.ops,
-                            });
-                        }
-                        win = Window {
-                            user: f.t.user_bytes,
-                            programmed: now.programmed,
-                            ops: phase_ops,
-                        };
+                        let at = (f.t.user_bytes, now.programmed, phase_ops);
+                        win.close(&mut rep.curve, "fill", fullness, at);
                         next_mark = ((fullness / FILL_WINDOW).floor() + 1.0) * FILL_WINDOW;
                     }
                     if hit {
@@ -715,21 +729,8 @@ pub fn fill<D: Driver>(
                 Phase::Full => {
                     let every = (fill_ops / FULL_WINDOWS).max(1);
                     if phase_ops - win.ops >= every || phase_ops >= fill_ops {
-                        if let Some(wa) =
-                            ratio(now.programmed - win.programmed, f.t.user_bytes - win.user)
-                        {
-                            rep.curve.push(CurvePoint {
-                                phase: "full",
-                                fullness: f.fullness(capacity),
-                                program_wa: wa,
-                                ops: phase_ops - win.ops,
-                            });
-                        }
-                        win = Window {
-                            user: f.t.user_bytes,
-                            programmed: now.programmed,
-                            ops: phase_ops,
-                        };
+                        let at = (f.t.user_bytes, now.programmed, phase_ops);
+                        win.close(&mut rep.curve, "full", f.fullness(capacity), at);
                     }
                     progress(f.t.ops, fill_ops * 2);
                     if phase_ops >= fill_ops {
@@ -1085,13 +1086,6 @@ impl fmt::Display for FillComparison {
 }
 
 // ---- the plot ---------------------------------------------------------------------
-
-const PALETTE: [RGBColor; 4] = [
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xff, 0x7f, 0x0e),
-];
 
 /// Writes an SVG of program WA against fullness (live user bytes over the
 /// partition size), one line per run on a logarithmic WA axis: the fill

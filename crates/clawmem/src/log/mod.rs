@@ -41,8 +41,8 @@ mod open;
 
 use crate::error::{Error, Fail};
 use crate::layout::{
-    align_up, decode_sector_header, encode_sector_header, ChunkHeader, Geometry, SectorHeader,
-    CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST, CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
+    align_up, decode_sector_header, encode_sector_header, u16_at, u32_at, ChunkHeader, Geometry,
+    SectorHeader, CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST, CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
 };
 
 /// Size of the staging buffer: writes are split at multiples of it, which
@@ -537,10 +537,10 @@ impl<F: NorFlash> Log<F> {
     /// Power loss: the sector is free before and after; a cut leaves it
     /// without a header, and it is erased again when opened.
     pub fn erase_ahead(&mut self) -> Result<bool, Fail<F::Error>> {
-        let k = self.erased_ahead;
-        if k as usize >= ERASE_AHEAD || self.free_sectors() <= k {
+        if !self.erase_ahead_due() {
             return Ok(false);
         }
+        let k = self.erased_ahead;
         let index = (self.head + 1 + k) % self.geo.count;
         let count = self.erase_free(index)?;
         self.ahead_counts[k as usize] = count;
@@ -548,9 +548,22 @@ impl<F: NorFlash> Log<F> {
         Ok(true)
     }
 
-    /// Sectors after the head erased ahead and not yet opened.
-    pub fn erased_ahead(&self) -> u32 {
-        self.erased_ahead
+    /// Whether [`erase_ahead`](Self::erase_ahead) has a sector to erase:
+    /// fewer than [`ERASE_AHEAD`] are erased, and one more is free.
+    pub fn erase_ahead_due(&self) -> bool {
+        (self.erased_ahead as usize) < ERASE_AHEAD && self.free_sectors() > self.erased_ahead
+    }
+
+    /// Whether sector `index`'s header begins as the ring's header of
+    /// sequence `seq` does (magic, version, sequence: its first 12 bytes;
+    /// the rest and the CRC are not read).
+    pub fn header_prefix_is(&mut self, index: u32, seq: u32) -> Result<bool, Fail<F::Error>> {
+        let mut b = [0u8; 12];
+        let at = self.geo.sector_start(index);
+        self.io().read(at, &mut b)?;
+        Ok(u32_at(&b, 0) == crate::layout::SECTOR_MAGIC_VALUE
+            && u16_at(&b, 4) == crate::layout::FORMAT_VERSION
+            && u32_at(&b, 8) == seq)
     }
 
     /// Opens the next sector in ring order: erase, then program its header,

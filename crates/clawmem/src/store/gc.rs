@@ -131,8 +131,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         loop {
             let checkpoint = self.bytes_since_checkpoint >= self.checkpoint_interval();
             collect = collect && self.collection_due();
-            let erase = self.log.erased_ahead() < ERASE_AHEAD as u32
-                && self.log.free_sectors() > self.log.erased_ahead();
+            let erase = self.log.erase_ahead_due();
             if !(checkpoint || collect || erase) {
                 return Ok(Maintenance { steps, done: true });
             }
@@ -163,7 +162,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let space = u64::from(geo.sector_payload_space());
         let usable = u64::from(geo.count.saturating_sub(reserve)) * space;
         self.log.free_sectors() < reserve + ERASE_AHEAD as u32
-            && self.idle_credit >= self.log.geo().sector_payload_space()
+            && self.idle_credit >= geo.sector_payload_space()
             && self.log.used_sectors() > 1
             && self.live_bytes() + space <= usable
     }

@@ -32,7 +32,7 @@ use super::checkpoint::DELTAS_PER_FULL;
 use super::memory::MemState;
 use super::{Config, MountMode, MountReport, Priority, Store, Work};
 use crate::error::{Error, Fail};
-use crate::layout::{geometry, kind, u16_at, u32_at, ChunkHeader, SectorHeader, NO_ADDR};
+use crate::layout::{geometry, kind, ChunkHeader, SectorHeader, NO_ADDR};
 use crate::log::{Log, Slot};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
@@ -342,12 +342,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // sector that was wiped or is not this ring's; the rest (erase
             // count, checkpoint, CRC) matter only for the head, which the
             // ring pass checked whole. So a sound prefix is all this reads.
-            let mut b = [0u8; 12];
-            self.log.io().read(geo.sector_start(idx), &mut b)?;
-            if u32_at(&b, 0) == crate::layout::SECTOR_MAGIC_VALUE
-                && u16_at(&b, 4) == crate::layout::FORMAT_VERSION
-                && u32_at(&b, 8) == seq
-            {
+            if self.log.header_prefix_is(idx, seq)? {
                 seq += 1;
                 continue;
             }
