@@ -1156,7 +1156,7 @@ pub(crate) fn fit_config_for<F: SimBacked, const N: usize>(
         )));
     }
     let note = format!(
-        "session limit scaled down from {limit} B to {} B: {} sectors of {} B cannot hold the reserves for relocating and compacting a {} KiB session",
+        "session limit scaled down from {limit} B to {} B: {} sectors of {} B cannot hold a {} KiB session with its index beside the reserves",
         lo * 1024,
         g.sector_count,
         g.erase_size,

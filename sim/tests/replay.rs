@@ -609,7 +609,7 @@ fn repeated_bfcl_multi_turn_reaches_a_steady_state() {
 #[test]
 fn small_partitions_scale_the_session_limit_down() {
     let trace = load("smoke.jsonl");
-    for (preset, size) in [(Preset::Stm32h7, None), (Preset::Esp32, Some(256 * 1024))] {
+    for (preset, size) in [(Preset::Esp32, Some(128 * 1024))] {
         let opts = ReplayOptions {
             preset,
             size_bytes: size,

@@ -536,7 +536,12 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         Kept::Summary(s) => s.body.len() as u32,
                         Kept::Flash(r) => r.len,
                     };
-                    let o = off.ok_or(Error::LogicBug("body section holds a referenced record"))?;
+                    // A referenced record between carried ones has no
+                    // place in this section.
+                    let Some(o) = off else {
+                        k += 1;
+                        continue;
+                    };
                     if rel < o {
                         return Err(Error::LogicBug("base body sweep went backwards"));
                     }

@@ -37,6 +37,16 @@ pub struct Config {
     pub profile_max_bytes: usize,
     /// Long-term memory tunables.
     pub memory: MemoryConfig,
+    /// Room session history leaves for long-term memory and profiles, so
+    /// that a store filled with chat history still takes memory stores and
+    /// profile writes (ESP-Claw#128: profiles that could not be written on
+    /// a full FAT stopped the device booting). Appends leave this much free
+    /// beyond the reserve, less what profiles and chat maps already hold;
+    /// memory, profiles and chat maps may use it. `None`: enough for the
+    /// memory cap at its largest items and the four profiles at their size
+    /// limit, at most a sixteenth of the partition, none under 128 KiB
+    /// ([`Config::knowledge_reserve`]).
+    pub knowledge_reserve_bytes: Option<u32>,
 }
 
 impl Default for Config {
@@ -47,7 +57,31 @@ impl Default for Config {
             checkpoint_interval_bytes: 28 * 1024,
             profile_max_bytes: crate::profile::DEFAULT_MAX_BYTES,
             memory: MemoryConfig::default(),
+            knowledge_reserve_bytes: None,
         }
+    }
+}
+
+impl Config {
+    /// The room session history leaves for memory and profiles on a
+    /// partition of `capacity` bytes: [`knowledge_reserve_bytes`] if set,
+    /// else 128 items at their largest and four profiles at
+    /// `profile_max_bytes`, with their framing, at most `capacity / 16`, and
+    /// none on a partition under 128 KiB.
+    ///
+    /// [`knowledge_reserve_bytes`]: Config::knowledge_reserve_bytes
+    pub fn knowledge_reserve(&self, capacity: u32) -> u32 {
+        if let Some(b) = self.knowledge_reserve_bytes {
+            return b;
+        }
+        // Below 128 KiB a partition holds a session or two at most: there
+        // is nothing to set aside.
+        if capacity < 128 * 1024 {
+            return 0;
+        }
+        let items = crate::memory::MAX_ACTIVE_ITEMS * (crate::memory::ITEM_ENCODED_MAX_BYTES + 40);
+        let profiles = 4 * (self.profile_max_bytes + 64);
+        ((items + profiles) as u32).min(capacity / 16)
     }
 }
 
@@ -77,15 +111,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let space = geo.sector_payload_space() - CHUNK_HEADER_LEN;
         let limit = config.session_size_limit_bytes;
-        // Relocating the largest session: its bodies plus at most 15 index
-        // bytes per 16 body bytes, its id, and one chunk header per sector.
-        let session_max = limit + limit / 16 * 15 + BASE_FIXED + 64 + 8 + 1024;
-        let gc = session_max.div_ceil(space) + 2;
-        let ckpt = (CKPT_FIXED + MAX_SESSIONS * SESSION_ENCODED) as u32;
-        let maintenance = (limit / 16 * 15 + ckpt + 1024).div_ceil(space) + 1;
-        if gc + maintenance + 2 > geo.count {
+        // The fixed parts of the reserves: garbage collection keeps a
+        // sector for its copies and one for a chunk that does not fit the
+        // head's rest; maintenance a sector for its small records. The
+        // rest follows what the store holds (`Store::reserve_for`).
+        let gc = 2;
+        let maintenance = 1;
+        // The partition must hold, beside them, a session at the size
+        // limit with its index (at ESP-Claw's typical record, an entry and
+        // a CRC a 128 body bytes are a tenth more), its compaction's index,
+        // two full checkpoints (one a collection writes, one due) and the
+        // room kept for memory and profiles.
+        // (The checkpoints of the one session: the reserve grows with the
+        // sessions a store holds, and a store that cannot keep it for
+        // another answers `Full`.)
+        let ckpt = (CKPT_FIXED + SESSION_ENCODED) as u32;
+        let session = limit + limit / 8 + BASE_FIXED + MAX_SESSION_ID_BYTES as u32;
+        let knowledge = config.knowledge_reserve(geo.capacity());
+        let bytes = 2 * ckpt + session + limit / 8 + knowledge;
+        let needed = gc + maintenance + bytes.div_ceil(space) + 1;
+        if needed > geo.count {
             return Err(Error::Config(
-                "partition too small for the session size limit: needs room to relocate and compact the largest session",
+                "partition too small for the session size limit: needs room for a session at the limit beside the reserves and the room kept for memory and profiles",
             ));
         }
         Ok((gc, maintenance))

@@ -32,18 +32,28 @@ use core::borrow::BorrowMut;
 use embedded_storage::nor_flash::NorFlash;
 
 use super::base::Embed;
-use super::objects::OBJ_FIXED;
+use super::objects::{OBJ_ENCODED, OBJ_FIXED};
 use super::{Maintenance, Store, Work};
+use crate::chdx::{CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{Error, Fail};
 use crate::layout::CHUNK_HEADER_LEN;
 use crate::log::{Io, Payload, ERASE_AHEAD};
-use crate::session::Session;
+use crate::session::{Session, BASE_FIXED, SESSION_ENCODED};
 use crate::store::objects::OBJECT;
+
+/// Most bytes a collection copies for a byte of room it makes, before the
+/// store is full (cleaning sectors more than four fifths live).
+const COPY_LIMIT: u64 = 4;
 
 /// How much room a write may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Priority {
-    /// Appends: leave the whole reserve free.
+    /// Session appends: leave the whole reserve free, and the room kept
+    /// for memory and profiles ([`Config::knowledge_reserve`]).
+    ///
+    /// [`Config::knowledge_reserve`]: super::Config::knowledge_reserve
+    History,
+    /// Memory, profiles, chat maps: leave the whole reserve free.
     User,
     /// Deletes, blocks, compaction, checkpoints: may use the maintenance part.
     Maintenance,
@@ -52,40 +62,62 @@ pub(crate) enum Priority {
 }
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Sectors a write of priority `p` must leave free. The reserve follows
+    /// what the store holds, not the limits it allows: garbage collection
+    /// keeps room for a full checkpoint of the sessions it has and a sector
+    /// of copies; maintenance adds room for a due checkpoint and for the
+    /// largest index a compaction of the sessions present would write.
     #[inline(never)]
     pub(crate) fn reserve_for(&self, p: Priority) -> u32 {
-        match p {
-            Priority::User => self.reserve_gc + self.reserve_maintenance,
-            Priority::Maintenance => self.reserve_gc,
-            Priority::Gc => 0,
-        }
-    }
-
-    /// Bytes of live data that garbage collection would have to keep.
-    fn live_bytes(&self) -> u64 {
-        let objects: u64 = self.objects.iter().map(|o| u64::from(o.len) + 32).sum();
-        let sessions: u64 = self
-            .sessions
-            .iter()
-            .map(|s| u64::from(s.size) + 14 * u64::from(s.records) + 96)
-            .sum();
-        sessions + objects + self.checkpoint_len() as u64
+        let space = self.log.geo().sector_payload_space() - CHUNK_HEADER_LEN;
+        // A full checkpoint with one more session and object.
+        let ckpt = self.checkpoint_len() + SESSION_ENCODED as u32 + OBJ_ENCODED as u32;
+        // The largest index a compaction of the sessions present writes.
+        let index = || self.sessions.iter().map(index_len).max().unwrap_or(0);
+        // Room kept for memory and profiles, less what objects hold.
+        let knowledge = || {
+            let held: u32 = self.objects.iter().map(|o| o.len).sum();
+            let capacity = self.log.geo().capacity();
+            self.config.knowledge_reserve(capacity).saturating_sub(held)
+        };
+        // Maintenance writes a due checkpoint beside the one a collection
+        // may write.
+        let (sectors, bytes) = match p {
+            Priority::Gc => return 0,
+            Priority::Maintenance => (self.reserve_gc, ckpt),
+            Priority::User => (
+                self.reserve_gc + self.reserve_maintenance,
+                2 * ckpt + index(),
+            ),
+            Priority::History => (
+                self.reserve_gc + self.reserve_maintenance,
+                2 * ckpt + index() + knowledge(),
+            ),
+        };
+        sectors + bytes.div_ceil(space)
     }
 
     /// Makes room for a batch of `len` payload bytes, collecting garbage if
-    /// needed.
+    /// needed. Before anything is collected, a dry run from what RAM knows
+    /// ([`collectable`](Self::collectable)) decides whether collecting can
+    /// make the room: a write that would not fit is refused with
+    /// [`Error::Full`] having written and erased nothing.
     pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo();
-        // Fixed at mount: a collection does not change it.
+        // Fixed for this write: a collection does not change it.
         let reserve = self.reserve_for(p);
         let space = u64::from(geo.sector_payload_space());
+        let mut checked = false;
         for _ in 0..=2 * geo.count {
             let (_, opens) = self.log.plan(len);
             if self.log.free_sectors() >= opens + reserve {
                 return Ok(());
             }
-            let usable = u64::from(geo.count - reserve) * space;
-            if self.live_bytes() + u64::from(len) > usable || !self.reclaim_tail()? {
+            if self.in_gc || !(checked || self.collectable(len, reserve)) {
+                break;
+            }
+            checked = true;
+            if !self.reclaim_tail()? {
                 break;
             }
         }
@@ -94,6 +126,84 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             needed_bytes: len,
             available_bytes: free.min(u64::from(u32::MAX)) as u32,
         })
+    }
+
+    /// A dry run of collection, from what RAM knows: whether releasing tail
+    /// sectors one after another can leave room for `len` payload bytes
+    /// beside `reserve` free sectors. Each release gains a sector and costs
+    /// the copies of what still lives in it: the checkpoint and each object
+    /// when the tail reaches their sector, memory's new index with a sector
+    /// of items, and each session reaching into it (whole when it fits the
+    /// room, as [`relocate_tail`](Self::relocate_tail) prefers; else its
+    /// index and the bodies of the next sectors).
+    /// The release must fit the room before it: a copy is written before
+    /// its original is released.
+    #[inline(never)]
+    fn collectable(&self, len: u32, reserve: u32) -> bool {
+        let geo = self.log.geo();
+        let unit = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
+        let want = u64::from(len) + u64::from(reserve + 1) * unit;
+        let tail = self.log.tail_seq();
+        let mut room = self.room_bytes();
+        let room0 = room;
+        let mut copied = 0u64;
+        // Cleaning that would copy more than `COPY_LIMIT` bytes for each
+        // byte of room it makes is not done: the store is full rather than
+        // thrashing.
+        // The checkpoint and memory's index are copied whatever the rest
+        // costs: they are not held against it.
+        let mut fixed = framed(u64::from(self.checkpoint_len()), unit);
+        #[cfg(feature = "memory")]
+        if self.mem.oldest != u32::MAX {
+            fixed += framed(self.mem_relocation_bound(unit), unit);
+        }
+        let cheap =
+            |room: u64, copied: u64| copied <= COPY_LIMIT * (room - room0).max(unit) + fixed;
+        // The sector sequence at which something is first met.
+        let met = |seq: u32| seq.max(tail);
+        for t in tail..tail + self.log.used_sectors().saturating_sub(1) {
+            if room >= want {
+                return cheap(room, copied);
+            }
+            let mut cost = 0u64;
+            if met(self.checkpoint_sector_seq) == t {
+                cost += framed(u64::from(self.checkpoint_len()), unit);
+            }
+            for o in self.objects.iter().filter(|o| met(o.seq) == t) {
+                cost += framed(u64::from(o.len + OBJ_FIXED), unit);
+            }
+            #[cfg(feature = "memory")]
+            if self.mem.oldest != u32::MAX && met(self.mem.oldest) == t {
+                cost += framed(self.mem_relocation_bound(unit), unit);
+            }
+            // A session is met once: relocated whole if that takes at most
+            // half the room left, else with its index and the bodies of as
+            // many sectors as half of it holds (`Embed::UpTo`), which keeps
+            // it out of the tail for as many releases. The bodies in the
+            // tail itself are one sector at most, for all of them.
+            let mut partial = false;
+            for s in self.sessions.iter().filter(|s| met(s.oldest) == t) {
+                let left = room.saturating_sub(cost + unit) / 2;
+                let whole = framed(u64::from(base_len(s)), unit);
+                if whole <= left {
+                    cost += whole;
+                } else {
+                    let index = u64::from(index_len(s));
+                    let bodies = u64::from(s.size).min(left.saturating_sub(index));
+                    cost += framed(index + bodies, unit);
+                    partial = true;
+                }
+            }
+            if partial {
+                cost += unit;
+            }
+            copied += cost;
+            if cost > room {
+                return false;
+            }
+            room = room - cost + unit;
+        }
+        room >= want && cheap(room, copied)
     }
 
     /// Does ahead of time, within a budget, the work an append would
@@ -159,12 +269,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn collection_due(&self) -> bool {
         let geo = self.log.geo();
         let reserve = self.reserve_for(Priority::User);
-        let space = u64::from(geo.sector_payload_space());
-        let usable = u64::from(geo.count.saturating_sub(reserve)) * space;
         self.log.free_sectors() < reserve + ERASE_AHEAD as u32
             && self.idle_credit >= geo.sector_payload_space()
             && self.log.used_sectors() > 1
-            && self.live_bytes() + space <= usable
+            && self.collectable(
+                geo.sector_payload_space(),
+                self.log.free_sectors().saturating_sub(1),
+            )
+    }
+
+    /// What memory's relocation writes at most in one collection step: a
+    /// new index of every active item (no more than ids ever given) and the
+    /// items of one sector (`unit` bytes).
+    #[cfg(feature = "memory")]
+    fn mem_relocation_bound(&self, unit: u64) -> u64 {
+        let items = (self.mem.next_id as usize).min(crate::store::memory::ACTIVE_CAP);
+        (16 * items) as u64 + 64 + unit
     }
 
     /// Releases the tail sector, relocating what is still live in it.
@@ -254,11 +374,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 k /= 2;
             }
         }
-        // What each session in the tail needs at least: its bodies in the
-        // tail (at most a sector's worth) and a new index.
-        let minimal = |s: &Session| {
-            u64::from(s.size).min(space) + 14 * u64::from(s.records) + 2 * space / 16 + 128
-        };
+        // What each other session in the tail needs at least: a new index
+        // (their bodies in the tail are a sector at most, for all).
+        let minimal = |s: &Session| minimal_relocation(s, space);
         let mut i = 0;
         while i < self.sessions.len() {
             let s = self.sessions[i];
@@ -271,7 +389,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .filter(|o| o.oldest <= tail_seq)
                 .map(minimal)
                 .sum();
-            let budget = self.room_bytes().saturating_sub(others);
+            // The bodies in the tail: a sector at most, for all of them.
+            let budget = self.room_bytes().saturating_sub(others + space);
             // Copy as much of the session as the room allows: everything,
             // else its bodies in the next `k` sectors too, so that it need
             // not be re-indexed at each of them.
@@ -320,6 +439,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             && !self.in_gc
             && self.bytes_since_checkpoint >= self.checkpoint_interval()
         {
+            // Room for both first: a write that is refused leaves no
+            // checkpoint behind either.
+            self.ensure_room(len.saturating_add(self.checkpoint_len()), p)?;
             self.write_checkpoint_with(Priority::Maintenance)?;
         }
         self.ensure_room(len, p)
@@ -338,6 +460,32 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.idle_credit = self.idle_credit.saturating_add(len);
         Ok(addr)
     }
+}
+
+/// Payload bytes of a base that carries every body of `s`: the fixed part,
+/// the id, the CHDX header, an entry and a CRC a record, and the bodies
+/// (`size` counts a newline a record, which is not stored).
+fn base_len(s: &Session) -> u32 {
+    index_len(s) + s.size.saturating_sub(u32::from(s.records))
+}
+
+/// Payload bytes of a base of `s` that references every body in place.
+pub(super) fn index_len(s: &Session) -> u32 {
+    BASE_FIXED
+        + u32::from(s.id_len)
+        + (CHDX_HEADER_SIZE + CHDX_ENTRY_SIZE + 4) as u32
+        + (CHDX_ENTRY_SIZE as u32 + 4) * u32::from(s.records)
+}
+
+/// What relocating `s` costs at least when it does not go whole, beside its
+/// bodies in the tail: its index, framed.
+fn minimal_relocation(s: &Session, space: u64) -> u64 {
+    framed(u64::from(index_len(s)), space)
+}
+
+/// `bytes` of payload with the chunk headers of the sectors it may span.
+fn framed(bytes: u64, unit: u64) -> u64 {
+    bytes + u64::from(CHUNK_HEADER_LEN) * (bytes / unit + 2)
 }
 
 /// A payload copied from a stream on flash.

@@ -194,7 +194,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Space {
             sectors: self.log.geo().count,
             used_sectors: self.log.used_sectors(),
-            reserve_sectors: self.reserve_gc + self.reserve_maintenance,
+            reserve_sectors: self.reserve_for(Priority::History),
             sector_bytes: self.log.geo().sector,
         }
     }

@@ -59,7 +59,9 @@ pub struct Space {
     pub sectors: u32,
     /// Sectors from the tail to the head.
     pub used_sectors: u32,
-    /// Sectors kept free for garbage collection and maintenance.
+    /// Sectors appends leave free: for garbage collection, maintenance, and
+    /// the room kept for memory and profiles. It follows what the store
+    /// holds (a checkpoint of its sessions, its largest index).
     pub reserve_sectors: u32,
     /// Sector size.
     pub sector_bytes: u32,

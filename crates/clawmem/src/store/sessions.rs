@@ -230,12 +230,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             });
         }
         let found = self.find(session)?;
+        // Collecting garbage may drop a session damaged at rest, which moves
+        // others in the table: the session is found again by uid.
+        let found_uid = found.map(|i| self.sessions[i].uid);
         if let Some(i) = found {
             if self.sessions[i].blocked() {
                 return Err(Error::Blocked);
             }
             if self.sessions[i].chain as usize >= CHAIN_MAX {
-                self.rewrite_base(i, Keep::All, None, Embed::None, Priority::User)?;
+                // Room for the new index and the batch together first: an
+                // append that is refused leaves nothing behind.
+                let index = crate::store::gc::index_len(&self.sessions[i]);
+                self.ensure_room(index + total as u32 + 64, Priority::History)?;
+                let uid = self.sessions[i].uid;
+                let i = self.index_of(uid).ok_or(Fail::NotFound)?;
+                self.rewrite_base(i, Keep::All, None, Embed::None, Priority::History)?;
             }
         } else if self.sessions.is_full() {
             return Err(Error::TooManySessions { max: MAX_SESSIONS });
@@ -249,8 +258,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let meta_max = crate::session::BATCH_FIXED as usize + id_len + records.len() * 6;
         let bodies: usize = records.iter().map(|r| r.body.len()).sum();
-        let found_uid = found.map(|i| self.sessions[i].uid);
-        self.prepare_write((meta_max + bodies) as u32, Priority::User)?;
+        self.prepare_write((meta_max + bodies) as u32, Priority::History)?;
         // Garbage collection may have dropped a session damaged at rest,
         // which moves others in the table.
         let found = match found_uid {

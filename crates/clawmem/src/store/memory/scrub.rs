@@ -36,6 +36,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         .read_stream(pos + CHUNK_HEADER_LEN, &mut b[..n])?;
                     if n == b.len() && u32_at(&b, PUT_FIXED as usize + 2) == id {
                         f(pos, c.header.len);
+                        // A put that spans sectors goes on in the first
+                        // chunk of each next one, with the same sequence.
+                        let mut h = c.header;
+                        let mut at = sector;
+                        for _ in 0..geo.count {
+                            if h.is_last() {
+                                break;
+                            }
+                            at = geo.next(at);
+                            let next = geo.first_chunk(at);
+                            match self.log.io().chunk_header(next)? {
+                                Some(n) if n.seq == h.seq && n.kind == MEM_PUT && !n.is_first() => {
+                                    f(next, n.len);
+                                    h = n;
+                                }
+                                _ => break,
+                            }
+                        }
                     }
                 }
                 pos += geo.chunk_size(c.header.len);

@@ -1,0 +1,195 @@
+//! Garbage collection's room rules (issue 12): a reserve that follows what
+//! the store holds rather than the session limit, an append refused with
+//! `Full` that writes and erases nothing, and room that session history
+//! leaves for memory and profiles. Each is checked on a fresh mount too.
+
+use clawmem::memory::ItemInput;
+use clawmem::profile::ProfileDoc;
+use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store};
+use clawmem_sim::{Esp32Flash, Preset, SimFlash};
+
+type S = Store<Esp32Flash, 64>;
+
+fn flash(bytes: usize) -> Esp32Flash {
+    Esp32Flash::new(SimFlash::new(Preset::Esp32.model(bytes).unwrap())).unwrap()
+}
+
+fn user(body: &str) -> Record<'_> {
+    Record {
+        kind: RecordType::User,
+        format: BackendFormat::OpenAiCompatible,
+        body: body.as_bytes(),
+    }
+}
+
+/// Appends to 40 sessions in turn until the store first answers `Full`;
+/// returns how many appends landed.
+fn fill(store: &mut S) -> usize {
+    for n in 0..100_000 {
+        let id = format!("chat:s{}", n % 40);
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "p".repeat(300 + n % 97));
+        match store.append(&id, &[user(&body)], n % 2 == 1) {
+            Ok(_) => {}
+            Err(Error::Full { .. }) => return n,
+            Err(e) => panic!("append {n}: {e:?}"),
+        }
+    }
+    panic!("the store never filled");
+}
+
+#[test]
+fn the_reserve_does_not_grow_with_the_session_limit() {
+    // ESP-Claw's 150 KiB limit on a 256 KiB partition: refused before
+    // (113 of 256 sectors of a 1 MiB partition went to the reserve).
+    let mut reserves = Vec::new();
+    for limit in [16 * 1024, 150 * 1024] {
+        let cfg = Config {
+            session_size_limit_bytes: limit,
+            ..Config::default()
+        };
+        let store = S::format(flash(256 * 1024), cfg).unwrap();
+        reserves.push(store.space().reserve_sectors);
+    }
+    assert_eq!(reserves[0], reserves[1], "{reserves:?}");
+    assert!(reserves[0] <= 8, "{reserves:?} of 64 sectors");
+    // A partition too small for the limit is still refused at format.
+    let cfg = Config::default();
+    assert!(matches!(
+        S::format(flash(128 * 1024), cfg),
+        Err(Error::Config(_))
+    ));
+}
+
+#[test]
+fn a_full_store_holds_four_fifths_of_its_partition_in_history() {
+    let cfg = Config {
+        knowledge_reserve_bytes: Some(0),
+        ..Config::default()
+    };
+    let mut store = S::format(flash(512 * 1024), cfg).unwrap();
+    fill(&mut store);
+    let mut held = 0u64;
+    store
+        .for_each_session(|_, info| held += u64::from(info.size_bytes))
+        .unwrap();
+    let fraction = held as f64 / (512.0 * 1024.0);
+    println!("history held at the first Full: {held} B, {fraction:.3} of the partition");
+    assert!(fraction >= 0.75, "{fraction:.3}");
+}
+
+#[test]
+fn a_refused_append_writes_and_erases_nothing() {
+    let mut store = S::format(flash(256 * 1024), Config::default()).unwrap();
+    fill(&mut store);
+    let big = "x".repeat(20_000);
+    for k in 0..20 {
+        let before = store.flash().flash().stats().clone();
+        let r = store.append(&format!("chat:s{}", k % 40), &[user(&big)], true);
+        assert!(matches!(r, Err(Error::Full { .. })), "{r:?}");
+        let after = store.flash().flash().stats();
+        assert_eq!(
+            after.programmed_bytes, before.programmed_bytes,
+            "append {k}"
+        );
+        assert_eq!(after.erases, before.erases, "append {k}");
+    }
+    // And the store it left mounts whole.
+    let mut store = S::mount(
+        store.into_flash(),
+        Config::default(),
+        MountMode::ExistingOnly,
+    )
+    .unwrap();
+    store.check().unwrap();
+}
+
+#[test]
+fn a_store_full_of_history_still_takes_memory_and_profiles() {
+    let cfg = Config::default();
+    let mut store = S::format(flash(1024 * 1024), cfg).unwrap();
+    fill(&mut store);
+    let profile = "p".repeat(8 * 1024 - 16);
+    for doc in [ProfileDoc::Soul, ProfileDoc::Identity, ProfileDoc::User] {
+        store.profile_write(doc, &profile).unwrap();
+    }
+    let mut ids = Vec::new();
+    for n in 0..16 {
+        let text = format!("fact {n}: {}", "m".repeat(200));
+        let tag = format!("t{n}");
+        let stored = store
+            .memory_store(&ItemInput::new(&text).tags(&tag), 1000 + n, false)
+            .unwrap();
+        ids.push(stored.item.id());
+    }
+    // History is still refused: it may not eat into that room.
+    let r = store.append("chat:s0", &[user(&"y".repeat(2000))], false);
+    assert!(matches!(r, Err(Error::Full { .. })), "{r:?}");
+    // All of it survives a fresh mount.
+    let mut store = S::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = store.profile_read(ProfileDoc::User, &mut buf).unwrap();
+    assert_eq!(&buf[..n], profile.as_bytes());
+    for id in ids {
+        store.memory_get(id).unwrap();
+    }
+    store.check().unwrap();
+}
+
+#[test]
+fn relocating_part_of_a_summarized_session_keeps_every_record() {
+    // A session compacted with a summary: its base carries the summary and
+    // references the kept records where they are, in older sectors. When
+    // the tail reaches them and the session is too large to move whole,
+    // relocation carries the bodies of the sectors being released only: the
+    // summary, in a newer sector, is referenced between them (the case that
+    // stopped collection with "body section holds a referenced record").
+    type T = Store<Esp32Flash, 16>;
+    let cfg = Config {
+        knowledge_reserve_bytes: Some(0),
+        ..Config::default()
+    };
+    let mut store = T::format(flash(256 * 1024), cfg).unwrap();
+    let mut want = Vec::new();
+    for n in 0..40 {
+        let body = format!("{{\"turn\":{n},\"pad\":\"{}\"}}", "a".repeat(1000));
+        store.append("chat:a", &[user(&body)], true).unwrap();
+        want.push(body);
+    }
+    let summary = "{\"summary\":\"the first five turns\"}";
+    assert!(store
+        .compact_with_summary("chat:a", 35, user(summary))
+        .unwrap());
+    want.drain(..5);
+    want.insert(0, summary.to_string());
+    let read = |store: &mut T| -> Vec<String> {
+        let mut buf = vec![0u8; 128 * 1024];
+        let h = store
+            .history("chat:a", BackendFormat::OpenAiCompatible, &mut buf)
+            .unwrap();
+        h.iter()
+            .map(|r| String::from_utf8(r.body.to_vec()).unwrap())
+            .collect()
+    };
+    assert_eq!(read(&mut store), want);
+    let first_sector = store.space().used_sectors;
+    // Other sessions come and go until the ring has turned past it twice.
+    let mut written = 0usize;
+    let mut n = 0;
+    while written < 600 * 1024 {
+        let id = format!("chat:b{}", n % 6);
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "b".repeat(600));
+        store.append(&id, &[user(&body)], false).unwrap();
+        written += body.len();
+        if n % 12 == 11 {
+            store
+                .delete_session(&format!("chat:b{}", (n / 12) % 6))
+                .unwrap();
+        }
+        n += 1;
+    }
+    assert!(first_sector > 0);
+    assert_eq!(read(&mut store), want);
+    store.check().unwrap();
+    let mut store = T::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+    assert_eq!(read(&mut store), want);
+}
