@@ -774,6 +774,127 @@ fn chat_session_commands_follow_esp_claw_and_persist() {
     store.check().unwrap();
 }
 
+/// Runs a `/session` command and renders its reply as ESP-Claw words it
+/// (`list` renders the map).
+fn session_reply(store: &mut S, chat: &clawmem::chat::ChatKey, text: &str) -> String {
+    let cmd = clawmem::chat::parse_session_command(text).unwrap();
+    match store.session_command(chat, &cmd).unwrap() {
+        Ok(Some(reply)) => reply.to_string(),
+        Ok(None) => {
+            let mut out = String::new();
+            store
+                .chat_sessions(chat)
+                .unwrap()
+                .render_list(&mut out)
+                .unwrap();
+            out
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn claw_session_mgr_new_chat_session_starts_a_missing_map_empty() {
+    use clawmem::chat::ChatKey;
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    // `new` without a name on a chat with no map: the map is [default_01].
+    let a = ChatKey::new("telegram", "1").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &a, "new"),
+        "Started a new session: default_01"
+    );
+    assert_eq!(
+        session_reply(&mut store, &a, "list"),
+        "Sessions:\n* default_01 (current)"
+    );
+    // A named `new` on a chat with no map: only that session, no default_01.
+    let b = ChatKey::new("telegram", "2").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &b, "new foo"),
+        "Started a new session: foo"
+    );
+    let mut store = remount(store, cfg);
+    assert_eq!(
+        session_reply(&mut store, &b, "list"),
+        "Sessions:\n* foo (current)"
+    );
+    assert_eq!(
+        store
+            .chat_sessions(&b)
+            .unwrap()
+            .current_session_id()
+            .as_str(),
+        "chat:telegram:2:foo"
+    );
+    // With a map, `new` adds to it.
+    assert_eq!(
+        session_reply(&mut store, &b, "new"),
+        "Started a new session: default_01"
+    );
+    assert_eq!(
+        session_reply(&mut store, &b, "list"),
+        "Sessions:\n* foo\n* default_01 (current)"
+    );
+    store.check().unwrap();
+}
+
+#[test]
+fn claw_session_mgr_delete_chat_session_creates_no_map() {
+    use clawmem::chat::ChatKey;
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let chat = ChatKey::new("telegram", "7").unwrap();
+    let before = store.written_bytes().objects;
+    for alias in ["default_01", "other"] {
+        assert_eq!(
+            session_reply(&mut store, &chat, &format!("delete {alias}")),
+            format!(
+                "Cannot delete session \"{alias}\": no such session. Send /session list to list sessions."
+            )
+        );
+    }
+    // Nothing was stored: the next `new` starts the map empty.
+    assert_eq!(store.written_bytes().objects, before);
+    assert_eq!(
+        session_reply(&mut store, &chat, "new work"),
+        "Started a new session: work"
+    );
+    assert_eq!(
+        session_reply(&mut store, &chat, "list"),
+        "Sessions:\n* work (current)"
+    );
+    store.check().unwrap();
+}
+
+#[test]
+fn claw_session_mgr_list_chat_sessions_stores_the_first_use_map() {
+    // ESP-Claw's `list` and `switch` load or init the map
+    // (`claw_session_mgr_load_or_init_mapping_locked`): afterwards the chat
+    // has default_01, and `new` adds default_02.
+    use clawmem::chat::ChatKey;
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let a = ChatKey::new("telegram", "1").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &a, "list"),
+        "Sessions:\n* default_01 (current)"
+    );
+    let b = ChatKey::new("telegram", "2").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &b, "switch x"),
+        "Cannot switch to session \"x\": no such session. Send /session list to list sessions."
+    );
+    let mut store = remount(store, cfg);
+    for chat in [&a, &b] {
+        assert_eq!(
+            session_reply(&mut store, chat, "new"),
+            "Started a new session: default_02"
+        );
+    }
+    store.check().unwrap();
+}
+
 #[test]
 fn profiles_default_replace_limit_and_survive_gc() {
     use clawmem::profile::ProfileDoc;

@@ -12,10 +12,15 @@
 //!   byte for byte.
 //! - The session id of an alias is `<chat key>:<alias>`.
 //! - First use of a chat (any lookup of the current session, `list`,
-//!   `switch`) creates the map with `default_01` as current:
-//!   [`ChatSessions::first_use`]. `new` on a chat without a map creates the map
-//!   with just the new session ([`ChatSessions::create`]): a named `new`
-//!   therefore does not create `default_01`.
+//!   `switch`: ESP-Claw's `claw_session_mgr_load_or_init_mapping_locked`)
+//!   creates the map with `default_01` as current:
+//!   [`ChatSessions::first_use`]. `new` on a chat without a map starts the
+//!   map empty and adds the new session
+//!   (`claw_session_mgr_new_chat_session`, [`ChatSessions::create`]): a
+//!   named `new` therefore does not create `default_01`, and `new` without a
+//!   name starts `default_01`. `delete` on a chat without a map answers "no
+//!   such session" and creates none (`claw_session_mgr_delete_chat_session`
+//!   only loads).
 //! - `new` without a name takes the first unused `default_NN` (`NN` = 01 to
 //!   32), so numbers freed by `delete` are reused; a new session becomes
 //!   current. With 32 sessions `new` fails before the name is checked.
@@ -613,18 +618,28 @@ impl ChatSessions {
     /// The map made by `/session new [name]` in a chat that has none: only the
     /// new session (`name`, or `default_01`), current.
     pub fn create(key: ChatKey, name: Option<&Alias>) -> ChatSessions {
+        let mut map = ChatSessions {
+            key,
+            aliases: Vec::new(),
+            current: 0,
+        };
+        map.start_over(name);
+        map
+    }
+
+    /// Makes this map, in place, the one [`ChatSessions::create`] makes for
+    /// its chat: only `name` (or `default_01`), current. Returns the alias.
+    /// (In place, so that the engine holds one map on the stack.)
+    pub fn start_over(&mut self, name: Option<&Alias>) -> Alias {
         let alias = match name {
             Some(alias) => alias.clone(),
             None => Alias::default_numbered(1).unwrap_or_else(|| Alias(String::new())),
         };
-        let mut aliases = Vec::new();
+        self.aliases.clear();
         // Capacity is 32; the vector is empty.
-        let _ = aliases.push(alias);
-        ChatSessions {
-            key,
-            aliases,
-            current: 0,
-        }
+        let _ = self.aliases.push(alias.clone());
+        self.current = 0;
+        alias
     }
 
     /// The chat key.

@@ -16,7 +16,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::objects::OBJ_CHAT_MAP;
 use super::{Store, Work};
-use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
+use crate::chat::{ChatKey, ChatSessions, CommandKind, SessionCommand, SessionError, SessionReply};
 use crate::error::{Error, Fail};
 use crate::naming::fnv1a32;
 
@@ -70,6 +70,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// of [`chat_sessions`](Self::chat_sessions) and changes nothing.
     /// `delete` removes the session's whole history too.
     ///
+    /// On a chat that has no map yet, as ESP-Claw: `new [name]` creates the
+    /// map with only `name` (or `default_01`); `delete` answers "no such
+    /// session" and stores nothing; `list` and `switch` first store the
+    /// first-use map (`default_01`, current), as any lookup does.
+    ///
     /// Power loss: the map is replaced atomically; a delete removes the
     /// history first, so a cut between the two leaves an alias whose history
     /// is empty, never a history without its alias being deletable.
@@ -78,13 +83,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         chat: &ChatKey,
         command: &SessionCommand,
     ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
-        // One map on the stack (as `chat_sessions`, which this does).
+        // One map on the stack (as `chat_sessions`).
         let mut map = ChatSessions::first_use(chat.clone());
-        if !self.load_chat_sessions(chat, &mut map)? {
+        let stored = self.load_chat_sessions(chat, &mut map)?;
+        // A chat without a map: `list` and `switch` store the first-use map
+        // (ESP-Claw's `claw_session_mgr_load_or_init_mapping_locked`); `new`
+        // starts the map empty (`claw_session_mgr_new_chat_session`) and
+        // `delete` only loads (`claw_session_mgr_delete_chat_session`), so
+        // neither stores `default_01` first.
+        if !stored && matches!(command, SessionCommand::List | SessionCommand::Switch(_)) {
             self.save_chat_sessions(&map)?;
         }
         let reply = match command {
             SessionCommand::List => return Ok(Ok(None)),
+            SessionCommand::New(name) if !stored => {
+                SessionReply::Started(map.start_over(name.as_ref()))
+            }
             SessionCommand::New(name) => match map.new_session(name.as_ref()) {
                 Ok(alias) => SessionReply::Started(alias),
                 Err(e) => return Ok(Err(e)),
@@ -93,6 +107,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Ok(()) => SessionReply::Switched(alias.clone()),
                 Err(e) => return Ok(Err(e)),
             },
+            SessionCommand::Delete(alias) if !stored => {
+                return Ok(Err(SessionError::NoSuchSession {
+                    command: CommandKind::Delete,
+                    alias: alias.clone(),
+                }))
+            }
             SessionCommand::Delete(alias) => {
                 if let Err(e) = map.check_delete(alias) {
                     return Ok(Err(e));
