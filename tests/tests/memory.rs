@@ -701,12 +701,13 @@ fn bad_memory_and_profile_input_gets_a_clear_error_and_changes_nothing() {
     let mut doc = [0u8; 16];
     let n = store.profile_read(ProfileDoc::User, &mut doc).unwrap();
     assert_eq!(&doc[..n], b"# User\n");
-    // Content past ESP-Claw's 256 bytes is cut, as ESP-Claw cuts it.
+    // Content past the 255 bytes ESP-Claw's content[256] holds is cut, as
+    // ESP-Claw cuts it.
     let long = "y".repeat(clawmem::memory::CONTENT_MAX_BYTES + 40);
     let s = store
         .memory_store(&ItemInput::new(&long), 4, false)
         .unwrap();
-    assert_eq!(s.item.content().len(), clawmem::memory::CONTENT_MAX_BYTES);
+    assert_eq!(s.item.content().len(), clawmem::memory::CONTENT_KEPT_BYTES);
     let _ = id;
 }
 
