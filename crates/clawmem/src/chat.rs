@@ -623,23 +623,20 @@ impl ChatSessions {
             aliases: Vec::new(),
             current: 0,
         };
-        map.start_over(name);
+        // An empty map takes any valid name, and has default_01 free.
+        let _ = map.new_session(name);
         map
     }
 
-    /// Makes this map, in place, the one [`ChatSessions::create`] makes for
-    /// its chat: only `name` (or `default_01`), current. Returns the alias.
-    /// (In place, so that the engine holds one map on the stack.)
-    pub fn start_over(&mut self, name: Option<&Alias>) -> Alias {
-        let alias = match name {
-            Some(alias) => alias.clone(),
-            None => Alias::default_numbered(1).unwrap_or_else(|| Alias(String::new())),
-        };
+    /// Empties the map, in place: what ESP-Claw's
+    /// `claw_session_mgr_new_chat_session` starts from on a chat without a
+    /// map, and what `claw_session_mgr_delete_chat_session` finds there (no
+    /// session). A transient state for the engine: it adds a session with
+    /// [`ChatSessions::new_session`] before it stores the map, and stores
+    /// nothing after a refused `delete`.
+    pub(crate) fn start_empty(&mut self) {
         self.aliases.clear();
-        // Capacity is 32; the vector is empty.
-        let _ = self.aliases.push(alias.clone());
         self.current = 0;
-        alias
     }
 
     /// The chat key.

@@ -16,7 +16,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::objects::OBJ_CHAT_MAP;
 use super::{Store, Work};
-use crate::chat::{ChatKey, ChatSessions, CommandKind, SessionCommand, SessionError, SessionReply};
+use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
 use crate::error::{Error, Fail};
 use crate::naming::fnv1a32;
 
@@ -91,14 +91,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // starts the map empty (`claw_session_mgr_new_chat_session`) and
         // `delete` only loads (`claw_session_mgr_delete_chat_session`), so
         // neither stores `default_01` first.
-        if !stored && matches!(command, SessionCommand::List | SessionCommand::Switch(_)) {
-            self.save_chat_sessions(&map)?;
+        if !stored {
+            match command {
+                SessionCommand::New(_) | SessionCommand::Delete(_) => map.start_empty(),
+                _ => self.save_chat_sessions(&map)?,
+            }
         }
         let reply = match command {
             SessionCommand::List => return Ok(Ok(None)),
-            SessionCommand::New(name) if !stored => {
-                SessionReply::Started(map.start_over(name.as_ref()))
-            }
             SessionCommand::New(name) => match map.new_session(name.as_ref()) {
                 Ok(alias) => SessionReply::Started(alias),
                 Err(e) => return Ok(Err(e)),
@@ -107,12 +107,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Ok(()) => SessionReply::Switched(alias.clone()),
                 Err(e) => return Ok(Err(e)),
             },
-            SessionCommand::Delete(alias) if !stored => {
-                return Ok(Err(SessionError::NoSuchSession {
-                    command: CommandKind::Delete,
-                    alias: alias.clone(),
-                }))
-            }
             SessionCommand::Delete(alias) => {
                 if let Err(e) = map.check_delete(alias) {
                     return Ok(Err(e));
