@@ -896,6 +896,104 @@ fn claw_session_mgr_list_chat_sessions_stores_the_first_use_map() {
 }
 
 #[test]
+fn claw_memory_profile_init_defaults_seeds_only_absent_documents() {
+    use clawmem::profile::ProfileDoc;
+    use clawmem_sim::{CutPoint, PowerCut, Tear};
+    let cfg = Config {
+        profile_max_bytes: 512,
+        ..config(4000)
+    };
+    let read = |store: &mut S, doc| {
+        let mut buf = [0u8; 512];
+        let n = store.profile_read(doc, &mut buf).unwrap();
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    };
+    let seed = "# Soul\n\nThe recovery copy.\n";
+    let mut store = S::format(flash(24), cfg).unwrap();
+    assert!(store
+        .profile_write_if_absent(ProfileDoc::Soul, seed)
+        .unwrap());
+    assert!(!store
+        .profile_write_if_absent(ProfileDoc::Soul, "# Soul\n\nAnother.\n")
+        .unwrap());
+    // What the user wrote is never overwritten.
+    store
+        .profile_write(ProfileDoc::User, "# User\n\n- Name: Ada\n")
+        .unwrap();
+    assert!(!store
+        .profile_write_if_absent(ProfileDoc::User, "# User\n\nseed\n")
+        .unwrap());
+    // A default that a read stored is present too.
+    read(&mut store, ProfileDoc::Identity);
+    assert!(!store
+        .profile_write_if_absent(ProfileDoc::Identity, "# Identity\n\nseed\n")
+        .unwrap());
+    // Too large is an error, present or not, and writes nothing.
+    let big = "x".repeat(513);
+    for doc in [ProfileDoc::Soul, ProfileDoc::Agents] {
+        assert!(matches!(
+            store.profile_write_if_absent(doc, &big),
+            Err(Error::TooLarge { limit: 512, .. })
+        ));
+    }
+    let mut store = remount(store, cfg);
+    assert_eq!(read(&mut store, ProfileDoc::Soul), seed);
+    assert_eq!(
+        read(&mut store, ProfileDoc::User),
+        "# User\n\n- Name: Ada\n"
+    );
+    assert_eq!(
+        read(&mut store, ProfileDoc::Agents),
+        ProfileDoc::Agents.default_contents()
+    );
+    store.check().unwrap();
+
+    // Power loss: a cut at any program or erase call of a seeding leaves the
+    // document absent or seeded; seeding again after the mount completes it,
+    // and a third call writes nothing.
+    let base = S::format(flash(24), cfg).unwrap().into_flash();
+    let mut clean = base.clone();
+    clean.flash_mut().arm_power_cut(PowerCut {
+        seed: 0,
+        at: CutPoint::Op(u64::MAX),
+        tear: Tear::Prefix(0),
+    });
+    let mut store = S::mount(clean, cfg, MountMode::ExistingOnly).unwrap();
+    assert!(store
+        .profile_write_if_absent(ProfileDoc::Soul, seed)
+        .unwrap());
+    let total = store.flash().flash().ops_since_arm();
+    assert!(total > 0);
+    for cut in 0..total {
+        for tear in [Tear::Prefix(0), Tear::Prefix(9), Tear::Bits, Tear::Random] {
+            let at = PowerCut {
+                seed: cut,
+                at: CutPoint::Op(cut),
+                tear,
+            };
+            let mut f = base.clone();
+            f.flash_mut().arm_power_cut(at);
+            let mut store = S::mount(f, cfg, MountMode::ExistingOnly).unwrap();
+            assert!(store
+                .profile_write_if_absent(ProfileDoc::Soul, seed)
+                .is_err());
+            let mut f = store.into_flash();
+            f.flash_mut().restore_power();
+            let mut store = S::mount(f, cfg, MountMode::ExistingOnly)
+                .unwrap_or_else(|e| panic!("mount after {at}: {e:?}"));
+            store
+                .profile_write_if_absent(ProfileDoc::Soul, seed)
+                .unwrap();
+            assert_eq!(read(&mut store, ProfileDoc::Soul), seed, "{at}");
+            assert!(!store
+                .profile_write_if_absent(ProfileDoc::Soul, "other")
+                .unwrap());
+            store.check().unwrap();
+        }
+    }
+}
+
+#[test]
 fn profiles_default_replace_limit_and_survive_gc() {
     use clawmem::profile::ProfileDoc;
     let cfg = Config {
