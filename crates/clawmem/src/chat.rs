@@ -634,6 +634,7 @@ impl ChatSessions {
     /// session). A transient state for the engine: it adds a session with
     /// [`ChatSessions::new_session`] before it stores the map, and stores
     /// nothing after a refused `delete`.
+    #[cfg(feature = "chat")]
     pub(crate) fn start_empty(&mut self) {
         self.aliases.clear();
         self.current = 0;
