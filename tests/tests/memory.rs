@@ -146,6 +146,64 @@ fn recall_orders_counts_access_and_names_unknown_labels() {
 }
 
 #[test]
+fn claw_memory_recall_takes_arguments_as_esp_claw() {
+    // cap_memory_recall_execute: empty labels are skipped, labels after the
+    // third non-empty one ignored; claw_memory_recall: no labels match every
+    // active item, limit 0 means 8, no cap but the item count.
+    let mut store = S::format(flash(32), config()).unwrap();
+    let tags = ["a", "b", "c", "d"];
+    for n in 0..12u32 {
+        store
+            .memory_store(
+                &ItemInput::new(&format!("fact number {n} is distinct {}", n * 7919))
+                    .tags(tags[n as usize % 4]),
+                100 + n,
+                false,
+            )
+            .unwrap();
+    }
+    let mut list_order = Vec::new();
+    store.memory_list(|i| list_order.push(i.id())).unwrap();
+    // No labels, limit 0: the first 8 of the list order.
+    let mut got = Vec::new();
+    let n = store
+        .memory_recall(&[], 0, 200, |i| got.push(i.id()))
+        .unwrap();
+    assert_eq!(n, 8);
+    assert_eq!(got, list_order[..8]);
+    // Only empty labels are no labels; a limit past 128 is the item count.
+    got.clear();
+    let n = store
+        .memory_recall(&["", ""], 1000, 210, |i| got.push(i.id()))
+        .unwrap();
+    assert_eq!(n, 12);
+    got.sort();
+    let mut all = list_order.clone();
+    all.sort();
+    assert_eq!(got, all);
+    // "zzz" is the fourth non-empty label: ignored, not an unknown label.
+    let mut labelled = Vec::new();
+    let n = store
+        .memory_recall(&["", "a", "", "b", "c", "zzz"], 0, 220, |i| {
+            labelled.push(i.tags().to_string())
+        })
+        .unwrap();
+    assert_eq!(n, 8, "a, b and c carry 9 items; the limit is 8");
+    assert!(labelled.iter().all(|t| t != "d"), "{labelled:?}");
+    // An unknown label among the first three is still an error.
+    assert!(matches!(
+        store.memory_recall(&["a", "", "zzz"], 0, 230, |_| {}),
+        Err(Error::UnknownLabel(_))
+    ));
+    // An empty store: no labels recall nothing, and write nothing.
+    let mut empty = S::format(flash(32), config()).unwrap();
+    let before = empty.written_bytes();
+    assert_eq!(empty.memory_recall(&[], 0, 1, |_| {}).unwrap(), 0);
+    assert_eq!(empty.written_bytes(), before);
+    store.check().unwrap();
+}
+
+#[test]
 fn update_forget_lineage_and_ids_never_repeat() {
     let mut store = S::format(flash(32), config()).unwrap();
     let a = store
@@ -701,12 +759,13 @@ fn bad_memory_and_profile_input_gets_a_clear_error_and_changes_nothing() {
     let mut doc = [0u8; 16];
     let n = store.profile_read(ProfileDoc::User, &mut doc).unwrap();
     assert_eq!(&doc[..n], b"# User\n");
-    // Content past ESP-Claw's 256 bytes is cut, as ESP-Claw cuts it.
+    // Content past the 255 bytes ESP-Claw's content[256] holds is cut, as
+    // ESP-Claw cuts it.
     let long = "y".repeat(clawmem::memory::CONTENT_MAX_BYTES + 40);
     let s = store
         .memory_store(&ItemInput::new(&long), 4, false)
         .unwrap();
-    assert_eq!(s.item.content().len(), clawmem::memory::CONTENT_MAX_BYTES);
+    assert_eq!(s.item.content().len(), clawmem::memory::CONTENT_KEPT_BYTES);
     let _ = id;
 }
 

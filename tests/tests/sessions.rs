@@ -774,6 +774,225 @@ fn chat_session_commands_follow_esp_claw_and_persist() {
     store.check().unwrap();
 }
 
+/// Runs a `/session` command and renders its reply as ESP-Claw words it
+/// (`list` renders the map).
+fn session_reply(store: &mut S, chat: &clawmem::chat::ChatKey, text: &str) -> String {
+    let cmd = clawmem::chat::parse_session_command(text).unwrap();
+    match store.session_command(chat, &cmd).unwrap() {
+        Ok(Some(reply)) => reply.to_string(),
+        Ok(None) => {
+            let mut out = String::new();
+            store
+                .chat_sessions(chat)
+                .unwrap()
+                .render_list(&mut out)
+                .unwrap();
+            out
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn claw_session_mgr_new_chat_session_starts_a_missing_map_empty() {
+    use clawmem::chat::ChatKey;
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    // `new` without a name on a chat with no map: the map is [default_01].
+    let a = ChatKey::new("telegram", "1").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &a, "new"),
+        "Started a new session: default_01"
+    );
+    assert_eq!(
+        session_reply(&mut store, &a, "list"),
+        "Sessions:\n* default_01 (current)"
+    );
+    // A named `new` on a chat with no map: only that session, no default_01.
+    let b = ChatKey::new("telegram", "2").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &b, "new foo"),
+        "Started a new session: foo"
+    );
+    let mut store = remount(store, cfg);
+    assert_eq!(
+        session_reply(&mut store, &b, "list"),
+        "Sessions:\n* foo (current)"
+    );
+    assert_eq!(
+        store
+            .chat_sessions(&b)
+            .unwrap()
+            .current_session_id()
+            .as_str(),
+        "chat:telegram:2:foo"
+    );
+    // With a map, `new` adds to it.
+    assert_eq!(
+        session_reply(&mut store, &b, "new"),
+        "Started a new session: default_01"
+    );
+    assert_eq!(
+        session_reply(&mut store, &b, "list"),
+        "Sessions:\n* foo\n* default_01 (current)"
+    );
+    store.check().unwrap();
+}
+
+#[test]
+fn claw_session_mgr_delete_chat_session_creates_no_map() {
+    use clawmem::chat::ChatKey;
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let chat = ChatKey::new("telegram", "7").unwrap();
+    let before = store.written_bytes().objects;
+    for alias in ["default_01", "other"] {
+        assert_eq!(
+            session_reply(&mut store, &chat, &format!("delete {alias}")),
+            format!(
+                "Cannot delete session \"{alias}\": no such session. Send /session list to list sessions."
+            )
+        );
+    }
+    // Nothing was stored: the next `new` starts the map empty.
+    assert_eq!(store.written_bytes().objects, before);
+    assert_eq!(
+        session_reply(&mut store, &chat, "new work"),
+        "Started a new session: work"
+    );
+    assert_eq!(
+        session_reply(&mut store, &chat, "list"),
+        "Sessions:\n* work (current)"
+    );
+    store.check().unwrap();
+}
+
+#[test]
+fn claw_session_mgr_list_chat_sessions_stores_the_first_use_map() {
+    // ESP-Claw's `list` and `switch` load or init the map
+    // (`claw_session_mgr_load_or_init_mapping_locked`): afterwards the chat
+    // has default_01, and `new` adds default_02.
+    use clawmem::chat::ChatKey;
+    let cfg = config(4000);
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let a = ChatKey::new("telegram", "1").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &a, "list"),
+        "Sessions:\n* default_01 (current)"
+    );
+    let b = ChatKey::new("telegram", "2").unwrap();
+    assert_eq!(
+        session_reply(&mut store, &b, "switch x"),
+        "Cannot switch to session \"x\": no such session. Send /session list to list sessions."
+    );
+    let mut store = remount(store, cfg);
+    for chat in [&a, &b] {
+        assert_eq!(
+            session_reply(&mut store, chat, "new"),
+            "Started a new session: default_02"
+        );
+    }
+    store.check().unwrap();
+}
+
+#[test]
+fn claw_memory_profile_init_defaults_seeds_only_absent_documents() {
+    use clawmem::profile::ProfileDoc;
+    use clawmem_sim::{CutPoint, PowerCut, Tear};
+    let cfg = Config {
+        profile_max_bytes: 512,
+        ..config(4000)
+    };
+    let read = |store: &mut S, doc| {
+        let mut buf = [0u8; 512];
+        let n = store.profile_read(doc, &mut buf).unwrap();
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    };
+    let seed = "# Soul\n\nThe recovery copy.\n";
+    let mut store = S::format(flash(24), cfg).unwrap();
+    assert!(store
+        .profile_write_if_absent(ProfileDoc::Soul, seed)
+        .unwrap());
+    assert!(!store
+        .profile_write_if_absent(ProfileDoc::Soul, "# Soul\n\nAnother.\n")
+        .unwrap());
+    // What the user wrote is never overwritten.
+    store
+        .profile_write(ProfileDoc::User, "# User\n\n- Name: Ada\n")
+        .unwrap();
+    assert!(!store
+        .profile_write_if_absent(ProfileDoc::User, "# User\n\nseed\n")
+        .unwrap());
+    // A default that a read stored is present too.
+    read(&mut store, ProfileDoc::Identity);
+    assert!(!store
+        .profile_write_if_absent(ProfileDoc::Identity, "# Identity\n\nseed\n")
+        .unwrap());
+    // Too large is an error, present or not, and writes nothing.
+    let big = "x".repeat(513);
+    for doc in [ProfileDoc::Soul, ProfileDoc::Agents] {
+        assert!(matches!(
+            store.profile_write_if_absent(doc, &big),
+            Err(Error::TooLarge { limit: 512, .. })
+        ));
+    }
+    let mut store = remount(store, cfg);
+    assert_eq!(read(&mut store, ProfileDoc::Soul), seed);
+    assert_eq!(
+        read(&mut store, ProfileDoc::User),
+        "# User\n\n- Name: Ada\n"
+    );
+    assert_eq!(
+        read(&mut store, ProfileDoc::Agents),
+        ProfileDoc::Agents.default_contents()
+    );
+    store.check().unwrap();
+
+    // Power loss: a cut at any program or erase call of a seeding leaves the
+    // document absent or seeded; seeding again after the mount completes it,
+    // and a third call writes nothing.
+    let base = S::format(flash(24), cfg).unwrap().into_flash();
+    let mut clean = base.clone();
+    clean.flash_mut().arm_power_cut(PowerCut {
+        seed: 0,
+        at: CutPoint::Op(u64::MAX),
+        tear: Tear::Prefix(0),
+    });
+    let mut store = S::mount(clean, cfg, MountMode::ExistingOnly).unwrap();
+    assert!(store
+        .profile_write_if_absent(ProfileDoc::Soul, seed)
+        .unwrap());
+    let total = store.flash().flash().ops_since_arm();
+    assert!(total > 0);
+    for cut in 0..total {
+        for tear in [Tear::Prefix(0), Tear::Prefix(9), Tear::Bits, Tear::Random] {
+            let at = PowerCut {
+                seed: cut,
+                at: CutPoint::Op(cut),
+                tear,
+            };
+            let mut f = base.clone();
+            f.flash_mut().arm_power_cut(at);
+            let mut store = S::mount(f, cfg, MountMode::ExistingOnly).unwrap();
+            assert!(store
+                .profile_write_if_absent(ProfileDoc::Soul, seed)
+                .is_err());
+            let mut f = store.into_flash();
+            f.flash_mut().restore_power();
+            let mut store = S::mount(f, cfg, MountMode::ExistingOnly)
+                .unwrap_or_else(|e| panic!("mount after {at}: {e:?}"));
+            store
+                .profile_write_if_absent(ProfileDoc::Soul, seed)
+                .unwrap();
+            assert_eq!(read(&mut store, ProfileDoc::Soul), seed, "{at}");
+            assert!(!store
+                .profile_write_if_absent(ProfileDoc::Soul, "other")
+                .unwrap());
+            store.check().unwrap();
+        }
+    }
+}
+
 #[test]
 fn profiles_default_replace_limit_and_survive_gc() {
     use clawmem::profile::ProfileDoc;

@@ -12,10 +12,15 @@
 //!   byte for byte.
 //! - The session id of an alias is `<chat key>:<alias>`.
 //! - First use of a chat (any lookup of the current session, `list`,
-//!   `switch`) creates the map with `default_01` as current:
-//!   [`ChatSessions::first_use`]. `new` on a chat without a map creates the map
-//!   with just the new session ([`ChatSessions::create`]): a named `new`
-//!   therefore does not create `default_01`.
+//!   `switch`: ESP-Claw's `claw_session_mgr_load_or_init_mapping_locked`)
+//!   creates the map with `default_01` as current:
+//!   [`ChatSessions::first_use`]. `new` on a chat without a map starts the
+//!   map empty and adds the new session
+//!   (`claw_session_mgr_new_chat_session`, [`ChatSessions::create`]): a
+//!   named `new` therefore does not create `default_01`, and `new` without a
+//!   name starts `default_01`. `delete` on a chat without a map answers "no
+//!   such session" and creates none (`claw_session_mgr_delete_chat_session`
+//!   only loads).
 //! - `new` without a name takes the first unused `default_NN` (`NN` = 01 to
 //!   32), so numbers freed by `delete` are reused; a new session becomes
 //!   current. With 32 sessions `new` fails before the name is checked.
@@ -613,18 +618,26 @@ impl ChatSessions {
     /// The map made by `/session new [name]` in a chat that has none: only the
     /// new session (`name`, or `default_01`), current.
     pub fn create(key: ChatKey, name: Option<&Alias>) -> ChatSessions {
-        let alias = match name {
-            Some(alias) => alias.clone(),
-            None => Alias::default_numbered(1).unwrap_or_else(|| Alias(String::new())),
-        };
-        let mut aliases = Vec::new();
-        // Capacity is 32; the vector is empty.
-        let _ = aliases.push(alias);
-        ChatSessions {
+        let mut map = ChatSessions {
             key,
-            aliases,
+            aliases: Vec::new(),
             current: 0,
-        }
+        };
+        // An empty map takes any valid name, and has default_01 free.
+        let _ = map.new_session(name);
+        map
+    }
+
+    /// Empties the map, in place: what ESP-Claw's
+    /// `claw_session_mgr_new_chat_session` starts from on a chat without a
+    /// map, and what `claw_session_mgr_delete_chat_session` finds there (no
+    /// session). A transient state for the engine: it adds a session with
+    /// [`ChatSessions::new_session`] before it stores the map, and stores
+    /// nothing after a refused `delete`.
+    #[cfg(feature = "chat")]
+    pub(crate) fn start_empty(&mut self) {
+        self.aliases.clear();
+        self.current = 0;
     }
 
     /// The chat key.

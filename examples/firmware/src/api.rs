@@ -172,6 +172,12 @@ pub fn profile_write(store: &mut Engine, doc: ProfileDoc, body: &str) -> R<()> {
 
 #[cfg(feature = "profiles")]
 #[inline(never)]
+pub fn profile_write_if_absent(store: &mut Engine, doc: ProfileDoc, body: &str) -> R<bool> {
+    store.profile_write_if_absent(doc, body)
+}
+
+#[cfg(feature = "profiles")]
+#[inline(never)]
 pub fn write_prompt_section(
     doc: ProfileDoc,
     mut w: &mut dyn Write,

@@ -100,6 +100,15 @@ const MAX_MESSAGE_CHARS: usize = 4096;
 #[cfg(feature = "profiles")]
 const PROFILE_DIR: &str = "/spiffs/memory";
 
+/// The firmware's recovery copies of the profiles (ESP-Claw's
+/// `/system/.recovery/memory/*.md`), seeded on first boot.
+#[cfg(feature = "profiles")]
+const RECOVERY_PROFILES: [(ProfileDoc, &str); 3] = [
+    (ProfileDoc::Soul, "# Soul\n\nHelpful, brief, honest.\n"),
+    (ProfileDoc::Identity, "# Identity\n\n- Name: Claw\n"),
+    (ProfileDoc::User, "# User\n"),
+];
+
 fn config() -> Config {
     Config {
         session_size_limit_bytes: SESSION_LIMIT_BYTES,
@@ -165,6 +174,14 @@ fn main() -> ! {
     };
     let mut console = Console { bytes: 0 };
     let out = &mut console;
+    // First boot: the profiles are seeded from the firmware's recovery
+    // copies, never over what the user changed (ESP-Claw does the same).
+    #[cfg(feature = "profiles")]
+    for (doc, body) in RECOVERY_PROFILES {
+        if let Err(e) = api::profile_write_if_absent(store, doc, black_box(body)) {
+            let _ = writeln!(out, "profile seed error: {e}");
+        }
+    }
     let report = api::mount_report(store);
     let _ = writeln!(
         out,

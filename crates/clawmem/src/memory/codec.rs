@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn largest_item_fits_the_max_size() {
         let content = "x".repeat(CONTENT_MAX_BYTES);
-        let tags = std::format!("{},{},{}", "a".repeat(31), "b".repeat(31), "c".repeat(32));
+        let tags = std::format!("{},{},{}", "a".repeat(31), "b".repeat(31), "c".repeat(31));
         let keywords = std::format!(
             "{0},{1}",
             content.get(..64).unwrap(),
@@ -415,7 +415,26 @@ mod tests {
             LabelLimit::DEFAULT,
         )
         .unwrap();
-        assert_eq!(item.tags().len(), TAGS_MAX_BYTES);
+        assert_eq!(item.tags().len(), TAGS_MAX_BYTES - 1);
+        let bytes = encode(&item);
+        assert!(bytes.len() <= ITEM_ENCODED_MAX_BYTES);
+        assert_eq!(Item::decode(&bytes), Ok(item));
+    }
+
+    #[test]
+    fn items_filling_the_capacities_still_decode() {
+        // Items written before fields were cut as ESP-Claw's arrays hold them
+        // (255/95/127/15 bytes) may fill the capacities: they still decode.
+        let mut item =
+            Item::new(ItemId::new(7), &ItemInput::new("x"), 1, LabelLimit::DEFAULT).unwrap();
+        item.content = crate::memory::Content::new();
+        let _ = item.content.push_str(&"y".repeat(CONTENT_MAX_BYTES));
+        item.tags = crate::memory::Tags::new();
+        let _ = item.tags.push_str(&"t".repeat(TAGS_MAX_BYTES));
+        item.keywords = crate::memory::Keywords::new();
+        let _ = item.keywords.push_str(&"k".repeat(KEYWORDS_MAX_BYTES));
+        item.source = crate::memory::Source::new();
+        let _ = item.source.push_str(&"s".repeat(SOURCE_MAX_BYTES));
         let bytes = encode(&item);
         assert!(bytes.len() <= ITEM_ENCODED_MAX_BYTES);
         assert_eq!(Item::decode(&bytes), Ok(item));

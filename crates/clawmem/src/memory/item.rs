@@ -10,7 +10,11 @@
 //! Invariants of every `Item`:
 //! - `content` is non-empty, has no leading/trailing C whitespace and is at
 //!   most [`CONTENT_MAX_BYTES`] bytes; every field is valid UTF-8 and was cut
-//!   on a character boundary.
+//!   on a character boundary. An item built here keeps what ESP-Claw's C
+//!   arrays hold beside their NUL: content [`CONTENT_KEPT_BYTES`] (255),
+//!   tags [`TAGS_KEPT_BYTES`] (95), keywords [`KEYWORDS_KEPT_BYTES`] (127),
+//!   source [`SOURCE_KEPT_BYTES`] (15); an item decoded from an image
+//!   written before that rule may fill the capacities.
 //! - `tags` and `keywords` are comma-joined, unique, trimmed terms, at most
 //!   [`MAX_TERMS`] each; `source` is non-empty.
 //! - `labels` are non-empty, unique, at most [`LABEL_MAX_BYTES`] bytes each.
@@ -30,8 +34,9 @@ use super::text::{
     to_fixed, trim_c, trim_end_c, ItemKey, NormalizedText,
 };
 use super::{
-    CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, MAX_TERMS,
-    SOURCE_MAX_BYTES, TAGS_MAX_BYTES,
+    CONTENT_KEPT_BYTES, CONTENT_MAX_BYTES, KEYWORDS_KEPT_BYTES, KEYWORDS_MAX_BYTES,
+    LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, MAX_TERMS, SOURCE_KEPT_BYTES, SOURCE_MAX_BYTES,
+    TAGS_KEPT_BYTES, TAGS_MAX_BYTES,
 };
 
 /// An item's content: at most [`CONTENT_MAX_BYTES`] bytes.
@@ -280,9 +285,11 @@ impl Item {
     /// created and updated at `now` (seconds; 0 is allowed when there is no
     /// clock), never accessed.
     ///
-    /// The rules: the content is trimmed and cut to [`CONTENT_MAX_BYTES`]
-    /// bytes ([`ItemError::EmptyContent`] if nothing remains); tags become
-    /// [`normalize_tags`], keywords [`normalize_keywords`], labels
+    /// The rules: each input field is first cut to what ESP-Claw's array
+    /// holds (`strlcpy`: content [`CONTENT_KEPT_BYTES`], source
+    /// [`SOURCE_KEPT_BYTES`], tags and keywords in [`normalize_tags`] and
+    /// [`normalize_keywords`]), on a UTF-8 boundary, and then trimmed; an
+    /// empty content is [`ItemError::EmptyContent`]; labels are
     /// [`derive_labels`] under `limit`; an empty source becomes
     /// [`SOURCE_MANUAL`]. Whether the result duplicates an existing item is
     /// for the caller to check ([`Item::duplicate_of`]).
@@ -292,11 +299,12 @@ impl Item {
         now: u32,
         limit: LabelLimit,
     ) -> Result<Self, ItemError> {
-        let content = trim_end_c(cut_utf8(trim_c(input.content), CONTENT_MAX_BYTES));
+        // Cut first (ESP-Claw's `strlcpy` into the array), trimmed after.
+        let content = cut_trim(input.content, CONTENT_KEPT_BYTES);
         if content.is_empty() {
             return Err(ItemError::EmptyContent);
         }
-        let source = match trim_c(input.source) {
+        let source = match cut_trim(input.source, SOURCE_KEPT_BYTES) {
             "" => SOURCE_MANUAL,
             given => given,
         };
@@ -304,9 +312,7 @@ impl Item {
         // The pushes cannot fail: each text is cut to its capacity.
         let mut item = Self::empty();
         item.id = id;
-        let _ = item
-            .source
-            .push_str(trim_end_c(cut_utf8(source, SOURCE_MAX_BYTES)));
+        let _ = item.source.push_str(source);
         let _ = item.content.push_str(content);
         tags_into(item.tags.as_mut_view(), input.tags);
         keywords_into(
@@ -458,12 +464,20 @@ impl Item {
     }
 }
 
-/// Appends `term` to a comma-joined list if it fits entirely.
+/// `s` cut to at most `max_bytes` on a character boundary, then trimmed:
+/// ESP-Claw's `strlcpy` into a field followed by `trim_whitespace`.
+fn cut_trim(s: &str, max_bytes: usize) -> &str {
+    trim_c(cut_utf8(s, max_bytes))
+}
+
+/// Appends `term` to a comma-joined list if it fits entirely beside the
+/// NUL that ESP-Claw's array keeps (its `snprintf` refuses a term that
+/// would reach the array's size), so the list stays below its capacity.
 /// (A view: compiled once for tags and keywords.)
 fn push_term(list: &mut StringView, term: &str) -> bool {
     let separator = usize::from(!list.is_empty());
     let needed = term.len().saturating_add(separator);
-    if list.len().saturating_add(needed) > list.capacity() {
+    if list.len().saturating_add(needed) >= list.capacity() {
         return false;
     }
     if separator == 1 && list.push(',').is_err() {
@@ -475,8 +489,9 @@ fn push_term(list: &mut StringView, term: &str) -> bool {
 /// The store rule for tags: the first [`MAX_TERMS`] unique terms of `raw`
 /// (split on `, ; / |`, trimmed, empty terms skipped), joined with `,`.
 ///
-/// `raw` is first trimmed and cut to [`TAGS_MAX_BYTES`] bytes, as ESP-Claw
-/// copies it into its 96-byte field before normalizing.
+/// `raw` is first cut to [`TAGS_KEPT_BYTES`] (95) bytes and trimmed, as
+/// ESP-Claw copies it into its 96-byte field before normalizing; the
+/// normalized list keeps at most 95 bytes too.
 pub fn normalize_tags(raw: &str) -> Tags {
     let mut tags = Tags::new();
     tags_into(tags.as_mut_view(), raw);
@@ -485,7 +500,7 @@ pub fn normalize_tags(raw: &str) -> Tags {
 
 /// [`normalize_tags`] into an empty `tags`.
 fn tags_into(tags: &mut StringView, raw: &str) {
-    add_terms(tags, &mut 0, cut_utf8(trim_c(raw), TAGS_MAX_BYTES), None);
+    add_terms(tags, &mut 0, cut_trim(raw, TAGS_KEPT_BYTES), None);
 }
 
 /// Appends to the comma-joined `list`, which holds `count` terms, the terms
@@ -522,8 +537,9 @@ fn add_terms(
 /// that are *grounded* (occur in `content` or in the normalized `tags`,
 /// ASCII letters compared without case), then topped up with the tags in
 /// order until there are [`MAX_TERMS`] (ESP-Claw's
-/// `claw_memory_normalize_item_metadata`). A term that no longer fits the
-/// [`KEYWORDS_MAX_BYTES`] field ends that pass.
+/// `claw_memory_normalize_item_metadata`). `raw` is first cut to
+/// [`KEYWORDS_KEPT_BYTES`] (127) bytes and trimmed; a term that no longer
+/// fits those 127 bytes ends that pass.
 pub fn normalize_keywords(raw: &str, content: &str, tags: &str) -> Keywords {
     let mut keywords = Keywords::new();
     keywords_into(keywords.as_mut_view(), raw, content, tags);
@@ -532,7 +548,7 @@ pub fn normalize_keywords(raw: &str, content: &str, tags: &str) -> Keywords {
 
 /// [`normalize_keywords`] into an empty `keywords`.
 fn keywords_into(keywords: &mut StringView, raw: &str, content: &str, tags: &str) {
-    let raw = cut_utf8(trim_c(raw), KEYWORDS_MAX_BYTES);
+    let raw = cut_trim(raw, KEYWORDS_KEPT_BYTES);
     let mut count = 0;
     add_terms(keywords, &mut count, raw, Some((content, tags)));
     add_terms(keywords, &mut count, tags, None);
@@ -647,6 +663,63 @@ mod tests {
     }
 
     #[test]
+    fn cap_memory_copy_string_cuts_then_trims() {
+        // ESP-Claw `strlcpy`s each tool field into its array (content[256],
+        // source[16], tags[96], keywords[128]) and trims after:
+        // the cut comes first, so leading spaces count against the 255 bytes.
+        let padded = std::format!("{}{}", " ".repeat(10), "x".repeat(300));
+        assert_eq!(item(&padded, "", "").content(), "x".repeat(245));
+        // A space the cut exposes is trimmed.
+        let spaced = std::format!("{} tail", "a".repeat(254));
+        assert_eq!(item(&spaced, "", "").content(), "a".repeat(254));
+        // 255 bytes, cut on a UTF-8 boundary: 'a' and 84 CJK (253 bytes).
+        let cjk = std::format!("a{}", "中".repeat(85));
+        assert_eq!(cjk.len(), 256);
+        let it = item(&cjk, "", "");
+        assert_eq!(it.content(), std::format!("a{}", "中".repeat(84)));
+        // Tags: 95 bytes of input; a cut inside a character drops it.
+        let tags = std::format!("{}é", "t".repeat(94));
+        assert_eq!(item("x", &tags, "").tags(), "t".repeat(94));
+        // Source: 15 bytes, then trimmed.
+        let src = Item::new(
+            ItemId::new(1),
+            &ItemInput::new("x").source("sixteen_bytes_xx"),
+            0,
+            LabelLimit::DEFAULT,
+        )
+        .unwrap();
+        assert_eq!(src.source(), "sixteen_bytes_x");
+        let src = Item::new(
+            ItemId::new(1),
+            &ItemInput::new("x").source("              \tz"),
+            0,
+            LabelLimit::DEFAULT,
+        )
+        .unwrap();
+        assert_eq!(src.source(), SOURCE_MANUAL);
+    }
+
+    #[test]
+    fn claw_memory_normalize_item_metadata_keeps_127_keyword_bytes() {
+        // The normalized keywords are built in a 128-byte array: a term that
+        // would reach byte 128 is not added (`snprintf` returns >= size).
+        let k = "k".repeat(60);
+        let j = "j".repeat(60);
+        let content = std::format!("{k} {j}");
+        let raw = std::format!("{k},{j}");
+        // 60 + 1 + 60 + 1 + 5 = 127 bytes: the tag tops the list up.
+        assert_eq!(
+            normalize_keywords(&raw, &content, "ttttt").len(),
+            KEYWORDS_KEPT_BYTES
+        );
+        // One byte more would reach 128: the tag is left out.
+        assert_eq!(normalize_keywords(&raw, &content, "tttttt"), raw.as_str());
+        // Raw keywords are cut at 127 bytes first.
+        let long = "q".repeat(200);
+        assert_eq!(normalize_keywords(&long, &long, "").len(), 127);
+    }
+
+    #[test]
     fn tags_are_first_three_unique_terms() {
         assert_eq!(
             normalize_tags(" food ; drink/food| travel , music"),
@@ -655,9 +728,9 @@ mod tests {
         assert_eq!(normalize_tags(",,;; a ,, "), "a");
         assert_eq!(normalize_tags(""), "");
         assert_eq!(normalize_tags("x|X"), "x,X");
-        // Input beyond 96 bytes is cut first (on a char boundary).
+        // Input beyond 95 bytes is cut first (on a char boundary).
         let long = std::format!("{},b", "t".repeat(100));
-        assert_eq!(normalize_tags(&long).as_str(), "t".repeat(96));
+        assert_eq!(normalize_tags(&long).as_str(), "t".repeat(95));
     }
 
     #[test]

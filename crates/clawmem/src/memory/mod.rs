@@ -64,7 +64,9 @@ pub use text::{
     TERM_SEPARATORS,
 };
 
-/// Capacity of an item's content in bytes (ESP-Claw: `content[256]`).
+/// Capacity of an item's content in bytes (ESP-Claw: `content[256]`). A new
+/// item keeps at most [`CONTENT_KEPT_BYTES`]; an item read from an image
+/// written before that rule may hold the whole capacity.
 pub const CONTENT_MAX_BYTES: usize = 256;
 /// Capacity of an item's normalized tags list in bytes (ESP-Claw: `tags[96]`).
 pub const TAGS_MAX_BYTES: usize = 96;
@@ -73,6 +75,21 @@ pub const TAGS_MAX_BYTES: usize = 96;
 pub const KEYWORDS_MAX_BYTES: usize = 128;
 /// Capacity of an item's source in bytes (ESP-Claw: `source[16]`).
 pub const SOURCE_MAX_BYTES: usize = 16;
+/// Most content bytes a new item keeps: what ESP-Claw's `content[256]` holds
+/// beside its terminating NUL (the tool input is `strlcpy`'d into it).
+pub const CONTENT_KEPT_BYTES: usize = CONTENT_MAX_BYTES - 1;
+/// Most bytes of a new item's tags, raw and normalized (`tags[96]` less the
+/// NUL).
+pub const TAGS_KEPT_BYTES: usize = TAGS_MAX_BYTES - 1;
+/// Most bytes of a new item's keywords, raw and normalized (`keywords[128]`
+/// less the NUL).
+pub const KEYWORDS_KEPT_BYTES: usize = KEYWORDS_MAX_BYTES - 1;
+/// Most bytes of a new item's source (`source[16]` less the NUL).
+pub const SOURCE_KEPT_BYTES: usize = SOURCE_MAX_BYTES - 1;
+/// How many bytes of the normalized contents the duplicate check compares:
+/// ESP-Claw normalizes into `existing_key[160]` and `incoming_key[160]`
+/// (`claw_memory_items_semantically_match`), 159 bytes beside the NUL.
+pub const SEMANTIC_MATCH_BYTES: usize = 159;
 /// Capacity of one summary label in bytes. ESP-Claw keeps 8 characters
 /// (`CLAW_MEMORY_MAX_LABEL_CHARS`); 32 bytes hold 8 characters of any script.
 pub const LABEL_MAX_BYTES: usize = 32;

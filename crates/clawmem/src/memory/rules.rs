@@ -37,10 +37,12 @@ pub enum DuplicateKind {
 ///
 /// The caller compares a new item with every *active* item (ESP-Claw skips
 /// deleted ones), skipping the item being updated when the new item is an
-/// update's replacement (ESP-Claw's `ignore_existing_id`). ESP-Claw compares
-/// normalized contents cut at 159 bytes; clawmem compares them whole, which
-/// differs only for containment between very long contents (equal 159-byte
-/// prefixes already share a key).
+/// update's replacement (ESP-Claw's `ignore_existing_id`). As ESP-Claw's
+/// `claw_memory_items_semantically_match`, the normalized contents compared
+/// are their first [`SEMANTIC_MATCH_BYTES`](super::SEMANTIC_MATCH_BYTES)
+/// bytes (`existing_key[160]`): two contents whose normalized forms share
+/// those are the same content, and one that contains only the other's
+/// prefix contains it.
 pub fn duplicate_kind(a: &str, b: &str) -> Option<DuplicateKind> {
     let na = normalize_for_key(a);
     let nb = normalize_for_key(b);
@@ -290,6 +292,30 @@ mod tests {
         assert_eq!(
             duplicate_kind("喜欢绿茶", "用户喜欢绿茶和咖啡"),
             Some(DuplicateKind::Containment)
+        );
+    }
+
+    #[test]
+    fn claw_memory_items_semantically_match_compares_159_bytes() {
+        // ESP-Claw normalizes both contents into 160-byte buffers
+        // (`existing_key[160]`): 159 bytes, ending before a character that
+        // does not fit. a's form is "abc" + 52 CJK (159 bytes) and b's "c" +
+        // 52 CJK (157 bytes): the first contains the second, although the
+        // whole forms differ in their tails and keys.
+        let cjk = "中".repeat(60);
+        let a = std::format!("abc{cjk}alpha");
+        let b = std::format!("c{cjk}omega");
+        assert_eq!(normalize_for_key(&a).len(), 159);
+        assert_eq!(normalize_for_key(&b).len(), 157);
+        assert_eq!(duplicate_kind(&a, &b), Some(DuplicateKind::Containment));
+        assert_eq!(duplicate_kind(&b, &a), Some(DuplicateKind::Containment));
+        // Two forms equal in their first 159 bytes are the same content.
+        let long = "x".repeat(170);
+        let c = std::format!("{long}1");
+        let d = std::format!("{long}2");
+        assert_eq!(
+            duplicate_kind(&c, &d),
+            Some(DuplicateKind::SameNormalizedContent)
         );
     }
 

@@ -7,13 +7,13 @@
 //! sequence; clawmem never does). Nothing allocates; the two owned results
 //! ([`NormalizedText`], [`ItemKey`]) are fixed-capacity `heapless` strings.
 
-use super::{CONTENT_MAX_BYTES, KEY_MAX_BYTES};
+use super::{KEY_MAX_BYTES, SEMANTIC_MATCH_BYTES};
 pub(crate) use crate::text::write_json_string;
 
 /// The normalized form of a text, as used by the duplicate rules: see
-/// [`normalize_for_key`]. Capacity equals the content capacity, so a
-/// normalized item content is never cut.
-pub type NormalizedText = heapless::String<CONTENT_MAX_BYTES>;
+/// [`normalize_for_key`]. At most [`SEMANTIC_MATCH_BYTES`] (159) bytes, what
+/// ESP-Claw's `existing_key[160]` holds.
+pub type NormalizedText = heapless::String<SEMANTIC_MATCH_BYTES>;
 
 /// An item's dedup key: the first [`KEY_MAX_BYTES`] bytes of its normalized
 /// content, cut on a character boundary. See [`item_key`].
@@ -153,9 +153,10 @@ pub(crate) fn contains_ascii_ci(haystack: &str, needle: &str) -> bool {
 /// `normalize_text_for_key` does: ASCII letters are lowercased and kept,
 /// ASCII digits kept, every other ASCII character (spaces, punctuation,
 /// controls) dropped; non-ASCII characters are kept except the CJK and
-/// full-width punctuation of [`KEY_DROPPED_PUNCTUATION`]. The result is cut
-/// (on a character boundary) at [`CONTENT_MAX_BYTES`], which an item's
-/// content never reaches.
+/// full-width punctuation of [`KEY_DROPPED_PUNCTUATION`]. The result ends
+/// before the first kept character that would take it past
+/// [`SEMANTIC_MATCH_BYTES`] bytes, as ESP-Claw's `normalize_text_for_key`
+/// into a 160-byte buffer ends (so always on a character boundary).
 pub fn normalize_for_key(text: &str) -> NormalizedText {
     let mut out = NormalizedText::new();
     for c in text.chars() {

@@ -70,6 +70,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// of [`chat_sessions`](Self::chat_sessions) and changes nothing.
     /// `delete` removes the session's whole history too.
     ///
+    /// On a chat that has no map yet, as ESP-Claw: `new [name]` creates the
+    /// map with only `name` (or `default_01`); `delete` answers "no such
+    /// session" and stores nothing; `list` and `switch` first store the
+    /// first-use map (`default_01`, current), as any lookup does.
+    ///
     /// Power loss: the map is replaced atomically; a delete removes the
     /// history first, so a cut between the two leaves an alias whose history
     /// is empty, never a history without its alias being deletable.
@@ -78,10 +83,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         chat: &ChatKey,
         command: &SessionCommand,
     ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
-        // One map on the stack (as `chat_sessions`, which this does).
+        // One map on the stack (as `chat_sessions`).
         let mut map = ChatSessions::first_use(chat.clone());
-        if !self.load_chat_sessions(chat, &mut map)? {
-            self.save_chat_sessions(&map)?;
+        let stored = self.load_chat_sessions(chat, &mut map)?;
+        // A chat without a map: `list` and `switch` store the first-use map
+        // (ESP-Claw's `claw_session_mgr_load_or_init_mapping_locked`); `new`
+        // starts the map empty (`claw_session_mgr_new_chat_session`) and
+        // `delete` only loads (`claw_session_mgr_delete_chat_session`), so
+        // neither stores `default_01` first.
+        if !stored {
+            match command {
+                SessionCommand::New(_) | SessionCommand::Delete(_) => map.start_empty(),
+                _ => self.save_chat_sessions(&map)?,
+            }
         }
         let reply = match command {
             SessionCommand::List => return Ok(Ok(None)),

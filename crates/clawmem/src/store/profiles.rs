@@ -7,8 +7,8 @@
 //! the layers below), so mounting a store written with profiles loses
 //! nothing.
 //!
-//! Power loss: a profile write is one object write, atomic; the old
-//! document stands until the new one commits.
+//! Power loss: a profile write (and a write-if-absent) is one object write,
+//! atomic; the old document, or none, stands until the new one commits.
 
 use core::borrow::BorrowMut;
 
@@ -59,6 +59,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             Some(o) => Ok(o.len as usize),
             None => Ok(doc.default_contents().len()),
         }
+    }
+
+    /// Writes a profile document only if none is stored yet, and says
+    /// whether it wrote: how a firmware seeds `soul.md`, `identity.md` and
+    /// `user.md` from its recovery copies on first boot without overwriting
+    /// what the user changed since (ESP-Claw's `claw_memory_profile_init_defaults`
+    /// creates the files that do not exist and leaves the others). Present
+    /// means stored: a document [`profile_read`](Self::profile_read) created
+    /// with its default counts, so seed before the first read. The size
+    /// limit is checked first, present or not ([`Error::TooLarge`]).
+    ///
+    /// Power loss: as [`profile_write`](Self::profile_write), one atomic
+    /// object write; after a cut the document is absent or the new one, so
+    /// calling again after the next mount finishes the seeding.
+    pub fn profile_write_if_absent(
+        &mut self,
+        doc: ProfileDoc,
+        body: &str,
+    ) -> Result<bool, Error<F::Error>> {
+        let present = self
+            .objects
+            .iter()
+            .any(|o| o.ty == OBJ_PROFILE && o.key == u32::from(doc.tag()));
+        if present && body.len() <= self.config.profile_max_bytes {
+            return Ok(false);
+        }
+        self.profile_write(doc, body)?;
+        Ok(true)
     }
 
     /// Replaces a profile document whole.

@@ -10,6 +10,7 @@
 
 use super::*;
 use super::{MEM_ACCESS, MEM_INDEX};
+use crate::memory::{MAX_SUMMARY_LABELS, RECALL_DEFAULT_LIMIT};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Starts a stage: from now on, the labels of items that stores,
@@ -440,12 +441,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(e)
     }
 
-    /// Recalls the active items carrying any of `labels` (at most 3, copied
-    /// exactly from the catalog), in priority order, at most `limit`
-    /// (1..=128; ESP-Claw's default is 8), calling `f` with each. Each
-    /// returned item's access count grows by one: a small access record is
-    /// appended, the items are not rewritten. An unknown label is
-    /// [`Error::UnknownLabel`], naming it and listing the labels there are.
+    /// Recalls the active items carrying any of `labels` (copied exactly
+    /// from the catalog), in priority order, at most `limit`, calling `f`
+    /// with each. The arguments are taken as ESP-Claw's
+    /// `cap_memory_recall_execute` and `claw_memory_recall` take them: empty
+    /// labels are ignored and so is every label after the third non-empty
+    /// one; no labels match every active item (the first `limit` in list
+    /// order); `limit` 0 means 8 ([`RECALL_DEFAULT_LIMIT`]) and nothing but
+    /// the number of items caps it. Each returned item's access count grows
+    /// by one: a small access record is appended, the items are not
+    /// rewritten. An unknown label is [`Error::UnknownLabel`], naming it and
+    /// listing the labels there are.
     ///
     /// Power loss: the access record is atomic; a cut loses at most this
     /// recall's count increments.
@@ -471,24 +477,39 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         f: &mut dyn FnMut(&Item),
     ) -> Result<Result<usize, UnknownLabelError>, Fail<F::Error>> {
-        if labels.is_empty() || labels.len() > 3 {
-            return Err(Error::InvalidInput("recall takes 1 to 3 labels"));
+        // The first three non-empty labels (ESP-Claw's loop over
+        // `summary_labels`); none: every active item.
+        let mut query = [""; MAX_SUMMARY_LABELS];
+        let mut n = 0;
+        for l in labels.iter().filter(|l| !l.is_empty()) {
+            if n == query.len() {
+                break;
+            }
+            query[n] = l;
+            n += 1;
         }
-        if limit == 0 || limit > MAX_ACTIVE_ITEMS {
-            return Err(Error::InvalidInput("recall limit must be 1 to 128"));
-        }
+        let labels = &query[..n];
+        let every = n == 0;
+        let limit = if limit == 0 {
+            RECALL_DEFAULT_LIMIT
+        } else {
+            limit
+        };
         self.mem_active(OP)?;
         // Every label must exist in the catalog.
-        let mut seen = [false; 3];
+        let mut seen = [false; MAX_SUMMARY_LABELS];
         let mut hits = Marks::NONE;
         let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
-            if a.bloom & want == 0 {
+            if !every && a.bloom & want == 0 {
                 continue;
             }
             if !self.mem_load_ok_in(&a, 0)? {
                 continue;
+            }
+            if every {
+                hits.set(k);
             }
             for (k2, l) in labels.iter().enumerate() {
                 if self.slot(0).has_label(l) {
@@ -497,7 +518,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             }
         }
-        if let Some(k) = seen.iter().take(labels.len()).position(|s| !s) {
+        if let Some(k) = seen.iter().take(n).position(|s| !s) {
             let e = self.unknown_label(labels[k])?;
             return Ok(Err(e));
         }
@@ -507,6 +528,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         sort_active(set, &by_recall);
         set.truncate(limit);
         let matched = set.len();
+        if matched == 0 {
+            // Nothing to count (no items, or only damaged ones).
+            return Ok(Ok(0));
+        }
         self.mem_before_write(Priority::User)?;
         self.prepare_write(8 + 4 * matched as u32, Priority::User)?;
         // The access record, built in the scratch area once room is made.

@@ -295,7 +295,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let Some(len) = self.mem_tolerate(r)? else {
                         continue;
                     };
-                    let len = len.min(8 + 4 * MAX_ACTIVE_ITEMS) as u32;
+                    // A recall lists at most the whole active set.
+                    let len = len.min(8 + 4 * ACTIVE_CAP) as u32;
                     let start = addr + CHUNK_HEADER_LEN;
                     let mut b = [0u8; 64];
                     let mut pos = 4;
