@@ -10,15 +10,34 @@
 //!   names and both files are byte for byte what ESP-Claw writes
 //!   ([`clawmem::naming`], [`clawmem::chdx`]).
 //! - `memory/memory_records.jsonl`: one line per active item, ESP-Claw's
-//!   item snapshot:
-//!   `{"id":"mem-7","source":"manual","content":"...","tags":"a,b","keywords":"a,c","created_at":0,"updated_at":0,"access_count":0,"deleted":false,"summary_ids":[1]}`.
+//!   item snapshot as its compaction (`claw_memory_compact_internal`)
+//!   writes it:
+//!   `{"id":"mem-7","source":"manual","content":"...","tags":"a,b","keywords":"a,c","created_at":0,"updated_at":0,"access_count":0,"deleted":false,"summary_ids":[1],"summary_labels":[]}`.
 //!   Export writes the log as a compaction leaves it (active items only,
 //!   oldest id first); import replays a whole event log: the last snapshot
 //!   of an id wins and `"deleted":true` forgets it.
-//! - `memory/memory_index.json`: the summary-label catalog (version 3:
-//!   label, id and reference count) and the keyword index. ESP-Claw
-//!   rebuilds it from the records at compaction, and so does import: the
-//!   file is checked (a damaged one is reported) but not needed.
+//! - `memory/memory_index.json`: the summary-label catalog and keyword
+//!   index in the shape ESP-Claw's `claw_memory_load_index` reads (version
+//!   3, `summaries` of `summary_id`/`label`/`ref_count`, `keyword_index`,
+//!   `next_summary_id`, `last_compact_digest_size`), written as ESP-Claw's
+//!   compaction would for the exported records ([`crate::espclaw`]).
+//!   **Labels are ESP-Claw's**: recomputed from each item's tags by
+//!   `claw_memory_collect_summary_labels`, so a clawmem label longer than 8
+//!   characters is cut (`dietary_preferences` -> `dietary_`; a cut that
+//!   ends on a space keeps it, `dietary preferences` -> `dietary `), and two
+//!   labels that agree on their first 8 characters become one label whose
+//!   reference count is the sum; on the device a recall by the long label
+//!   finds nothing, the model sees the cut one in the catalog. The export
+//!   report lists every label it cut. Nothing is lost for a later import:
+//!   import rebuilds clawmem's labels from the tags, which are kept whole.
+//!   Import reads this file in ESP-Claw's shape and in the shape clawmem's
+//!   export wrote before (`id`, `refs`, `keywords`), and reports what
+//!   ESP-Claw's loader would read as 0 or drop; the catalog itself is
+//!   rebuilt from the records.
+//! - `memory/memory_digest.log`: export writes it empty, which is what
+//!   `last_compact_digest_size: 0` in the index says (a device's old digest
+//!   left in place would have its recalls counted again at the next
+//!   compaction).
 //! - `memory/MEMORY.md`: the Markdown rendering (lite mode's prompt), as
 //!   [`clawmem::Store::write_memory_md`] writes it; import ignores it.
 //! - `memory/soul.md`, `identity.md`, `user.md` (and Ameba-Claw's
@@ -30,10 +49,18 @@
 //!   list given with `--ids`, and otherwise searches for the id whose name
 //!   and FNV-1a hash match the file's.
 //!
-//! What is not carried: `memory/memory_digest.log` (the recall counts since
-//! ESP-Claw's last memory compaction; it folds them in at every boot, so a
-//! device's log is at most a few recalls behind), and the per-chat session
-//! maps of the `/session` commands.
+//! When ESP-Claw folds the digest in: the current source
+//! (`claw_memory.c` at commit 9354591b) does not compact at boot;
+//! `claw_memory_init` only creates missing files. Compaction runs after a
+//! store, update or forget once 5 changes were made since boot or the last
+//! compaction, or once the records log reaches 32 KiB
+//! (`claw_memory_maybe_compact`), and only then are the digest's recall
+//! counts applied to the records (`claw_memory_apply_digest_recall_deltas`).
+//! (Older ESP-Claw, June 2026, also compacted in `claw_memory_init`.) So a
+//! device's records log can lag its digest by any number of recalls; import
+//! reads `memory/memory_digest.log` from `last_compact_digest_size` on and
+//! applies its recall lines as that function does (access count + 1,
+//! `updated_at` raised to the recall time).
 //!
 //! Bad input is an error that names the file and the line or byte; nothing
 //! is half-imported into an image that was already written (import always
@@ -54,6 +81,7 @@ use clawmem::{BackendFormat, Record, RecordType, Store, MAX_SESSION_ID_BYTES};
 use embedded_storage::nor_flash::NorFlash;
 use serde::{Deserialize, Serialize};
 
+use crate::espclaw;
 use crate::flash::SimFlash;
 use crate::model::Preset;
 use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
@@ -84,8 +112,10 @@ pub const INDEX_FILE: &str = "memory/memory_index.json";
 pub const MEMORY_MD_FILE: &str = "memory/MEMORY.md";
 /// The session ids, one per line (clawmem's addition).
 pub const IDS_FILE: &str = "clawmem-session-ids.txt";
+/// The recall digest.
+pub const DIGEST_FILE: &str = "memory/memory_digest.log";
 /// Version of `memory_index.json`.
-pub const INDEX_VERSION: u32 = 3;
+pub const INDEX_VERSION: u32 = crate::espclaw::INDEX_VERSION;
 
 /// An export or import that failed: what was wrong and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +165,10 @@ pub struct RecordLine {
     /// Ids of the item's summary labels in `memory_index.json`.
     #[serde(default)]
     pub summary_ids: Vec<u32>,
+    /// What `claw_memory_item_to_json` adds: the labels when it is given
+    /// the index, `[]` in the records log (compaction passes none).
+    #[serde(default)]
+    pub summary_labels: Vec<String>,
 }
 
 /// Tags and keywords: ESP-Claw writes a comma-joined string; a list of
@@ -152,28 +186,6 @@ fn terms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     })
 }
 
-/// `memory_index.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IndexFile {
-    /// [`INDEX_VERSION`].
-    pub version: u32,
-    /// The summary-label catalog.
-    pub summaries: Vec<IndexSummary>,
-    /// Keyword to the ids of the active items carrying it.
-    pub keywords: BTreeMap<String, Vec<String>>,
-}
-
-/// A catalog entry of `memory_index.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IndexSummary {
-    /// The id items refer to in `summary_ids`.
-    pub id: u32,
-    /// The label.
-    pub label: String,
-    /// Active items carrying it.
-    pub refs: u32,
-}
-
 /// What an export wrote.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ExportReport {
@@ -187,8 +199,11 @@ pub struct ExportReport {
     pub damaged_records: u32,
     /// Active memory items.
     pub memory_items: usize,
-    /// Summary labels.
+    /// Summary labels (ESP-Claw's, cut to 8 characters).
     pub labels: usize,
+    /// clawmem labels that ESP-Claw's 8-character cut changed, as
+    /// `"long" -> "cut"`.
+    pub labels_cut: Vec<String>,
     /// Profile documents written.
     pub profiles: usize,
     /// Files written, relative to the directory.
@@ -222,6 +237,10 @@ pub struct ImportReport {
     pub memory_merged: usize,
     /// Profile documents stored.
     pub profiles: usize,
+    /// Whose field names `memory_index.json` had, if it was read.
+    pub index_shape: Option<espclaw::IndexShape>,
+    /// Recall lines of `memory_digest.log` applied to the items.
+    pub digest_recalls: usize,
     /// What was repaired or left out, each naming its file.
     pub warnings: Vec<String>,
 }
@@ -346,25 +365,32 @@ where
     }
     write_file(dir, IDS_FILE, id_list.as_bytes(), &mut report)?;
 
-    // Memory: the catalog gives the summary ids, in catalog order.
-    let mut summaries: Vec<IndexSummary> = Vec::new();
-    store
-        .memory_catalog(|label, refs| {
-            summaries.push(IndexSummary {
-                id: summaries.len() as u32 + 1,
-                label: label.to_string(),
-                refs: u32::from(refs),
-            })
-        })
-        .map_err(|e| engine("reading the memory catalog", e))?;
+    // Memory: the records and the index as ESP-Claw's compaction writes
+    // them for these items, in this order (labels from the tags, by
+    // ESP-Claw's rule).
     let mut items: Vec<Item> = Vec::new();
     store
         .memory_list(|i| items.push(i.clone()))
         .map_err(|e| engine("listing memory items", e))?;
     items.sort_by_key(|i| i.id());
+    let mut index = espclaw::CompactedIndex::default();
     let mut jsonl = String::new();
-    let mut keywords: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for item in &items {
+        let summary_ids = index.add_item(item.tags());
+        let esp_labels = espclaw::collect_summary_labels(item.tags());
+        for label in item.labels() {
+            let label = label.as_str();
+            if !esp_labels.iter().any(|l| l == label) {
+                let cut = espclaw::collect_summary_labels(label);
+                let note = format!(
+                    "{label:?} -> {:?}",
+                    cut.first().map(String::as_str).unwrap_or("")
+                );
+                if !report.labels_cut.contains(&note) {
+                    report.labels_cut.push(note);
+                }
+            }
+        }
         let line = RecordLine {
             id: item.id().to_string(),
             source: item.source().to_string(),
@@ -375,36 +401,18 @@ where
             updated_at: item.updated_at(),
             access_count: u32::from(item.access_count()),
             deleted: false,
-            summary_ids: item
-                .labels()
-                .iter()
-                .filter_map(|l| {
-                    summaries
-                        .iter()
-                        .find(|s| s.label == l.as_str())
-                        .map(|s| s.id)
-                })
-                .collect(),
+            summary_ids,
+            summary_labels: Vec::new(),
         };
         jsonl.push_str(&serde_json::to_string(&line).map_err(|e| FilesError(e.to_string()))?);
         jsonl.push('\n');
-        for k in item.keyword_terms() {
-            keywords
-                .entry(k.to_string())
-                .or_default()
-                .push(line.id.clone());
-        }
+        index.add_keywords(&line.id, item.keywords(), item.tags());
     }
     report.memory_items = items.len();
-    report.labels = summaries.len();
+    report.labels = index.summaries.len();
     write_file(dir, RECORDS_FILE, jsonl.as_bytes(), &mut report)?;
-    let index = IndexFile {
-        version: INDEX_VERSION,
-        summaries,
-        keywords,
-    };
-    let index_json = serde_json::to_string_pretty(&index).map_err(|e| FilesError(e.to_string()))?;
-    write_file(dir, INDEX_FILE, index_json.as_bytes(), &mut report)?;
+    write_file(dir, INDEX_FILE, index.render().as_bytes(), &mut report)?;
+    write_file(dir, DIGEST_FILE, b"", &mut report)?;
     let mut md = String::new();
     store
         .write_memory_md(&mut md)
@@ -676,6 +684,61 @@ where
     Ok(())
 }
 
+/// `claw_memory_apply_digest_recall_deltas`: the recall lines of
+/// `memory/memory_digest.log` from byte `from` on (the index's
+/// `last_compact_digest_size`; nothing if that is past the end, as in
+/// ESP-Claw) each add 1 to the item's access count and
+/// raise its `updated_at` to the recall time. A line is
+/// `<time>\trecall\t<id>\taccess_count+1`; other lines are skipped.
+fn apply_digest(
+    dir: &Path,
+    from: u64,
+    live: &mut BTreeMap<String, RecordLine>,
+    report: &mut ImportReport,
+) -> Result<(), FilesError> {
+    let path = dir.join(DIGEST_FILE);
+    let Some(bytes) = read_file(&path)? else {
+        return Ok(());
+    };
+    let Some(tail) = usize::try_from(from).ok().and_then(|f| bytes.get(f..)) else {
+        return Ok(());
+    };
+    for line in tail.split(|b| *b == b'\n') {
+        let fields: Vec<&[u8]> = line
+            .split(|b| matches!(*b, b'\t' | b'\r'))
+            .filter(|f| !f.is_empty())
+            .take(5)
+            .collect();
+        if fields.len() < 4 || fields[1] != b"recall" || fields[3] != b"access_count+1" {
+            continue;
+        }
+        let Ok(id) = std::str::from_utf8(fields[2]) else {
+            continue;
+        };
+        let Some(rec) = live.get_mut(id) else {
+            continue;
+        };
+        rec.access_count = rec.access_count.saturating_add(1).min(u32::from(u16::MAX));
+        // strtoul: the leading digits.
+        let digits: Vec<u8> = fields[0]
+            .iter()
+            .copied()
+            .take_while(u8::is_ascii_digit)
+            .collect();
+        if let Some(ts) = std::str::from_utf8(&digits)
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok())
+        {
+            let ts = ts.min(u64::from(u32::MAX)) as u32;
+            if ts > rec.updated_at {
+                rec.updated_at = ts;
+            }
+        }
+        report.digest_recalls += 1;
+    }
+    Ok(())
+}
+
 fn import_memory<F: NorFlash, const N: usize>(
     dir: &Path,
     store: &mut Store<F, N>,
@@ -686,14 +749,23 @@ where
     F::Error: fmt::Debug,
 {
     let index_path = dir.join(INDEX_FILE);
+    let mut index = None;
     if let Some(bytes) = read_file(&index_path)? {
-        if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-            report.warnings.push(format!(
-                "{}: line {} column {}: {e}; the catalog is rebuilt from the records",
-                index_path.display(),
-                e.line(),
-                e.column()
-            ));
+        match espclaw::parse_index(&bytes) {
+            Ok(parsed) => {
+                for p in &parsed.problems {
+                    report.warnings.push(format!(
+                        "{}: {p}; the catalog is rebuilt from the records",
+                        index_path.display()
+                    ));
+                }
+                report.index_shape = Some(parsed.shape);
+                index = Some(parsed);
+            }
+            Err(e) => report.warnings.push(format!(
+                "{}: {e}; the catalog is rebuilt from the records",
+                index_path.display()
+            )),
         }
     }
     let path = dir.join(RECORDS_FILE);
@@ -748,6 +820,26 @@ where
         }
         live.insert(rec.id.clone(), rec);
     }
+    if let Some(index) = &index {
+        for rec in live.values() {
+            for sid in &rec.summary_ids {
+                if !index
+                    .summaries
+                    .iter()
+                    .any(|s| s.summary_id == *sid && *sid > 0)
+                {
+                    report.warnings.push(format!(
+                        "{}: item {} names summary id {sid}, which {} does not hold (ESP-Claw recall would not find it by that label)",
+                        path.display(),
+                        rec.id,
+                        index_path.display()
+                    ));
+                }
+            }
+        }
+    }
+    let digest_from = index.as_ref().map_or(0, |i| i.last_compact_digest_size);
+    apply_digest(dir, digest_from, &mut live, report)?;
     for id in order {
         let Some(rec) = live.get(&id) else { continue };
         report.memory_items += 1;

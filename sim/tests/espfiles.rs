@@ -141,15 +141,17 @@ fn round_trip_of_a_replayed_trace() {
     assert!(ra
         .iter()
         .any(|r| r.access_count > 0 && r.updated_at > r.created_at));
-    let index = |d: &Path| -> espfiles::IndexFile {
+    let index = |d: &Path| -> serde_json::Value {
         serde_json::from_slice(&fs::read(d.join(espfiles::INDEX_FILE)).unwrap()).unwrap()
     };
     let (ia, ib) = (index(&one), index(&two));
-    assert_eq!(ia.summaries, ib.summaries);
-    let counts = |i: &espfiles::IndexFile| -> Vec<(String, usize)> {
-        i.keywords
+    assert_eq!(ia["summaries"], ib["summaries"]);
+    let counts = |i: &serde_json::Value| -> Vec<(String, usize)> {
+        i["keyword_index"]
+            .as_object()
+            .unwrap()
             .iter()
-            .map(|(k, v)| (k.clone(), v.len()))
+            .map(|(k, v)| (k.clone(), v.as_array().unwrap().len()))
             .collect()
     };
     assert_eq!(counts(&ia), counts(&ib));
