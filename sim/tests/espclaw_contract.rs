@@ -7,11 +7,14 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use clawmem::chat::ChatKey;
+use clawmem::chdx;
 use clawmem::memory::ItemInput;
-use clawmem::{Config, Store};
-use clawmem_sim::espclaw;
+use clawmem::naming;
+use clawmem::{BackendFormat, Config, MountMode, RecordType, Store, MAX_SESSION_ID_BYTES};
+use clawmem_sim::espclaw::{self, ChatMapFile, SubagentMapFile};
 use clawmem_sim::espfiles::{
-    self, export_image, export_store, import_dir, import_to_image, ImportOptions,
+    self, export_image, export_store, import_dir, import_to_image, sidecar_path, ImportOptions,
 };
 use clawmem_sim::{replay_clawmem, Esp32Flash, Preset, ReplayOptions, SimFlash, Trace};
 use serde_json::Value;
@@ -413,4 +416,443 @@ fn claw_memory_compact_internal_export_import_export_is_byte_identical() {
             assert!(bytes == &tb[name], "{name} differs between exports 1 and 2");
         }
     }
+}
+
+// ---- item 9: the session manager's maps -------------------------------------
+
+/// `claw_session_mgr_build_mapping_path` and
+/// `claw_session_mgr_build_subagent_mapping_path_locked`: ASCII letters and
+/// digits kept, each run of other bytes one `_`, a trailing `_` dropped,
+/// cut to 24 bytes, `default` / `parent` when nothing is left, FNV-1a of
+/// the whole key (hashes computed independently of clawmem).
+#[test]
+fn claw_session_mgr_build_mapping_path_names_the_maps() {
+    assert_eq!(
+        espclaw::chat_map_file_name("chat:telegram:42"),
+        "chat_chat_telegram_42_a0f9b888.json"
+    );
+    assert_eq!(
+        espclaw::chat_map_file_name("agent:2:chat:feishu:oc_5f2d7c1e9a8b4c3d"),
+        "chat_agent_2_chat_feishu_oc_5_3d192200.json"
+    );
+    assert_eq!(
+        espclaw::chat_map_file_name("::"),
+        "chat_default_980630f5.json"
+    );
+    assert_eq!(
+        espclaw::subagent_map_file_name("::"),
+        "subagents_parent_980630f5.json"
+    );
+    assert_eq!(
+        espclaw::subagent_map_file_name("chat:feishu:oc_5f2d7c1e9a8b4c3d:work"),
+        "subagents_chat_feishu_oc_5f2d7c1e9_68c724ee.json"
+    );
+}
+
+const FEISHU: &str = "chat:feishu:oc_5f2d7c1e9a8b4c3d";
+const AGENT: &str = "agent:2:chat:telegram:1234567890";
+const PARENT: &str = "chat:feishu:oc_5f2d7c1e9a8b4c3d:work";
+
+/// A chat key of `n` bytes (for ids longer than the engine takes).
+fn long_key(n: usize) -> String {
+    let mut k = String::from("chat:feishu:oc_");
+    while k.len() < n {
+        k.push('7');
+    }
+    k
+}
+
+fn write_session(root: &Path, id: &str, texts: &[&str]) {
+    let mut log = Vec::new();
+    let mut idx = chdx::encode_header().to_vec();
+    for (n, t) in texts.iter().enumerate() {
+        let (body, kind) = if n % 2 == 0 {
+            (
+                format!("{{\"role\":\"user\",\"content\":\"{t}\"}}"),
+                RecordType::User,
+            )
+        } else {
+            (
+                format!("{{\"role\":\"assistant\",\"content\":\"{t}\"}}"),
+                RecordType::AssistantFinal,
+            )
+        };
+        let e = chdx::Entry::for_body(
+            log.len() as u32,
+            body.len(),
+            kind,
+            BackendFormat::OpenAiCompatible,
+        )
+        .unwrap();
+        idx.extend_from_slice(&e.encode());
+        log.extend_from_slice(body.as_bytes());
+        log.push(b'\n');
+    }
+    let stem = naming::session_stem(id);
+    fs::write(root.join(format!("sessions/{stem}.log")), &log).unwrap();
+    fs::write(root.join(format!("sessions/{stem}.log.idx")), &idx).unwrap();
+}
+
+/// An ESP-Claw device's `sessions/` as its session manager and memory
+/// write them: two chats with maps (ids of 36 to 48 bytes, longer than a
+/// file name keeps), a subagent map with two children, a chat whose ids
+/// are longer than the engine's 64 bytes, and one session no map names.
+fn device_dir(root: &Path) {
+    fs::create_dir_all(root.join("sessions/chat_map")).unwrap();
+    fs::create_dir_all(root.join("sessions/subagent_map")).unwrap();
+    let long = long_key(150);
+    let maps = [
+        (FEISHU, "work", vec!["default_01", "work", "trip-2026"]),
+        (AGENT, "default_01", vec!["notes", "default_01"]),
+        (long.as_str(), "default_01", vec!["default_01"]),
+    ];
+    for (key, current, aliases) in &maps {
+        let list: Vec<String> = aliases.iter().map(|a| format!("\"{a}\"")).collect();
+        let text = format!(
+            "{{\"chat_key\":\"{key}\",\"current_alias\":\"{current}\",\"sessions\":[{}]}}",
+            list.join(",")
+        );
+        fs::write(
+            root.join("sessions/chat_map")
+                .join(espclaw::chat_map_file_name(key)),
+            text,
+        )
+        .unwrap();
+    }
+    let sub = format!(
+        "{{\"parent_session_id\":\"{PARENT}\",\"next_suffix\":3,\"child_ids\":[\"{PARENT}:subagent_01\",\"{PARENT}:subagent_02\"]}}"
+    );
+    fs::write(
+        root.join("sessions/subagent_map")
+            .join(espclaw::subagent_map_file_name(PARENT)),
+        sub,
+    )
+    .unwrap();
+    write_session(root, &format!("{FEISHU}:default_01"), &["hi", "hello"]);
+    write_session(root, PARENT, &["plan the week", "done"]);
+    write_session(root, &format!("{PARENT}:subagent_01"), &["step 1", "ok"]);
+    write_session(root, &format!("{PARENT}:subagent_02"), &["step 2"]);
+    write_session(root, &format!("{AGENT}:notes"), &["note", "kept"]);
+    write_session(root, &format!("{AGENT}:default_01"), &["x"]);
+    write_session(root, &format!("{long}:default_01"), &["long id", "stored"]);
+    write_session(root, "trigger:scheduler:daily-report-2026-12-01", &["run"]);
+}
+
+fn mount(image: &Path) -> Store<Esp32Flash, 128> {
+    let bytes = fs::read(image).unwrap();
+    let model = Preset::Esp32.model(bytes.len()).unwrap();
+    let flash = Esp32Flash::new(SimFlash::from_image(&model, &bytes).unwrap()).unwrap();
+    Store::mount(flash, Config::default(), MountMode::ExistingOnly).unwrap()
+}
+
+/// `/session list` as ESP-Claw answers it from a map file: every alias on
+/// its own `* ` line, ` (current)` after the current one.
+fn esp_claw_list(map: &ChatMapFile) -> String {
+    let mut out = String::from("Sessions:");
+    for a in &map.sessions {
+        out.push_str("\n* ");
+        out.push_str(a);
+        if *a == map.current_alias {
+            out.push_str(" (current)");
+        }
+    }
+    out
+}
+
+/// Item 9: the ids come from the chat and subagent maps (no `--ids`), the
+/// chat maps become the engine's (aliases in order, the current one), so
+/// `/session list` answers as on the device; the session no map names and
+/// the one whose id is longer than the engine takes are stored under
+/// their fallback ids and named in the report.
+#[test]
+fn claw_session_mgr_load_mapping_locked_imports_chat_maps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("device");
+    device_dir(&dev);
+    let image = tmp.path().join("c.img");
+    let r = import_to_image(&dev, &image, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    assert_eq!((r.sessions, r.records), (8, 13), "{r:?}");
+    assert_eq!(
+        (r.chat_maps, r.chat_maps_stored, r.subagent_maps),
+        (3, 3, 1)
+    );
+    let long_id = format!("{}:default_01", long_key(150));
+    let fallback = |id: &str| {
+        let stem = naming::session_stem(id);
+        format!("sessions/{stem}.log -> unrecovered:{stem}")
+    };
+    let mut want = vec![
+        fallback(&long_id),
+        fallback("trigger:scheduler:daily-report-2026-12-01"),
+    ];
+    want.sort();
+    let mut got = r.fallback_ids.clone();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains("161 bytes, longer than the 64")));
+    assert_eq!(
+        MAX_SESSION_ID_BYTES, 64,
+        "issue 13 item 1 landed: the 161-byte id no longer needs a fallback; update this test"
+    );
+
+    let mut store = mount(&image);
+    let mut buf = vec![0u8; 8192];
+    for id in [
+        format!("{FEISHU}:default_01"),
+        PARENT.to_string(),
+        format!("{PARENT}:subagent_01"),
+        format!("{PARENT}:subagent_02"),
+        format!("{AGENT}:notes"),
+    ] {
+        assert!(id.len() > 24 && id.len() <= 64, "{id}");
+        assert!(
+            !store
+                .history(&id, BackendFormat::Unknown, &mut buf)
+                .unwrap()
+                .is_empty(),
+            "{id}"
+        );
+    }
+    for entry in fs::read_dir(dev.join("sessions/chat_map")).unwrap() {
+        let map = ChatMapFile::parse(&fs::read(entry.unwrap().path()).unwrap()).unwrap();
+        let key = ChatKey::from_stored(map.chat_key.as_bytes()).unwrap();
+        let mut text = String::new();
+        store
+            .chat_sessions(&key)
+            .unwrap()
+            .render_list(&mut text)
+            .unwrap();
+        assert_eq!(text, esp_claw_list(&map));
+    }
+    // The engine's `/session list` on the migrated chat.
+    let key = ChatKey::from_stored(FEISHU.as_bytes()).unwrap();
+    let mut text = String::new();
+    store
+        .chat_sessions(&key)
+        .unwrap()
+        .render_list(&mut text)
+        .unwrap();
+    assert_eq!(
+        text,
+        "Sessions:\n* default_01\n* work (current)\n* trip-2026"
+    );
+}
+
+/// Item 9: the subagent maps, which the engine has no place for, are kept
+/// in the sidecar file beside the image and written back by export as
+/// `claw_session_mgr_write_subagent_map_locked` writes them.
+#[test]
+fn claw_session_mgr_load_subagent_map_locked_keeps_subagent_maps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("device");
+    device_dir(&dev);
+    let image = tmp.path().join("c.img");
+    let r = import_to_image(&dev, &image, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    let side = sidecar_path(&image);
+    assert_eq!(r.sidecar.as_deref(), Some(side.to_str().unwrap()));
+    let sidecar = espfiles::read_sidecar(&image).unwrap();
+    assert_eq!(
+        sidecar.subagent_maps,
+        [SubagentMapFile {
+            parent_session_id: PARENT.into(),
+            next_suffix: 3,
+            child_ids: vec![
+                format!("{PARENT}:subagent_01"),
+                format!("{PARENT}:subagent_02")
+            ],
+        }]
+    );
+    let out = tmp.path().join("out");
+    let e = export_image(&image, Preset::Esp32, &out).unwrap();
+    assert_eq!((e.chat_maps, e.subagent_maps), (3, 1));
+    let name = espclaw::subagent_map_file_name(PARENT);
+    assert_eq!(
+        fs::read(out.join("sessions/subagent_map").join(&name)).unwrap(),
+        fs::read(dev.join("sessions/subagent_map").join(&name)).unwrap()
+    );
+    // Without the sidecar the image alone has no subagent maps.
+    fs::remove_file(&side).unwrap();
+    let bare = tmp.path().join("bare");
+    assert_eq!(
+        export_image(&image, Preset::Esp32, &bare)
+            .unwrap()
+            .subagent_maps,
+        0
+    );
+    // A re-import with no subagent maps removes the stale sidecar.
+    fs::write(&side, "{}").unwrap();
+    fs::remove_dir_all(dev.join("sessions/subagent_map")).unwrap();
+    let r = import_to_image(&dev, &image, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    assert_eq!(r.sidecar, None);
+    assert!(!side.exists());
+}
+
+/// Item 9: the device's `sessions/` comes back byte for byte: chat maps as
+/// `claw_session_mgr_write_mapping_locked` writes them, subagent maps,
+/// every log and index, the fallback-id sessions under their own file
+/// names; and a second round trip changes nothing.
+#[test]
+fn claw_session_mgr_write_mapping_locked_round_trip_is_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("device");
+    device_dir(&dev);
+    let (img1, img2) = (tmp.path().join("1.img"), tmp.path().join("2.img"));
+    let (out1, out2) = (tmp.path().join("out1"), tmp.path().join("out2"));
+    import_to_image(&dev, &img1, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    export_image(&img1, Preset::Esp32, &out1).unwrap();
+    let sessions = |d: &Path| tree(&d.join("sessions"));
+    assert_eq!(sessions(&dev), sessions(&out1));
+    let r = import_to_image(&out1, &img2, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    assert_eq!(r.fallback_ids.len(), 2);
+    export_image(&img2, Preset::Esp32, &out2).unwrap();
+    assert_eq!(tree(&out1), tree(&out2));
+}
+
+/// Item 9, nothing left behind: chat maps beyond what the engine stores
+/// (it keeps at most 24 objects, profiles included)
+/// go to the sidecar, with a warning, and export writes them all back.
+#[test]
+fn claw_session_mgr_write_mapping_locked_maps_beyond_the_engine_go_to_the_sidecar() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("device");
+    fs::create_dir_all(dev.join("sessions/chat_map")).unwrap();
+    let n = 24 + 2; // the engine keeps at most 24 objects (store::MAX_OBJECTS)
+    for i in 0..n {
+        let key = format!("chat:telegram:{}", 100_000 + i);
+        fs::write(
+            dev.join("sessions/chat_map").join(espclaw::chat_map_file_name(&key)),
+            format!("{{\"chat_key\":\"{key}\",\"current_alias\":\"default_01\",\"sessions\":[\"default_01\"]}}"),
+        )
+        .unwrap();
+    }
+    let image = tmp.path().join("c.img");
+    let r = import_to_image(&dev, &image, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    assert_eq!(r.chat_maps, n);
+    assert!(r.chat_maps_stored < n && r.chat_maps_stored > 10, "{r:?}");
+    assert_eq!(
+        espfiles::read_sidecar(&image).unwrap().chat_maps.len(),
+        n - r.chat_maps_stored
+    );
+    assert!(r.warnings.iter().any(|w| w.contains("kept in the sidecar")));
+    let out = tmp.path().join("out");
+    assert_eq!(
+        export_image(&image, Preset::Esp32, &out).unwrap().chat_maps,
+        n
+    );
+    assert_eq!(
+        tree(&dev.join("sessions/chat_map")),
+        tree(&out.join("sessions/chat_map"))
+    );
+}
+
+/// Bad map files: an error naming the file and what is wrong (the checks
+/// of `claw_session_mgr_load_mapping_locked`,
+/// `claw_session_mgr_validate_alias_map` and
+/// `claw_session_mgr_load_subagent_map_locked`), never a panic, and no
+/// image written.
+#[test]
+fn claw_session_mgr_load_mapping_locked_bad_maps_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let many: Vec<String> = (1..=33).map(|i| format!("\"s{i}\"")).collect();
+    let many = format!(
+        "{{\"chat_key\":\"chat:t:1\",\"current_alias\":\"s1\",\"sessions\":[{}]}}",
+        many.join(",")
+    );
+    let cases: Vec<(&str, &str, String, &str)> = vec![
+        (
+            "chat_map",
+            "chat_x.json",
+            "{\"chat_key\":".into(),
+            "line 1 column 12",
+        ),
+        ("chat_map", "chat_x.json", "[1]".into(), "not a JSON object"),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"current_alias":"a","sessions":["a"]}"#.into(),
+            "no \"chat_key\"",
+        ),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"chat_key":"chat:t:1","sessions":["a"]}"#.into(),
+            "no \"current_alias\"",
+        ),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"chat_key":"chat:t:1","current_alias":"a"}"#.into(),
+            "no \"sessions\"",
+        ),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"chat_key":"chat:t:1","current_alias":"b","sessions":["a"]}"#.into(),
+            "not in \"sessions\"",
+        ),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"chat_key":"chat:t:1","current_alias":"a","sessions":["a","a"]}"#.into(),
+            "twice",
+        ),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"chat_key":"chat:t:1","current_alias":"a","sessions":["a","b c"]}"#.into(),
+            "[1] is not a valid alias",
+        ),
+        (
+            "chat_map",
+            "chat_x.json",
+            r#"{"chat_key":"chat:t:1","current_alias":"a","sessions":[]}"#.into(),
+            "0 aliases",
+        ),
+        ("chat_map", "chat_x.json", many, "33 aliases"),
+        (
+            "subagent_map",
+            "subagents_x.json",
+            r#"{"parent_session_id":"p","next_suffix":0}"#.into(),
+            "next_suffix",
+        ),
+        (
+            "subagent_map",
+            "subagents_x.json",
+            r#"{"next_suffix":1}"#.into(),
+            "parent_session_id",
+        ),
+        (
+            "subagent_map",
+            "subagents_x.json",
+            r#"{"parent_session_id":"p","next_suffix":2,"child_ids":[""]}"#.into(),
+            "\"child_ids\"[0]",
+        ),
+    ];
+    for (n, (sub, name, text, what)) in cases.iter().enumerate() {
+        let dev = tmp.path().join(format!("dev{n}"));
+        fs::create_dir_all(dev.join("sessions").join(sub)).unwrap();
+        fs::write(dev.join("sessions").join(sub).join(name), text).unwrap();
+        let image = tmp.path().join(format!("{n}.img"));
+        let e = import_to_image(&dev, &image, Preset::Esp32, None, &ImportOptions::default())
+            .unwrap_err()
+            .0;
+        assert!(e.contains(name) && e.contains(what), "case {n}: {e}");
+        assert!(!image.exists());
+    }
+    // A map ESP-Claw would never open (its name is not its key's) is read
+    // all the same, with a warning.
+    let dev = tmp.path().join("misnamed");
+    fs::create_dir_all(dev.join("sessions/chat_map")).unwrap();
+    fs::write(
+        dev.join("sessions/chat_map/chat_old.json"),
+        r#"{"chat_key":"chat:t:1","current_alias":"a","sessions":["a"]}"#,
+    )
+    .unwrap();
+    let mut store = fresh();
+    let r = import_dir(&dev, &mut store, &ImportOptions::default()).unwrap();
+    assert_eq!(r.chat_maps_stored, 1);
+    assert!(r.warnings[0].contains("chat_old.json") && r.warnings[0].contains("never reads"));
 }

@@ -407,11 +407,16 @@ fn bad_files_are_named() {
         b"{\"role\":\"user\",\"content\":\"x\"}\n",
     )
     .unwrap();
-    let e = import(&long, &ImportOptions::default()).unwrap_err().0;
-    assert!(
-        e.contains(&format!("{stem}.log")) && e.contains("--ids"),
-        "{e}"
+    // No longer refused: stored under the fallback id, and named.
+    let r = import(&long, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        r.fallback_ids,
+        [format!("sessions/{stem}.log -> unrecovered:{stem}")]
     );
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains(&format!("{stem}.log")) && w.contains("--ids")));
     let r = import(
         &long,
         &ImportOptions {
