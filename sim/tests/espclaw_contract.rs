@@ -581,21 +581,22 @@ fn claw_session_mgr_load_mapping_locked_imports_chat_maps() {
         let stem = naming::session_stem(id);
         format!("sessions/{stem}.log -> unrecovered:{stem}")
     };
-    let mut want = vec![
-        fallback(&long_id),
-        fallback("trigger:scheduler:daily-report-2026-12-01"),
-    ];
+    // The 161-byte id is refused by the engine while it caps ids at 64
+    // bytes (issue 13 item 1); until then it is stored under its fallback.
+    let too_long = long_id.len() > MAX_SESSION_ID_BYTES;
+    let mut want = vec![fallback("trigger:scheduler:daily-report-2026-12-01")];
+    if too_long {
+        want.push(fallback(&long_id));
+    }
     want.sort();
     let mut got = r.fallback_ids.clone();
     got.sort();
     assert_eq!(got, want);
-    assert!(r
-        .warnings
-        .iter()
-        .any(|w| w.contains("161 bytes, longer than the 64")));
     assert_eq!(
-        MAX_SESSION_ID_BYTES, 64,
-        "issue 13 item 1 landed: the 161-byte id no longer needs a fallback; update this test"
+        too_long,
+        r.warnings
+            .iter()
+            .any(|w| w.contains("161 bytes, longer than the 64"))
     );
 
     let mut store = mount(&image);
@@ -706,7 +707,9 @@ fn claw_session_mgr_write_mapping_locked_round_trip_is_byte_identical() {
     let sessions = |d: &Path| tree(&d.join("sessions"));
     assert_eq!(sessions(&dev), sessions(&out1));
     let r = import_to_image(&out1, &img2, Preset::Esp32, None, &ImportOptions::default()).unwrap();
-    assert_eq!(r.fallback_ids.len(), 2);
+    let long_id = format!("{}:default_01", long_key(150));
+    let expected = 1 + usize::from(long_id.len() > MAX_SESSION_ID_BYTES);
+    assert_eq!(r.fallback_ids.len(), expected);
     export_image(&img2, Preset::Esp32, &out2).unwrap();
     assert_eq!(tree(&out1), tree(&out2));
 }
