@@ -21,7 +21,9 @@
 //!   as many operations again with the oldest session deleted on `Full`.
 //! - [`inspect`](mod@inspect): a readable dump of a flash image, damage
 //!   reported rather than fatal.
-//! - [`espfiles`]: export to and import from ESP-Claw's file layout.
+//! - [`espfiles`]: export to and import from ESP-Claw's file layout;
+//!   [`espclaw`]: ESP-Claw's own rules for those files (labels, the memory
+//!   index, the session manager's chat and subagent maps).
 //! - [`opstream`]: traces converted into the binary op stream of the QEMU
 //!   firmware (`examples/qemu`), and the checker of its results.
 //! - [`torture`]: power-loss campaigns over a trace, with fresh mounts and
@@ -30,6 +32,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod espclaw;
 pub mod espfiles;
 pub mod fault;
 pub mod fill;

@@ -226,8 +226,11 @@ enum Command {
     },
     /// Write what a clawmem image holds into DIR in ESP-Claw's file layout:
     /// sessions/s_<safe>_<hash>.log + .log.idx (CHDX) + .log.blocked,
-    /// memory/memory_records.jsonl, memory_index.json, MEMORY.md,
-    /// soul.md, identity.md, user.md. The image is not changed.
+    /// memory/memory_records.jsonl, memory_index.json, memory_digest.log,
+    /// MEMORY.md, soul.md, identity.md, user.md, and the session manager's
+    /// sessions/chat_map/ and sessions/subagent_map/ (the latter from the
+    /// sidecar IMAGE.session-maps.json that import wrote). The image is
+    /// not changed.
     Export {
         /// The image file.
         image: PathBuf,
@@ -255,7 +258,9 @@ enum Command {
         #[arg(long, value_parser = parse_size)]
         size: Option<usize>,
         /// File of session ids, one per line, to name the session files
-        /// whose id cannot be read back from the file name.
+        /// whose id cannot be read back from the file name (besides the
+        /// ids of ESP-Claw's chat and subagent maps; a file whose id is
+        /// still unknown is imported as `unrecovered:<file stem>`).
         #[arg(long)]
         ids: Option<PathBuf>,
         /// Leave out records-log lines that do not parse (a torn line),
@@ -751,6 +756,15 @@ fn main() -> ExitCode {
                     if r.damaged_records > 0 {
                         println!("{} damaged records were left out", r.damaged_records);
                     }
+                    if r.chat_maps + r.subagent_maps > 0 {
+                        println!("{} chat maps, {} subagent maps", r.chat_maps, r.subagent_maps);
+                    }
+                    for c in &r.labels_cut {
+                        println!("label cut to ESP-Claw's 8 characters: {c}");
+                    }
+                    for w in &r.warnings {
+                        println!("warning: {w}");
+                    }
                 }
             })
             .map_err(|e| e.to_string()),
@@ -791,6 +805,18 @@ fn main() -> ExitCode {
                     r.memory_merged,
                     r.profiles
                 );
+                if r.chat_maps + r.subagent_maps > 0 {
+                    println!(
+                        "{} chat maps ({} stored in the image), {} subagent maps",
+                        r.chat_maps, r.chat_maps_stored, r.subagent_maps
+                    );
+                }
+                if let Some(side) = &r.sidecar {
+                    println!("sidecar (export reads it beside the image): {side}");
+                }
+                for f in &r.fallback_ids {
+                    println!("fallback id: {f}");
+                }
                 for w in &r.warnings {
                     println!("warning: {w}");
                 }

@@ -49,6 +49,8 @@ use heapless::Vec;
 
 mod base;
 #[cfg(feature = "chat")]
+mod chat_list;
+#[cfg(feature = "chat")]
 mod chats;
 mod checkpoint;
 mod config;
