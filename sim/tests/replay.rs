@@ -609,23 +609,22 @@ fn repeated_bfcl_multi_turn_reaches_a_steady_state() {
 #[test]
 fn small_partitions_scale_the_session_limit_down() {
     let trace = load("smoke.jsonl");
-    for (preset, size) in [(Preset::Esp32, Some(128 * 1024))] {
-        let opts = ReplayOptions {
-            preset,
-            size_bytes: size,
-            ..ReplayOptions::default()
-        };
-        let r = run(&trace, &opts);
-        assert_clean(&r);
-        assert!(r.session_limit_scaled, "{preset}");
-        let limit = r.session_limit_bytes.unwrap();
-        assert!(limit < 150 * 1024 && limit.is_multiple_of(1024), "{limit}");
-        assert!(
-            r.notes.iter().any(|n| n.contains("scaled down")),
-            "{:?}",
-            r.notes
-        );
-    }
+    let (preset, size) = (Preset::Esp32, Some(128 * 1024));
+    let opts = ReplayOptions {
+        preset,
+        size_bytes: size,
+        ..ReplayOptions::default()
+    };
+    let r = run(&trace, &opts);
+    assert_clean(&r);
+    assert!(r.session_limit_scaled, "{preset}");
+    let limit = r.session_limit_bytes.unwrap();
+    assert!(limit < 150 * 1024 && limit.is_multiple_of(1024), "{limit}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("scaled down")),
+        "{:?}",
+        r.notes
+    );
 }
 
 #[test]
