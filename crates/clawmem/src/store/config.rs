@@ -2,10 +2,12 @@
 //! configuration fits the flash.
 //!
 //! Invariant: a [`Store`] exists only with a configuration that
-//! [`check_config`](Store::check_config) accepted, so the reserves it
-//! computes (sectors kept free for garbage collection, and for maintenance
-//! on top of that) leave room to relocate and compact the largest session
-//! the size limit allows.
+//! [`check_config`](Store::check_config) accepted: the partition holds a
+//! session at the size limit, with its index and its compaction's index,
+//! beside the fixed parts of the reserves (sectors kept free for garbage
+//! collection, and for maintenance on top of that), two checkpoints and the
+//! room kept for memory and profiles. The rest of the reserves follows what
+//! the store holds (`Store::reserve_for`).
 //!
 //! Pure: nothing here reads or writes flash, so a power cut has nothing to
 //! leave.

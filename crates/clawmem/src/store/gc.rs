@@ -3,10 +3,16 @@
 //!
 //! Every write goes through [`prepare_write`](Store::prepare_write) (a due
 //! checkpoint, then room) or [`ensure_room`](Store::ensure_room). Room is
-//! kept in reserve by [`Priority`]: appends leave the whole reserve free,
-//! maintenance (deletes, blocks, compaction, checkpoints) may use its
-//! maintenance part, and garbage collection itself may use everything, so
-//! that a collection always has room to finish.
+//! kept in reserve by [`Priority`]: session appends leave the whole reserve
+//! and the room kept for memory and profiles free, memory and profile
+//! writes the whole reserve, maintenance (deletes, blocks, compaction,
+//! checkpoints) may use its maintenance part, and garbage collection itself
+//! may use everything, so that a collection always has room to finish. The
+//! reserve follows what the store holds (its sessions' checkpoint, its
+//! largest index), not the limits it allows. Before collecting for a write,
+//! a dry run from RAM ([`collectable`](Store::collectable)) decides whether
+//! collection can make the room at a bounded copying cost; if not, the
+//! write is refused with nothing written or erased.
 //!
 //! Releasing the tail: what lives there is known without reading it (each
 //! session records the oldest sector it still uses, each object its own
