@@ -158,11 +158,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // thrashing.
         // The checkpoint and memory's index are copied whatever the rest
         // costs: they are not held against it.
-        let mut fixed = framed(u64::from(self.checkpoint_len()), unit);
         #[cfg(feature = "memory")]
-        if self.mem.oldest != u32::MAX {
-            fixed += framed(self.mem_relocation_bound(unit), unit);
-        }
+        let memory = match self.mem.oldest {
+            u32::MAX => 0,
+            _ => framed(self.mem_relocation_bound(unit), unit),
+        };
+        #[cfg(not(feature = "memory"))]
+        let memory = 0;
+        let fixed = framed(u64::from(self.checkpoint_len()), unit) + memory;
         let cheap =
             |room: u64, copied: u64| copied <= COPY_LIMIT * (room - room0).max(unit) + fixed;
         // The sector sequence at which something is first met.
