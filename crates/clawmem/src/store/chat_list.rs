@@ -32,16 +32,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if o.ty != OBJ_CHAT_MAP {
                 continue;
             }
-            let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, o.key)? else {
+            let Some((at, n)) = self.read_chat_map(o.key)? else {
                 continue;
             };
             let w: &mut Work = self.work.borrow_mut();
-            let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
-                address: at,
-                what: "a chat session map is longer than any map",
-            })?;
-            self.log.io().read_stream(at, buf)?;
-            let map = ChatSessions::decode(buf).map_err(|_| Error::Corrupted {
+            let map = ChatSessions::decode(&w.scratch[..n]).map_err(|_| Error::Corrupted {
                 address: at,
                 what: "a stored chat session map does not decode",
             })?;

@@ -32,6 +32,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(map)
     }
 
+    /// Reads the stored chat map with `key` into the work area's scratch;
+    /// where its bytes are and their length, `None` if none is stored.
+    pub(super) fn read_chat_map(
+        &mut self,
+        key: u32,
+    ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
+        let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
+            return Ok(None);
+        };
+        let w: &mut Work = self.work.borrow_mut();
+        let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
+            address: at,
+            what: "a chat session map is longer than any map",
+        })?;
+        self.log.io().read_stream(at, buf)?;
+        Ok(Some((at, n)))
+    }
+
     /// Decodes the stored map of `chat` into `map`; `false` if none is
     /// stored (`map` is then unchanged). The map is read into the work
     /// area's scratch, not onto the stack.
@@ -42,16 +60,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         map: &mut ChatSessions,
     ) -> Result<bool, Fail<F::Error>> {
         let key = fnv1a32(chat.as_str().as_bytes());
-        let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
+        let Some((_, n)) = self.read_chat_map(key)? else {
             return Ok(false);
         };
         let w: &mut Work = self.work.borrow_mut();
-        let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
-            address: at,
-            what: "a chat session map is longer than any map",
-        })?;
-        self.log.io().read_stream(at, buf)?;
-        match map.decode_from(buf) {
+        match map.decode_from(&w.scratch[..n]) {
             Ok(()) if map.key() == chat => Ok(true),
             // Another chat key with the same hash: not supported.
             _ => Err(Error::InvalidInput("chat key collides with another chat's")),
