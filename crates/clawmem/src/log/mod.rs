@@ -161,18 +161,7 @@ impl<F: NorFlash> Io<'_, F> {
     /// that starts at `address` (the continuation's address when that byte
     /// is in the next sector).
     pub fn stream_advance(&self, address: u32, len: u32) -> u32 {
-        let mut address = address;
-        let mut left = len;
-        for _ in 0..=self.geo.count {
-            let room = self.geo.sector_end(address) - address;
-            if left < room {
-                return address + left;
-            }
-            left -= room;
-            let next = self.geo.next(self.geo.sector_of(address));
-            address = self.geo.first_chunk(next) + CHUNK_HEADER_LEN;
-        }
-        address
+        self.geo.stream_advance(address, len)
     }
 
     /// Reads and decodes the header of sector `index`.
@@ -434,6 +423,25 @@ impl<F: NorFlash> Log<F> {
     pub fn head_seq_of(&self, addr: u32) -> u32 {
         self.seq_of_sector(self.geo.sector_of(addr))
             .unwrap_or(self.head_seq)
+    }
+
+    #[cfg(feature = "memory")] // a memory scrub only
+    /// Whether the batch whose first chunk is at `addr` has a chunk in sector
+    /// `index`: its chunks are followed through the next sectors' first
+    /// chunks until the last one (or one that does not check out).
+    pub fn batch_touches(&mut self, addr: u32, index: u32) -> Result<bool, Fail<F::Error>> {
+        let mut at = addr;
+        for _ in 0..self.geo.count {
+            let sector = self.geo.sector_of(at);
+            if sector == index {
+                return Ok(true);
+            }
+            match self.io().chunk_header(at)? {
+                Some(h) if !h.is_last() => at = self.geo.first_chunk(self.geo.next(sector)),
+                _ => return Ok(false),
+            }
+        }
+        Ok(false)
     }
 
     #[cfg(feature = "memory")] // a memory scrub only

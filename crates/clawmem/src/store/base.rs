@@ -50,6 +50,10 @@ pub(super) enum Embed {
     /// Bodies starting in sectors up to this sector sequence: relocation of
     /// the part of a session in the sectors being reclaimed.
     UpTo(u32),
+    /// Bodies with a byte in this sector (its index): a memory scrub
+    /// emptying one sector. A session with nothing in it is not rewritten.
+    #[cfg(feature = "memory")]
+    Span(u32),
 }
 
 /// The ring as it was before a write, to tell a body's sector sequence.
@@ -59,6 +63,8 @@ struct Ring {
     head_seq: u32,
     count: u32,
     sector: u32,
+    #[cfg(feature = "memory")]
+    geo: crate::layout::Geometry,
 }
 
 impl Ring {
@@ -75,6 +81,8 @@ impl Ring {
             Embed::None => false,
             Embed::All => true,
             Embed::UpTo(seq) => self.seq_of(r.addr) <= seq,
+            #[cfg(feature = "memory")]
+            Embed::Span(index) => self.geo.stream_touches(r.addr, r.len, index),
         }
     }
 }
@@ -188,6 +196,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             head_seq: self.log.head_seq(),
             count: self.log.geo().count,
             sector: self.log.geo().sector,
+            #[cfg(feature = "memory")]
+            geo: self.log.geo(),
         };
         let s = self.sessions[i];
         let ring_view = self.ring_view();
@@ -203,6 +213,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 recs.skip_segment(k);
             }
         }
+        // A scrub rewrites only a session with a byte in its sector: a batch
+        // of its chain there, or a body (below).
+        #[cfg(feature = "memory")]
+        let mut touched = match embed {
+            Embed::Span(index) => {
+                let mut t = false;
+                for k in 0..recs.chain().len {
+                    t |= self.log.batch_touches(recs.chain().addrs[k], index)?;
+                }
+                t
+            }
+            _ => true,
+        };
         // Pre-pass: what is kept.
         let mut state = KeepState::new();
         let mut count: u32 = u32::from(summary.is_some());
@@ -219,6 +242,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 size += r.len + 1;
                 if ring.embeds(embed, &r) {
                     embedded += r.len;
+                    #[cfg(feature = "memory")]
+                    {
+                        touched = true;
+                    }
                 } else {
                     oldest_ref = oldest_ref.min(ring.seq_of(r.addr));
                 }
@@ -232,6 +259,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 });
             }
             return Err(Error::LogicBug("a base with no records"));
+        }
+        #[cfg(feature = "memory")]
+        if !touched {
+            return Ok(true);
         }
         recs.rewind();
         let mut id = [0u8; MAX_SESSION_ID_BYTES];

@@ -335,8 +335,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// only its bodies in the tail are copied and the rest referenced.
     /// `false` if there is not even room for that.
     pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Fail<F::Error>> {
+        self.relocate(tail_seq, None)
+    }
+
+    /// Moves everything live out of the sectors up to sequence `tail_seq`
+    /// ([`relocate_tail`](Self::relocate_tail)) or, with `span`, only out of
+    /// that sector (its index; `tail_seq` is its sequence): what has a byte
+    /// there is copied, the rest referenced where it is. A scrub writes the
+    /// checkpoint itself, after.
+    pub(crate) fn relocate(
+        &mut self,
+        tail_seq: u32,
+        span: Option<u32>,
+    ) -> Result<bool, Fail<F::Error>> {
         let space = u64::from(self.log.geo().sector_payload_space());
-        if self.checkpoint_sector_seq <= tail_seq {
+        if span.is_none() && self.checkpoint_sector_seq <= tail_seq {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
                 return Ok(false);
             }
@@ -346,7 +359,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut k = 0;
         while k < self.objects.len() {
             let o = self.objects[k];
-            if o.seq <= tail_seq {
+            let touches = match span {
+                #[cfg(feature = "memory")]
+                Some(index) => self.log.batch_touches(o.addr, index)?,
+                _ => o.seq <= tail_seq,
+            };
+            if touches {
                 let Some(len) = self.object_len(o.addr)? else {
                     // Damaged at rest: nothing sound to keep.
                     self.objects.swap_remove(k);
@@ -393,19 +411,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 i += 1;
                 continue;
             }
-            let others: u64 = self.sessions[i + 1..]
-                .iter()
-                .filter(|o| o.oldest <= tail_seq)
-                .map(minimal)
-                .sum();
+            // A scrub holds nothing back for the others: most sessions
+            // have nothing in its sector and are not rewritten.
+            let others: u64 = match span {
+                Some(_) => 0,
+                None => self.sessions[i + 1..]
+                    .iter()
+                    .filter(|o| o.oldest <= tail_seq)
+                    .map(minimal)
+                    .sum(),
+            };
             // The bodies in the tail: a sector at most, for all of them.
             let budget = self.room_bytes().saturating_sub(others + space);
             // Copy as much of the session as the room allows: everything,
             // else its bodies in the next `k` sectors too, so that it need
             // not be re-indexed at each of them.
-            let mut moved = self.rewrite_base_gc(i, Embed::All, budget);
+            #[cfg(feature = "memory")]
+            let first = match span {
+                Some(index) => Embed::Span(index),
+                None => Embed::All,
+            };
+            #[cfg(not(feature = "memory"))]
+            let first = Embed::All;
+            let mut moved = self.rewrite_base_gc(i, first, budget);
             let mut k = self.log.free_sectors();
-            while matches!(moved, Ok(false)) {
+            while span.is_none() && matches!(moved, Ok(false)) {
                 moved = self.rewrite_base_gc(i, Embed::UpTo(tail_seq + k), budget);
                 if k == 0 {
                     break;

@@ -93,12 +93,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // is not moved): bounded by the sectors, with nothing collected on
         // the stack.
         for _ in 0..=self.log.geo().count {
-            let mut first = None;
+            // The last chunk reported: a put spanning sectors has its later
+            // chunks wiped before its first, which is what finds them.
+            let mut last = None;
             let sector = self.log.geo().sector;
-            self.mem_find_copies(id.get(), |a, _| {
-                first.get_or_insert(a / sector);
-            })?;
-            match first {
+            self.mem_find_copies(id.get(), |a, _| last = Some(a / sector))?;
+            match last {
                 Some(s) => self.wipe_sector_contents(s)?,
                 None => return Ok(()),
             }
@@ -108,21 +108,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Moves everything live out of `sector` and erases it.
     pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Fail<F::Error>> {
-        let Some(seq) = self.log.seq_of_sector(sector) else {
+        if self.log.seq_of_sector(sector).is_none() {
             // Free (released, not yet erased): nothing lives there.
             return self.log.erase_free_sector(sector);
-        };
+        }
         if sector == self.log.head() {
             // Seal the head so that writing moves on to a new sector.
             self.log.seal_head();
             self.ensure_room(1, Priority::Maintenance)?;
             self.log.open_next_sector()?;
         }
-        // Move what lives in it (and, to keep this simple, what lives in
-        // older sectors too: the same relocation garbage collection does).
+        // Move what has a byte in it; what lives elsewhere stays there and
+        // is referenced (a session's other bodies, other sessions).
         self.ensure_room(self.log.geo().sector * 2, Priority::Maintenance)?;
+        // Making room may have released the sector (it was the tail), and
+        // the copies it wrote may have opened it again, which erased it.
+        let seq = match self.log.seq_of_sector(sector) {
+            None => return self.log.erase_free_sector(sector),
+            Some(_) if sector == self.log.head() => return Ok(()),
+            Some(seq) => seq,
+        };
         self.in_gc = true;
-        let moved = self.relocate_tail(seq);
+        let moved = self.relocate(seq, Some(sector));
         self.in_gc = false;
         if !moved? {
             return Err(Error::Full {
@@ -130,7 +137,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 available_bytes: 0,
             });
         }
-        self.write_checkpoint_with(Priority::Maintenance)?;
+        // A full checkpoint (a delta's full one may be in this sector), out
+        // of the room the relocation left it: the same as collection's.
+        self.write_full_checkpoint(Priority::Gc)?;
         self.log.wipe_sector(sector)
     }
 }
