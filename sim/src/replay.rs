@@ -1110,9 +1110,7 @@ pub struct ClawmemDriver<F: SimBacked, const N: usize = MAX_SESSIONS> {
 /// The default config, its session limit scaled down (in whole KiB) until
 /// clawmem accepts the partition, with a note saying so. Each try formats a
 /// scratch RAM flash of the same model.
-pub(crate) fn fit_config<F: SimBacked>(
-    model: &Model,
-) -> Result<(Config, Option<String>), ReplayError> {
+pub fn fit_config<F: SimBacked>(model: &Model) -> Result<(Config, Option<String>), ReplayError> {
     fit_config_for::<F, MAX_SESSIONS>(model)
 }
 

@@ -786,3 +786,31 @@ fn cli_replay_prints_a_table_and_names_bad_lines() {
     let out = cli(&["replay", &smoke, "--repeat", "0"]);
     assert!(!out.status.success());
 }
+
+/// A trace with one 200 KiB batch, on ESP32's 1 MiB with ESP-Claw's 150 KiB
+/// limit: the batch is stored and read back whole, its completed turn blocks
+/// the session (ESP-Claw's rules, esp-claw#161), the next append is refused
+/// as blocked, and the session is deleted and starts again as the warning
+/// asks; other sessions go on.
+#[test]
+fn a_single_200_kib_batch_is_stored_then_blocks_its_session() {
+    let lines = [
+        HEADER.to_string(),
+        append("chat:a", "user", 100, false),
+        append("chat:a", "assistant_final", 200 * 1024, true),
+        r#"{"op":"history","session":"chat:a"}"#.into(),
+        append("chat:b", "user", 300, true),
+        r#"{"op":"remount"}"#.into(),
+        r#"{"op":"history","session":"chat:a"}"#.into(),
+        append("chat:a", "user", 50, false), // refused: blocked
+        append("chat:a", "user", 60, true),  // a fresh session
+        r#"{"op":"history","session":"chat:a"}"#.into(),
+        r#"{"op":"history","session":"chat:b"}"#.into(),
+    ];
+    let trace = Trace::parse("big.jsonl", &lines.join("\n")).unwrap();
+    let r = run(&trace, &ReplayOptions::default());
+    assert_clean(&r);
+    assert_eq!(r.blocked, 1);
+    assert_eq!(r.history_checks, 4);
+    assert_eq!(r.user_bytes, 100 + 200 * 1024 + 300 + 60);
+}

@@ -373,7 +373,10 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         store.append("chat:x", &many, false),
         Err(Error::TooLarge { limit: 16, .. })
     ));
-    let huge = "h".repeat(5000);
+    // Larger than the session limit is stored (see
+    // claw_memory_session_append_records_stores_any_batch_then_blocks);
+    // larger than the 256 KiB partition is refused.
+    let huge = "h".repeat(300_000);
     assert!(matches!(
         store.append("chat:x", &[rec(RecordType::User, OA, &huge)], false),
         Err(Error::TooLarge { .. })
@@ -1170,4 +1173,52 @@ fn a_damaged_index_or_chain_is_rebuilt_from_the_log_not_wiped() {
     store.check().unwrap();
     let mut store = remount(store, cfg);
     assert_eq!(history(&mut store, "chat:r", OA).unwrap(), want);
+}
+
+/// ESP-Claw's `claw_memory_session_append_records` writes a batch of any
+/// size, and the turn's compaction then blocks the session when it stays
+/// over the limit (esp-claw#161: a reasoning model's first turn). The
+/// batch is kept, the block survives a fresh mount, and a delete clears
+/// it. Only a batch the partition could never hold is refused, with an
+/// error that names the partition, and nothing is written for it.
+#[test]
+fn claw_memory_session_append_records_stores_any_batch_then_blocks() {
+    let mut store = S::format(flash(64), config(4000)).unwrap();
+    store
+        .append("chat:a", &[rec(RecordType::User, OA, "{\"q\":1}")], false)
+        .unwrap();
+    let big = format!("{{\"r\":\"{}\"}}", "z".repeat(6000));
+    let out = store
+        .append("chat:a", &[rec(RecordType::AssistantFinal, OA, &big)], true)
+        .unwrap();
+    assert!(out.blocked && !out.compacted, "{out:?}");
+    assert!(matches!(store.gate(Some("chat:a")), Gate::Blocked(_)));
+    assert!(matches!(
+        store.append("chat:a", &[rec(RecordType::User, OA, "{}")], false),
+        Err(Error::Blocked)
+    ));
+    let mut store = S::mount(store.into_flash(), config(4000), MountMode::ExistingOnly).unwrap();
+    assert!(matches!(store.gate(Some("chat:a")), Gate::Blocked(_)));
+    let mut buf = vec![0u8; 16 * 1024];
+    let h = store.history("chat:a", OA, &mut buf).unwrap();
+    let bodies: Vec<&[u8]> = h.iter().map(|r| r.body).collect();
+    assert_eq!(bodies, [&b"{\"q\":1}"[..], big.as_bytes()]);
+    // A batch larger than the partition: refused, saying so, unwritten.
+    let image = store.flash().flash().image();
+    let vast = "v".repeat(300_000);
+    match store.append("chat:b", &[rec(RecordType::User, OA, &vast)], true) {
+        Err(Error::TooLarge { what, size, limit }) => {
+            assert!(what.contains("partition"), "{what}");
+            assert_eq!(size, 300_001);
+            assert!(limit < 256 * 1024 && limit > 128 * 1024, "{limit}");
+        }
+        r => panic!("{r:?}"),
+    }
+    assert!(store.flash().flash().image() == image);
+    store.delete_session("chat:a").unwrap();
+    let out = store
+        .append("chat:a", &[rec(RecordType::User, OA, "{}")], true)
+        .unwrap();
+    assert!(!out.blocked);
+    store.check().unwrap();
 }

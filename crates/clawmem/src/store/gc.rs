@@ -103,6 +103,30 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         sectors + bytes.div_ceil(space)
     }
 
+    /// The largest append of `records` records the partition can ever
+    /// take: what an otherwise empty store has beside the reserves that a
+    /// session holding only that batch needs (the head sector's rest aside).
+    /// A larger one is refused as too large; a smaller one may still meet
+    /// [`Error::Full`] while other data is held.
+    pub(super) fn largest_append(&self, records: usize) -> u64 {
+        let geo = self.log.geo();
+        let unit = geo.sector_payload_space() - CHUNK_HEADER_LEN;
+        let one = (super::checkpoint::CKPT_FIXED
+            + 2 * SESSION_ENCODED
+            + OBJ_ENCODED
+            + crate::store::memory::MEM_STATE_ENCODED) as u32;
+        let index = BASE_FIXED
+            + crate::session::MAX_SESSION_ID_BYTES as u32
+            + (CHDX_HEADER_SIZE + CHDX_ENTRY_SIZE + 4) as u32
+            + (CHDX_ENTRY_SIZE as u32 + 4) * records as u32;
+        let knowledge = self.config.knowledge_reserve(geo.capacity());
+        let sectors = geo
+            .count
+            .saturating_sub(self.reserve_gc + self.reserve_maintenance + 1);
+        (u64::from(sectors) * u64::from(unit))
+            .saturating_sub(u64::from(2 * one + index + knowledge))
+    }
+
     /// Makes room for a batch of `len` payload bytes, collecting garbage if
     /// needed. Before anything is collected, a dry run from what RAM knows
     /// ([`collectable`](Self::collectable)) decides whether collecting can

@@ -194,6 +194,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// size limit is compacted (ESP-Claw's turn-aware rules), or blocked if
     /// compaction cannot bring it under.
     ///
+    /// A batch larger than the session limit is stored, as ESP-Claw stores
+    /// it, and its completed turn then blocks the session. Only a batch
+    /// larger than the partition can ever hold beside its reserves is
+    /// refused ([`Error::TooLarge`], naming that size); one that fits the
+    /// partition but not the room left now gets [`Error::Full`]. While a
+    /// blocked session holds a body larger than the room garbage collection
+    /// has, the store may answer Full until that session is deleted, as the
+    /// warning asks (a body is copied whole when its sector is released).
+    ///
     /// Power loss: the batch is all-or-nothing; once this returns `Ok` it
     /// survives any cut. A cut during the compaction that follows leaves the
     /// uncompacted history, which the next completed turn compacts.
@@ -221,12 +230,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             total += r.body.len() as u64 + 1;
         }
-        let limit = self.config.session_size_limit_bytes as usize;
-        if total > limit as u64 {
+        // ESP-Claw writes a batch of any size and lets the turn's compaction
+        // block the session (esp-claw#161, a reasoning model's first turn):
+        // only a batch the partition could never hold is refused.
+        let most = self.largest_append(records.len());
+        if total > most {
             return Err(Error::TooLarge {
-                what: "one append",
+                what: "one append (more than the partition holds beside its reserves)",
                 size: total as usize,
-                limit,
+                limit: most as usize,
             });
         }
         let found = self.find(session)?;
