@@ -72,9 +72,8 @@
 //! turns into `_` ([`recover_session_id`]); otherwise the **fallback id**
 //! `unrecovered:<stem>` (`<stem>` the file name without `.log`, e.g.
 //! `unrecovered:s_trigger_scheduler_daily_1a2b3c4d`; [`fallback_session_id`]).
-//! A recovered id longer than the engine's [`MAX_SESSION_ID_BYTES`] (64
-//! today, issue 13 item 1; ESP-Claw's reach about 200 bytes) gets the
-//! fallback id too. Either way the session is imported, named in the
+//! A recovered id longer than the engine's [`MAX_SESSION_ID_BYTES`] (255;
+//! ESP-Claw's reach about 204 bytes) gets the fallback id too. Either way the session is imported, named in the
 //! report (`fallback_ids`) and a warning, and export writes a fallback-id
 //! session back under `<stem>`, its original name, so the device finds it
 //! under its real id and the round trip stays byte-identical. On clawmem
@@ -791,7 +790,7 @@ where
             }
             Some(id) if id.len() > MAX_SESSION_ID_BYTES => {
                 report.warnings.push(format!(
-                    "{}: session id {id:?} is {} bytes, longer than the {MAX_SESSION_ID_BYTES} the engine takes (issue 13 item 1); stored as {fallback:?}, and export writes it back under this file name",
+                    "{}: session id {id:?} is {} bytes, longer than the {MAX_SESSION_ID_BYTES} the engine takes; stored as {fallback:?}, and export writes it back under this file name",
                     log_path.display(),
                     id.len()
                 ));

@@ -25,8 +25,10 @@ use crate::torture::history_of;
 
 /// `"CLMS"` as a little-endian u32.
 pub const SECTOR_MAGIC: u32 = 0x534D_4C43;
-/// The format version this build reads.
-pub const FORMAT_VERSION: u16 = 2;
+/// The format version this build writes.
+pub const FORMAT_VERSION: u16 = clawmem::FORMAT_VERSION;
+/// The oldest format version this build mounts and upgrades.
+pub const MIN_FORMAT_VERSION: u16 = clawmem::MIN_FORMAT_VERSION;
 /// Bytes of a sector header before padding.
 pub const SECTOR_HEADER_LEN: usize = 24;
 
@@ -93,7 +95,7 @@ pub fn decode_sector(index: usize, offset: usize, data: &[u8]) -> SectorInfo {
         "invalid"
     } else if version > FORMAT_VERSION {
         "newer-version"
-    } else if version < FORMAT_VERSION {
+    } else if version < MIN_FORMAT_VERSION {
         "older-version"
     } else {
         "valid"
@@ -196,6 +198,11 @@ pub struct InspectReport {
     pub profiles: Vec<ProfileDump>,
     /// `Store::check()`: `ok (N records)` or the error.
     pub check: Option<String>,
+    /// The format versions of the valid sector headers, oldest first.
+    pub format_versions: Vec<u16>,
+    /// What this engine does with the image's format: whether it mounts
+    /// it as it is, upgrades it as it writes, or refuses it.
+    pub format: String,
 }
 
 /// A file that cannot be inspected at all: unreadable or empty.
@@ -244,6 +251,8 @@ pub fn inspect_bytes(
         memory: Vec::new(),
         profiles: Vec::new(),
         check: None,
+        format_versions: Vec::new(),
+        format: String::new(),
     };
     let whole = bytes.len() / sector_bytes;
     for (i, chunk) in bytes.chunks_exact(sector_bytes).enumerate() {
@@ -258,6 +267,33 @@ pub fn inspect_bytes(
             bytes.len()
         ));
     }
+    let mut versions: Vec<u16> = report
+        .sectors
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.state.as_str(),
+                "valid" | "newer-version" | "older-version"
+            )
+        })
+        .map(|s| s.version)
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    report.format = match (versions.first(), versions.last()) {
+        (None, _) | (_, None) => "no clawmem sector header".to_string(),
+        (_, Some(&v)) if v > FORMAT_VERSION => format!(
+            "format version {v} is newer than this engine's {FORMAT_VERSION}: refused, never written"
+        ),
+        (Some(&v), _) if v < MIN_FORMAT_VERSION => format!(
+            "format version {v} is older than the oldest this engine upgrades ({MIN_FORMAT_VERSION}): foreign"
+        ),
+        (Some(&v), _) if v < FORMAT_VERSION => format!(
+            "format version {v}: this engine mounts it as it is and upgrades it in place to version {FORMAT_VERSION}, sector by sector as it writes"
+        ),
+        _ => format!("format version {FORMAT_VERSION}, this engine's"),
+    };
+    report.format_versions = versions;
     report.head = report
         .sectors
         .iter()
@@ -479,6 +515,7 @@ impl fmt::Display for InspectReport {
             self.sectors.len(),
             self.sector_bytes
         )?;
+        writeln!(f, "format: {}", self.format)?;
         writeln!(f, "\nsectors")?;
         writeln!(
             f,

@@ -569,8 +569,9 @@ fn blank_foreign_and_newer_images() {
         Err(e) => panic!("{e:?}"),
         Ok(_) => panic!("a newer image was mounted"),
     }
-    // An older format (every sector header says FORMAT_VERSION - 1): foreign,
-    // refused.
+    // A format older than the oldest this crate upgrades (every sector
+    // header says MIN_FORMAT_VERSION - 1): foreign, refused. (Version 2
+    // images mount: sim/tests/golden.rs.)
     let mut store = S::format(flash(16), cfg).unwrap();
     store
         .append("chat:old", &[rec(RecordType::User, OA, "{}")], false)
@@ -583,7 +584,7 @@ fn blank_foreign_and_newer_images() {
         if h[..4] != *b"CLMS" {
             continue;
         }
-        h[4..6].copy_from_slice(&(FORMAT_VERSION - 1).to_le_bytes());
+        h[4..6].copy_from_slice(&(clawmem::MIN_FORMAT_VERSION - 1).to_le_bytes());
         let crc = crc32(&h[..20]);
         h[20..24].copy_from_slice(&crc.to_le_bytes());
     }
@@ -1220,5 +1221,63 @@ fn claw_memory_session_append_records_stores_any_batch_then_blocks() {
         .append("chat:a", &[rec(RecordType::User, OA, "{}")], true)
         .unwrap();
     assert!(!out.blocked);
+    store.check().unwrap();
+}
+
+/// ESP-Claw's session ids reach about 204 bytes (`claw_session_mgr`: a chat
+/// key of up to 159 bytes, `:`, an alias of up to 32, `:subagent_NN`). The
+/// engine takes ids up to 255 bytes (the length byte on flash): such a
+/// session is written, found, listed and read back after a fresh mount; a
+/// 256-byte id is refused, naming the limit.
+#[test]
+fn claw_session_mgr_ids_of_esp_claw_length_are_accepted() {
+    let mut store = S::format(flash(64), config(4000)).unwrap();
+    let key = format!("chat:feishu:{}", "o".repeat(159 - "chat:feishu:".len()));
+    let alias = "a".repeat(32);
+    let long = format!("{key}:{alias}:subagent_01");
+    assert_eq!(long.len(), 204);
+    let longest = "x".repeat(clawmem::MAX_SESSION_ID_BYTES);
+    assert_eq!(longest.len(), 255);
+    for (n, id) in [&long, &longest].into_iter().enumerate() {
+        for k in 0..3 {
+            let body = format!("{{\"n\":{n},\"k\":{k}}}");
+            store
+                .append(id, &[rec(RecordType::User, OA, &body)], k == 2)
+                .unwrap();
+        }
+    }
+    let too_long = "y".repeat(256);
+    assert!(matches!(
+        store.append(&too_long, &[rec(RecordType::User, OA, "{}")], false),
+        Err(Error::TooLarge {
+            what: "session id",
+            limit: 255,
+            ..
+        })
+    ));
+    let mut store = S::mount(store.into_flash(), config(4000), MountMode::ExistingOnly).unwrap();
+    let mut ids = Vec::new();
+    store
+        .for_each_session(|id, _| ids.push(id.to_string()))
+        .unwrap();
+    ids.sort();
+    let mut want = vec![long.clone(), longest.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    for (n, id) in [&long, &longest].into_iter().enumerate() {
+        let mut buf = [0u8; 256];
+        let h = store.history(id, OA, &mut buf).unwrap();
+        let bodies: Vec<String> = h
+            .iter()
+            .map(|r| String::from_utf8(r.body.to_vec()).unwrap())
+            .collect();
+        assert_eq!(
+            bodies,
+            (0..3)
+                .map(|k| format!("{{\"n\":{n},\"k\":{k}}}"))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(store.session_info(id).unwrap().unwrap().records, 3);
+    }
     store.check().unwrap();
 }

@@ -9,7 +9,9 @@ use embedded_storage::nor_flash::NorFlash;
 
 /// On-flash format version written by this crate. Images with a newer
 /// version are refused.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
+/// Oldest format version this crate mounts (and upgrades by writing).
+pub const MIN_FORMAT_VERSION: u16 = 2;
 
 /// Sector header magic: `"CLMS"` on flash.
 pub(crate) const SECTOR_MAGIC: u32 = u32::from_le_bytes(*b"CLMS");
@@ -277,7 +279,7 @@ pub(crate) fn decode_sector_header(bytes: &[u8]) -> SectorHeader {
     if version > FORMAT_VERSION {
         return SectorHeader::Newer { version };
     }
-    if version < FORMAT_VERSION {
+    if version < MIN_FORMAT_VERSION {
         return SectorHeader::Invalid;
     }
     SectorHeader::Valid {

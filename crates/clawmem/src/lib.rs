@@ -35,7 +35,7 @@ mod testing;
 
 pub use chdx::{BackendFormat, RecordType};
 pub use error::{Error, NoLabel};
-pub use layout::FORMAT_VERSION;
+pub use layout::{FORMAT_VERSION, MIN_FORMAT_VERSION};
 pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
 pub use store::{
     Appended, Config, Gate, History, Maintenance, MemoryConfig, MountMode, MountReport,

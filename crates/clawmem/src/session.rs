@@ -31,8 +31,10 @@ const _: () = {
     assert!(defined_in(SESSION_DELETE, CLASS_SESSION) && defined_in(SESSION_BLOCK, CLASS_SESSION));
 };
 
-/// Most bytes of a session id.
-pub const MAX_SESSION_ID_BYTES: usize = 64;
+/// Most bytes of a session id: all that its one-byte length on flash holds.
+/// ESP-Claw's ids reach about 204 bytes (a chat key of up to 159, `:`, an
+/// alias of up to 32, and `:subagent_NN` for a subagent).
+pub const MAX_SESSION_ID_BYTES: usize = 255;
 
 /// Most batches a chain may have after its root before the next append
 /// consolidates them into a base.

@@ -570,7 +570,8 @@ impl<F: NorFlash> Log<F> {
         let at = self.geo.sector_start(index);
         self.io().read(at, &mut b)?;
         Ok(u32_at(&b, 0) == crate::layout::SECTOR_MAGIC_VALUE
-            && u16_at(&b, 4) == crate::layout::FORMAT_VERSION
+            && (crate::layout::MIN_FORMAT_VERSION..=crate::layout::FORMAT_VERSION)
+                .contains(&u16_at(&b, 4))
             && u32_at(&b, 8) == seq)
     }
 

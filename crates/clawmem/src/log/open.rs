@@ -22,6 +22,11 @@
 //! chunk that fails is left out and the walk resumes at the next sound
 //! chunk. Every loop is bounded by the geometry.
 //!
+//! Upgrade: an image whose head sector is of an older format (from
+//! [`MIN_FORMAT_VERSION`](crate::layout::MIN_FORMAT_VERSION) on) opens as it
+//! is, its head taken as full, so the first write opens a sector of this
+//! format; older sectors keep their headers until the ring reopens them.
+//!
 //! Power loss: nothing here writes. A torn write at the head is reported
 //! (`sealed_head`), and the head is then taken as full, so that nothing is
 //! ever written after the tear.
@@ -67,7 +72,7 @@ impl<F: NorFlash> Log<F> {
         // winner's CRC; if that fails, a second pass checks every header.
         let mut newest: Option<(u32, u32, u32, u32)> = None;
         let mut all_erased = true;
-        let mut best: Option<(u32, u32)> = None;
+        let mut best: Option<(u32, u32, u16)> = None;
         for i in 0..geo.count {
             report.sector_headers += 1;
             let mut b = [0u8; 12];
@@ -90,11 +95,12 @@ impl<F: NorFlash> Log<F> {
                 continue;
             }
             let seq = u32_at(&b, 8);
-            if version == crate::layout::FORMAT_VERSION && best.is_none_or(|(_, s)| seq > s) {
-                best = Some((i, seq));
+            if version >= crate::layout::MIN_FORMAT_VERSION && best.is_none_or(|(_, s, _)| seq > s)
+            {
+                best = Some((i, seq, version));
             }
         }
-        if let Some((i, seq)) = best {
+        if let Some((i, seq, _)) = best {
             if let SectorHeader::Valid {
                 seq: s,
                 erase_count,
@@ -273,7 +279,20 @@ impl<F: NorFlash> Log<F> {
             }
         }
         let head_checkpoint = checkpoints[1];
-        if report.sealed_head {
+        // A head of an older format takes no more writes: the first write
+        // opens a sector of this format, so that an engine of the older one
+        // refuses the image from then on rather than misread what this one
+        // wrote. Nothing is written here (a store only read stays as it is).
+        let version = match best {
+            Some((i, _, v)) if i == head => v,
+            _ => {
+                let mut v = [0u8; 2];
+                self.io().read(geo.sector_start(head) + 4, &mut v)?;
+                u16::from_le_bytes(v)
+            }
+        };
+        let older = !report.sealed_head && version < crate::layout::FORMAT_VERSION;
+        if report.sealed_head || older {
             pos = sector_end;
         }
         self.write_pos = pos;

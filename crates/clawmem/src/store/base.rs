@@ -265,13 +265,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(true);
         }
         recs.rewind();
-        let mut id = [0u8; MAX_SESSION_ID_BYTES];
-        if self.session_id(&s, &mut id)?.is_none() {
-            return Err(Error::Corrupted {
-                address: s.root,
-                what: "a session's name is damaged beyond repair",
-            });
-        }
         let id_len = s.id_len as u32;
         let entries_at = BASE_FIXED + id_len + CHDX_HEADER_SIZE as u32;
         let crcs_at = entries_at + count * CHDX_ENTRY_SIZE as u32;
@@ -306,11 +299,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let sweep = Sweep::new(pos);
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
+        if super::sessions::session_id_in(&mut self.log, &s, &mut w.id)?.is_none() {
+            return Err(Error::Corrupted {
+                address: s.root,
+                what: "a session's name is damaged beyond repair",
+            });
+        }
         w.chain = chain;
         w.sweeps = [sweep; 3];
         let mut payload = BasePayload {
             fixed,
-            id,
             id_len,
             summary,
             keep,
@@ -389,7 +387,6 @@ impl Sweep {
 /// bodies, each section from its own sweep over the kept records.
 struct BasePayload<'p, 'r, 'w> {
     fixed: [u8; BASE_FIXED as usize],
-    id: [u8; MAX_SESSION_ID_BYTES],
     id_len: u32,
     summary: Option<Record<'r>>,
     keep: Keep<'p>,
@@ -413,6 +410,8 @@ pub(crate) struct BaseWork {
     chain: Chain,
     /// Indexed by [`ENTRIES`], [`CRCS`], [`BODIES`].
     sweeps: [Sweep; 3],
+    /// The session's id, written after the fixed part.
+    id: [u8; MAX_SESSION_ID_BYTES],
 }
 
 /// The sweep of each section, in [`BaseWork::sweeps`].
@@ -425,6 +424,7 @@ impl BaseWork {
     pub(crate) const EMPTY: BaseWork = BaseWork {
         chain: Chain::EMPTY,
         sweeps: [Sweep::new(RecPos::EMPTY); 3],
+        id: [0; MAX_SESSION_ID_BYTES],
     };
 }
 
@@ -445,7 +445,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
         k: u32,
     ) -> Result<(Kept<'r>, Option<u32>), Fail<F::Error>> {
         let (keep, summary, embed, ring) = (self.keep, self.summary, self.embed, &self.ring);
-        let BaseWork { chain, sweeps } = &mut *self.w;
+        let BaseWork { chain, sweeps, .. } = &mut *self.w;
         let sweep = &mut sweeps[which];
         if sweep.passed > k + 1 {
             sweep.rewind();
@@ -516,7 +516,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             let src: &[u8] = if p < BASE_FIXED {
                 &self.fixed[p as usize..]
             } else if p < BASE_FIXED + self.id_len {
-                &self.id[(p - BASE_FIXED) as usize..self.id_len as usize]
+                &self.w.id[(p - BASE_FIXED) as usize..self.id_len as usize]
             } else if p < self.entries_at {
                 small[..CHDX_HEADER_SIZE].copy_from_slice(&chdx::encode_header());
                 &small[(p - BASE_FIXED - self.id_len) as usize..CHDX_HEADER_SIZE]

@@ -104,7 +104,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         config: &Config,
     ) -> Result<(u32, u32), Fail<F::Error>> {
         if config.max_session_id_bytes == 0 || config.max_session_id_bytes > MAX_SESSION_ID_BYTES {
-            return Err(Error::Config("max_session_id_bytes must be 1 to 64"));
+            return Err(Error::Config("max_session_id_bytes must be 1 to 255"));
         }
         if config.session_size_limit_bytes < 64 {
             return Err(Error::Config(

@@ -108,23 +108,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         s: &Session,
         out: &mut [u8; MAX_SESSION_ID_BYTES],
     ) -> Result<Option<usize>, Fail<F::Error>> {
-        let sound = |id: &[u8]| {
-            id.len() == usize::from(s.id_len)
-                && fnv1a32(id) == s.id_hash
-                && core::str::from_utf8(id).is_ok()
-        };
-        match read_id(&mut self.log.io(), s, out) {
-            Ok(n) if sound(&out[..n]) => return Ok(Some(n)),
-            Ok(_) | Err(Error::Corrupted { .. }) => {}
-            Err(e) => return Err(e),
-        }
-        if s.root_is_base {
-            return Ok(None);
-        }
-        Ok(match self.log.start_name(s.root, Some(s.uid), out)? {
-            Some((_, n)) if sound(&out[..n]) => Some(n),
-            _ => None,
-        })
+        session_id_in(&mut self.log, s, out)
     }
 
     /// Facts about a session, or `None` if it does not exist.
@@ -688,4 +672,30 @@ impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
         copy_from_parts(parts, offset, out);
         Ok(())
     }
+}
+
+/// [`Store::session_id`] on the log alone, so that `out` may be in the work
+/// area (a base being written keeps its session's id there, off the stack).
+pub(super) fn session_id_in<F: NorFlash>(
+    log: &mut crate::log::Log<F>,
+    s: &Session,
+    out: &mut [u8; MAX_SESSION_ID_BYTES],
+) -> Result<Option<usize>, Fail<F::Error>> {
+    let sound = |id: &[u8]| {
+        id.len() == usize::from(s.id_len)
+            && fnv1a32(id) == s.id_hash
+            && core::str::from_utf8(id).is_ok()
+    };
+    match read_id(&mut log.io(), s, out) {
+        Ok(n) if sound(&out[..n]) => return Ok(Some(n)),
+        Ok(_) | Err(Error::Corrupted { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    if s.root_is_base {
+        return Ok(None);
+    }
+    Ok(match log.start_name(s.root, Some(s.uid), out)? {
+        Some((_, n)) if sound(&out[..n]) => Some(n),
+        _ => None,
+    })
 }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Writes the golden images of the current on-flash format into
+# tests/images/v<FORMAT_VERSION>/: for each preset, the partition after a
+# replay of traces/smoke.jsonl (sessions, long-term memory, profiles, chat
+# session maps, remounts), and beside it what the image must read back, as
+# `clawmem-sim export` writes it (ESP-Claw's files: every history, the
+# memory records and index, the profiles, the chat maps).
+#
+# Run it once, in the commit that introduces a format version, with that
+# version's engine; CI never runs it: only an old engine can write an old
+# image. The file SOURCE names the commit whose engine wrote them.
+# tests/tests/../sim/tests/golden.rs mounts every image with the current
+# engine and checks it against what was exported.
+#
+# Usage: scripts/golden-images.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version=$(sed -n 's/^pub const FORMAT_VERSION: u16 = \([0-9]*\);/\1/p' crates/clawmem/src/layout.rs)
+[ -n "$version" ] || { echo "cannot read FORMAT_VERSION" >&2; exit 1; }
+out=tests/images/v$version
+if [ -e "$out" ]; then
+    echo "$out exists: the images of a released format are never rewritten" >&2
+    exit 1
+fi
+cargo build --release -p clawmem-sim
+sim=target/release/clawmem-sim
+mkdir -p "$out"
+# preset and partition size (stm32h7 has 128 KiB sectors)
+for spec in esp32:256K nrf52:256K stm32l4:256K stm32h7:1M; do
+    preset=${spec%%:*}
+    size=${spec#*:}
+    img=$out/smoke-$preset.img
+    "$sim" replay traces/smoke.jsonl --preset "$preset" --size "$size" --image "$img" >/dev/null
+    "$sim" export --preset "$preset" "$img" "$out/smoke-$preset.expected" >/dev/null
+done
+{
+    echo "format version $version"
+    echo "written by the engine of commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- crates sim || echo ' plus uncommitted changes')"
+    echo "with: scripts/golden-images.sh (traces/smoke.jsonl on esp32, nrf52, stm32l4 at 256 KiB and stm32h7 at 1 MiB)"
+} >"$out/SOURCE"
+echo "wrote $out"
