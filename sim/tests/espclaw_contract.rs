@@ -561,9 +561,9 @@ fn esp_claw_list(map: &ChatMapFile) -> String {
 
 /// Item 9: the ids come from the chat and subagent maps (no `--ids`), the
 /// chat maps become the engine's (aliases in order, the current one), so
-/// `/session list` answers as on the device; the session no map names and
-/// the one whose id is longer than the engine takes are stored under
-/// their fallback ids and named in the report.
+/// `/session list` answers as on the device, a 161-byte id included; the
+/// session no map names is stored under its fallback id and named in the
+/// report.
 #[test]
 fn claw_session_mgr_load_mapping_locked_imports_chat_maps() {
     let tmp = tempfile::tempdir().unwrap();
@@ -581,34 +581,32 @@ fn claw_session_mgr_load_mapping_locked_imports_chat_maps() {
         let stem = naming::session_stem(id);
         format!("sessions/{stem}.log -> unrecovered:{stem}")
     };
-    // The 161-byte id is refused by the engine while it caps ids at 64
-    // bytes (issue 13 item 1); until then it is stored under its fallback.
-    let too_long = long_id.len() > MAX_SESSION_ID_BYTES;
-    let mut want = vec![fallback("trigger:scheduler:daily-report-2026-12-01")];
-    if too_long {
-        want.push(fallback(&long_id));
-    }
-    want.sort();
-    let mut got = r.fallback_ids.clone();
-    got.sort();
-    assert_eq!(got, want);
+    // The 161-byte id fits the engine's 255 bytes: imported under itself;
+    // only the session no map names gets a fallback id.
+    assert!(long_id.len() == 161 && long_id.len() <= MAX_SESSION_ID_BYTES);
     assert_eq!(
-        too_long,
-        r.warnings
+        r.fallback_ids,
+        [fallback("trigger:scheduler:daily-report-2026-12-01")]
+    );
+    assert!(
+        !r.warnings
             .iter()
-            .any(|w| w.contains("161 bytes, longer than the 64"))
+            .any(|w| w.contains("bytes, longer than the")),
+        "{:?}",
+        r.warnings
     );
 
     let mut store = mount(&image);
     let mut buf = vec![0u8; 8192];
     for id in [
+        long_id.clone(),
         format!("{FEISHU}:default_01"),
         PARENT.to_string(),
         format!("{PARENT}:subagent_01"),
         format!("{PARENT}:subagent_02"),
         format!("{AGENT}:notes"),
     ] {
-        assert!(id.len() > 24 && id.len() <= 64, "{id}");
+        assert!(id.len() > 24 && id.len() <= MAX_SESSION_ID_BYTES, "{id}");
         assert!(
             !store
                 .history(&id, BackendFormat::Unknown, &mut buf)
