@@ -59,7 +59,9 @@ fn export(bytes: &[u8], preset: Preset) -> BTreeMap<String, Vec<u8>> {
     files(&out)
 }
 
-/// The versions in the sector headers of `bytes` (valid headers only).
+/// The versions in the sector headers of `bytes` that are not erased, read
+/// by hand (no CRC check): an oracle apart from `inspect`, which is checked
+/// against it.
 fn header_versions(bytes: &[u8], sector: usize) -> Vec<u16> {
     let mut v: Vec<u16> = bytes
         .chunks(sector)
