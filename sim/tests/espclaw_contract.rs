@@ -712,6 +712,74 @@ fn claw_session_mgr_write_mapping_locked_round_trip_is_byte_identical() {
     assert_eq!(tree(&out1), tree(&out2));
 }
 
+/// Item 1's limit on import: a subagent of a subagent of a long chat can
+/// name an id past the engine's 255 bytes (`claw_session_mgr` builds
+/// `<parent>:subagent_NN` from any parent). Such a session is imported under
+/// its fallback id, the report names it and its length, its history reads
+/// back, and export writes it back under its own file name, byte for byte.
+#[test]
+fn claw_session_mgr_load_subagent_map_locked_an_id_past_255_bytes_gets_its_fallback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("device");
+    device_dir(&dev);
+    let parent = format!("{}:default_01:subagent_01:subagent_01", long_key(220));
+    let child = format!("{parent}:subagent_02");
+    assert!(child.len() > MAX_SESSION_ID_BYTES && parent.len() <= MAX_SESSION_ID_BYTES);
+    let sub = format!(
+        "{{\"parent_session_id\":\"{parent}\",\"next_suffix\":3,\"child_ids\":[\"{child}\"]}}"
+    );
+    fs::write(
+        dev.join("sessions/subagent_map")
+            .join(espclaw::subagent_map_file_name(&parent)),
+        sub,
+    )
+    .unwrap();
+    write_session(&dev, &parent, &["parent turn", "ok"]);
+    write_session(&dev, &child, &["a long way down", "still kept"]);
+    let image = tmp.path().join("long.img");
+    let r = import_to_image(&dev, &image, Preset::Esp32, None, &ImportOptions::default()).unwrap();
+    let stem = naming::session_stem(&child);
+    let fallback = format!("unrecovered:{stem}");
+    assert!(
+        r.fallback_ids
+            .contains(&format!("sessions/{stem}.log -> {fallback}")),
+        "{:?}",
+        r.fallback_ids
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains(&format!(
+            "is {} bytes, longer than the {MAX_SESSION_ID_BYTES}",
+            child.len()
+        ))),
+        "{:?}",
+        r.warnings
+    );
+    let mut store = mount(&image);
+    let mut buf = vec![0u8; 8192];
+    let h = store
+        .history(&fallback, BackendFormat::Unknown, &mut buf)
+        .unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(
+        store
+            .history(&parent, BackendFormat::Unknown, &mut buf)
+            .unwrap()
+            .len(),
+        2
+    );
+    drop(store);
+    let out = tmp.path().join("out");
+    export_image(&image, Preset::Esp32, &out).unwrap();
+    for suffix in [".log", ".log.idx"] {
+        let name = format!("sessions/{stem}{suffix}");
+        assert_eq!(
+            fs::read(out.join(&name)).unwrap(),
+            fs::read(dev.join(&name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
 /// Item 9, nothing left behind: chat maps beyond what the engine stores
 /// (it keeps at most 24 objects, profiles included)
 /// go to the sidecar, with a warning, and export writes them all back.

@@ -814,3 +814,78 @@ fn a_single_200_kib_batch_is_stored_then_blocks_its_session() {
     assert_eq!(r.history_checks, 4);
     assert_eq!(r.user_bytes, 100 + 200 * 1024 + 300 + 60);
 }
+
+/// Issue 13 (item 1, "done when"): ESP-Claw's long session ids. The first
+/// 400 ops of bfcl-multi-turn with every session id padded to 200 bytes
+/// (what a Feishu chat key, an alias and a subagent suffix reach) replay
+/// clean on ESP32's 1 MiB; `export` writes each session under the file
+/// name ESP-Claw's `claw_memory_session_path_dup` gives its id
+/// (`naming::session_stem`) and the ids beside them, and `import` of that
+/// directory then `export` again gives the same files.
+#[test]
+fn claw_memory_session_path_dup_names_200_byte_ids_on_replay_and_export() {
+    use clawmem_sim::espfiles::{export_image, import_to_image, ImportOptions, IDS_FILE};
+    let pad = |id: &str| {
+        let mut long = format!("{id}:");
+        while long.len() < 200 {
+            long.push('x');
+        }
+        long
+    };
+    let text = std::fs::read_to_string(trace_path("bfcl-multi-turn.jsonl")).unwrap();
+    let mut lines = Vec::new();
+    for line in text.lines().take(401) {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(s) = v.get("session").and_then(|s| s.as_str()).map(pad) {
+            v["session"] = s.into();
+        }
+        lines.push(v.to_string());
+    }
+    let trace = Trace::parse("long-ids.jsonl", &lines.join("\n")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let image = tmp.path().join("long.img");
+    let opts = ReplayOptions {
+        image: Some(image.clone()),
+        ..ReplayOptions::default()
+    };
+    let r = run(&trace, &opts);
+    assert_clean(&r);
+    assert!(r.history_checks > 50, "{}", r.history_checks);
+    let (out1, out2) = (tmp.path().join("out1"), tmp.path().join("out2"));
+    export_image(&image, Preset::Esp32, &out1).unwrap();
+    let ids = std::fs::read_to_string(out1.join(IDS_FILE)).unwrap();
+    let ids: Vec<&str> = ids.lines().collect();
+    assert!(!ids.is_empty());
+    for id in &ids {
+        assert_eq!(id.len(), 200, "{id}");
+        let stem = clawmem::naming::session_stem(id);
+        for suffix in [".log", ".log.idx"] {
+            assert!(
+                out1.join(format!("sessions/{stem}{suffix}")).is_file(),
+                "{stem}{suffix}"
+            );
+        }
+    }
+    let image2 = tmp.path().join("again.img");
+    let r = import_to_image(
+        &out1,
+        &image2,
+        Preset::Esp32,
+        None,
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    assert!(r.fallback_ids.is_empty(), "{:?}", r.fallback_ids);
+    export_image(&image2, Preset::Esp32, &out2).unwrap();
+    for id in &ids {
+        let stem = clawmem::naming::session_stem(id);
+        for suffix in [".log", ".log.idx"] {
+            let name = format!("sessions/{stem}{suffix}");
+            assert_eq!(
+                std::fs::read(out1.join(&name)).unwrap(),
+                std::fs::read(out2.join(&name)).unwrap(),
+                "{name}"
+            );
+        }
+    }
+}

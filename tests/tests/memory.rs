@@ -619,6 +619,56 @@ fn stage_note_lists_the_labels_memory_writes_touched() {
     assert_eq!(note, "Memory update: [diet;health]");
 }
 
+/// `cap_memory_update_execute` notes the labels of the item the update
+/// leaves (`cap_memory_collect_summary_list(item)` after
+/// `claw_memory_update_with_result` made `item` the replacement), not the
+/// old item's; an update that duplicates another item notes that item's.
+#[test]
+fn cap_memory_update_execute_notes_only_the_resulting_items_labels() {
+    let mut store = S::format(flash(32), config()).unwrap();
+    let a = store
+        .memory_store(
+            &ItemInput::new("User is vegan").tags("diet, health"),
+            1,
+            false,
+        )
+        .unwrap()
+        .item
+        .id();
+    let b = store
+        .memory_store(
+            &ItemInput::new("User runs on Mondays").tags("sport"),
+            2,
+            false,
+        )
+        .unwrap()
+        .item
+        .id();
+    store.memory_stage_begin();
+    store
+        .memory_update(a, &ItemInput::new("User is vegetarian").tags("food"), 3)
+        .unwrap()
+        .unwrap();
+    let mut note = String::new();
+    assert!(store.write_memory_stage_note(&mut note).unwrap());
+    assert_eq!(note, "Memory update: [food]");
+    // Updated into a duplicate of `b`: the note names `b`'s labels.
+    let c = store
+        .memory_store(&ItemInput::new("User swims daily").tags("swim"), 4, false)
+        .unwrap()
+        .item
+        .id();
+    store.memory_stage_begin();
+    let dup = store
+        .memory_update(c, &ItemInput::new("User runs on Mondays"), 5)
+        .unwrap()
+        .unwrap();
+    assert_eq!(dup.item.id(), b);
+    let mut note = String::new();
+    assert!(store.write_memory_stage_note(&mut note).unwrap());
+    assert_eq!(note, "Memory update: [sport]");
+}
+
 #[test]
 fn catalog_read_cost_is_measured() {
     let mut store = S::format(flash(64), config()).unwrap();

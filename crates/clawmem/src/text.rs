@@ -177,7 +177,7 @@ pub(crate) fn json_escape(c: char, buf: &mut [u8; 6]) -> Option<&str> {
 
 /// Writes `s` as a JSON string literal the way cJSON prints it (see
 /// [`json_escape`]).
-pub(crate) fn write_json_string<W: Write>(w: &mut W, s: &str) -> fmt::Result {
+pub(crate) fn write_json_string<W: Write + ?Sized>(w: &mut W, s: &str) -> fmt::Result {
     w.write_char('"')?;
     let mut rest = s;
     while let Some(pos) = rest.find(|c: char| c == '"' || c == '\\' || c < ' ') {

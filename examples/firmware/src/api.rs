@@ -23,7 +23,7 @@ use clawmem::chat::{self, ChatKey, ChatKeyError, ChatSessions, SessionCommand, S
 use clawmem::chat::{SessionId, SessionReply, UsageError};
 use clawmem::chdx::{self, ChdxError, Entry};
 #[cfg(feature = "memory")]
-use clawmem::memory::{Item, ItemId, ItemInput};
+use clawmem::memory::{self, Item, ItemId, ItemInput, MemoryAction, RecallReply};
 use clawmem::naming::{self, SessionFileKind, SessionFileName};
 #[cfg(feature = "profiles")]
 use clawmem::profile::ProfileDoc;
@@ -347,6 +347,35 @@ pub fn write_memory_prompt(store: &mut Engine, mut w: &mut dyn Write) -> R<()> {
 #[inline(never)]
 pub fn write_memory_md(store: &mut Engine, mut w: &mut dyn Write) -> R<()> {
     store.write_memory_md(&mut w)
+}
+
+#[cfg(feature = "memory")]
+#[inline(never)]
+pub fn write_memory_recall_json(
+    store: &mut Engine,
+    mut w: &mut dyn Write,
+    labels: &[&str],
+    limit: usize,
+    now: u32,
+) -> R<RecallReply> {
+    store.write_memory_recall_json(&mut w, labels, limit, now)
+}
+
+#[cfg(feature = "memory")]
+#[inline(never)]
+pub fn write_memory_list_json(store: &mut Engine, mut w: &mut dyn Write) -> R<usize> {
+    store.write_memory_list_json(&mut w)
+}
+
+#[cfg(feature = "memory")]
+#[inline(never)]
+pub fn write_memory_reply_json(
+    w: &mut dyn Write,
+    action: MemoryAction,
+    item: &Item,
+    changed: bool,
+) -> fmt::Result {
+    memory::write_memory_reply_json(w, action, item, changed)
 }
 
 #[cfg(feature = "memory")]

@@ -37,7 +37,7 @@ use core::panic::PanicInfo;
 #[cfg(feature = "chat")]
 use clawmem::chat::{self, SessionCommand};
 #[cfg(feature = "memory")]
-use clawmem::memory::{ItemInput, SOURCE_AUTO_LLM, SOURCE_MANUAL};
+use clawmem::memory::{ItemInput, MemoryAction, RecallReply, SOURCE_AUTO_LLM, SOURCE_MANUAL};
 use clawmem::naming::SessionFileKind;
 #[cfg(feature = "profiles")]
 use clawmem::profile::ProfileDoc;
@@ -461,6 +461,18 @@ fn memory_tools(store: &mut Engine, out: &mut Console, now: u32) -> Result<&'sta
         home.replaced
     );
 
+    // The replies the model gets, in ESP-Claw's JSON.
+    let _ = api::write_memory_reply_json(out, MemoryAction::Store, &stored.item, stored.changed);
+    let _ = writeln!(out);
+    match api::write_memory_recall_json(store, out, &[black_box("home")], 0, now)? {
+        RecallReply::Items(n) => {
+            let _ = writeln!(out, " ({n} recalled)");
+        }
+        RecallReply::InvalidLabel => {
+            let _ = writeln!(out, " (no such label)");
+        }
+    }
+
     let mut recalled = 0usize;
     match api::memory_recall(store, &[black_box("drinks")], 8, now, &mut |item| {
         recalled += 1;
@@ -548,6 +560,8 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
 /// The memory views and compaction of [`maintenance`].
 #[cfg(feature = "memory")]
 fn memory_views(store: &mut Engine, out: &mut Console) -> Result<()> {
+    api::write_memory_list_json(store, out)?;
+    let _ = writeln!(out);
     let n = api::memory_list(store, &mut |item| {
         let _ = writeln!(out, "{} [{}] {}", item.id(), item.tags(), item.content());
     })?;

@@ -20,7 +20,7 @@
 use core::fmt;
 
 use clawmem::chat::{parse_session_command, ChatKey, SessionCommand, SessionError};
-use clawmem::memory::{ItemId, ItemInput, SOURCE_MANUAL};
+use clawmem::memory::{ItemId, ItemInput, RecallReply, SOURCE_MANUAL};
 use clawmem::profile::ProfileDoc;
 use clawmem::{BackendFormat, Error, Gate, MountMode, Record, RecordType, MAX_SESSION_ID_BYTES};
 
@@ -366,6 +366,46 @@ fn memory(run: &mut Run, store: &mut S) {
     let mut sink = Count(0);
     let (r, used) = engine!(run, store.write_memory_md(&mut sink));
     report("write_memory_md", "counting sink", used, r, |_| sink.0);
+    let mut sink = Count(0);
+    let (r, used) = engine!(run, store.write_memory_list_json(&mut sink));
+    report("write_memory_list_json", "counting sink", used, r, |_| sink.0);
+    let mut sink = Count(0);
+    let now = run.tick();
+    let (r, used) = engine!(run, store.write_memory_recall_json(&mut sink, &["tour"], 0, now));
+    match r {
+        Ok(RecallReply::Items(n)) if n > 0 => {
+            ok("write_memory_recall_json", "the tour label", used, sink.0)
+        }
+        Ok(other) => failed(
+            "write_memory_recall_json",
+            "the tour label",
+            used,
+            format_args!("{other:?}"),
+        ),
+        Err(e) => failed("write_memory_recall_json", "the tour label", used, format_args!("{e}")),
+    }
+    let mut sink = Count(0);
+    let (r, used) = engine!(run, store.write_memory_recall_json(&mut sink, &["not-a-label"], 0, now));
+    match r {
+        Ok(RecallReply::InvalidLabel) => ok(
+            "write_memory_recall_json",
+            "a label not in the catalog",
+            used,
+            sink.0,
+        ),
+        Ok(other) => failed(
+            "write_memory_recall_json",
+            "a label not in the catalog",
+            used,
+            format_args!("{other:?}"),
+        ),
+        Err(e) => failed(
+            "write_memory_recall_json",
+            "a label not in the catalog",
+            used,
+            format_args!("{e}"),
+        ),
+    }
     let (r, used) = engine!(run, store.memory_get(ItemId::new(id)));
     match r {
         Ok(i) if i.id().get() == id => ok("memory_get", "the imported item", used, id),

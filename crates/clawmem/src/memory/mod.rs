@@ -16,7 +16,8 @@
 //!   the error for a recall with an unknown label ([`UnknownLabel`]).
 //! - Rendering without allocation: the full-mode catalog prompt
 //!   ([`write_catalog_prompt`]), `MEMORY.md` ([`write_memory_md`]) and the
-//!   stage note ([`StageNote`]).
+//!   stage note ([`StageNote`]), and the JSON replies of ESP-Claw's memory
+//!   tools ([`write_memory_reply_json`], [`MemoryAction`]).
 //!
 //! Nothing here touches flash, so nothing here can be cut by power loss; the
 //! storage layer states its own guarantees. Every function is total: no
@@ -35,6 +36,7 @@
 mod catalog;
 mod codec;
 mod item;
+mod json;
 mod render;
 mod rules;
 mod text;
@@ -49,6 +51,12 @@ pub use codec::{
 pub use item::{
     derive_labels, normalize_keywords, normalize_tags, Content, Item, ItemError, ItemId, ItemInput,
     Keywords, Label, LabelLimit, Labels, Source, Tags, SOURCE_AUTO_LLM, SOURCE_MANUAL,
+};
+#[cfg(feature = "memory")]
+pub(crate) use json::{write_invalid_label_head, write_item_json, write_reply_head};
+pub use json::{
+    write_memory_reply_json, MemoryAction, RecallReply, INVALID_LABELS_ERROR,
+    INVALID_LABELS_MESSAGE,
 };
 pub use render::{
     write_catalog_prompt, write_memory_md, write_memory_md_item, StageNote, Timestamp,

@@ -464,28 +464,32 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<usize, Error<F::Error>> {
         match self.memory_recall_dyn(labels, limit, now, &mut f)? {
             Ok(n) => Ok(n),
-            Err(e) => Err(Error::UnknownLabel(e)),
+            Err(k) => Err(Error::UnknownLabel(self.unknown_label(labels[k])?)),
         }
     }
 
     /// [`memory_recall`](Self::memory_recall), compiled once whatever the
-    /// caller's closure.
+    /// caller's closure. An unknown label is `Err(k)`, `labels[k]`, and
+    /// nothing is written.
     pub(super) fn memory_recall_dyn(
         &mut self,
         labels: &[&str],
         limit: usize,
         now: u32,
         f: &mut dyn FnMut(&Item),
-    ) -> Result<Result<usize, UnknownLabelError>, Fail<F::Error>> {
+    ) -> Result<Result<usize, usize>, Fail<F::Error>> {
         // The first three non-empty labels (ESP-Claw's loop over
-        // `summary_labels`); none: every active item.
+        // `summary_labels`), with where each is in `labels`; none: every
+        // active item.
         let mut query = [""; MAX_SUMMARY_LABELS];
+        let mut given = [0usize; MAX_SUMMARY_LABELS];
         let mut n = 0;
-        for l in labels.iter().filter(|l| !l.is_empty()) {
+        for (k, l) in labels.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
             if n == query.len() {
                 break;
             }
             query[n] = l;
+            given[n] = k;
             n += 1;
         }
         let labels = &query[..n];
@@ -519,8 +523,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         if let Some(k) = seen.iter().take(n).position(|s| !s) {
-            let e = self.unknown_label(labels[k])?;
-            return Ok(Err(e));
+            return Ok(Err(given[k]));
         }
         // The matches, in priority order: the active set keeps only them.
         let set = &mut self.work.borrow_mut().active[OP];
@@ -571,7 +574,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// id and access count 0, after which the old item is forgotten.
     /// [`memory_newest`](Self::memory_newest) follows the lineage from the
     /// old id. Returns the new item (or the item it duplicates), or `None`
-    /// if the patch changes nothing.
+    /// if the patch changes nothing. The stage note gets the labels of the
+    /// item returned, not the old item's (as ESP-Claw notes an update).
     ///
     /// Power loss: the new item and the tombstone are two batches; a cut
     /// between them leaves both, and the next compaction forgets the old
@@ -602,11 +606,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else {
             self.mem.next_id = self.mem.next_id.wrapping_add(1);
             self.mem_put(&new, (id.get(), root), Priority::User)?;
-            self.stage_touch(&new);
         }
         self.mem_forget_record(id.get(), Priority::User)?;
-        let w: &mut Work = self.work.borrow_mut();
-        let _ = self.stage.note_item(&w.items[MERGED]);
+        // The stage note gets the resulting item's labels only, as
+        // `cap_memory_update_execute` notes them: not the old item's.
+        self.stage_touch(&new);
         self.mem_maybe_compact()?;
         Ok(Some(Stored {
             item: new,

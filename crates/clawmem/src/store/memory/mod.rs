@@ -22,11 +22,14 @@
 //!
 //! The files: this one holds the records' layout and the types;
 //! `read.rs` reads records and builds the active set, `write.rs` appends
-//! records and compacts, `api.rs` is the public memory API and `scrub.rs`
+//! records and compacts, `api.rs` is the public memory API, `json.rs` writes
+//! the JSON replies of ESP-Claw's recall and list tools, and `scrub.rs`
 //! removes an item's copies from flash. Working buffers are in [`Work`].
 
 #[cfg(feature = "memory")]
 mod api;
+#[cfg(feature = "memory")]
+mod json;
 #[cfg(feature = "memory")]
 mod ops;
 #[cfg(feature = "memory")]
