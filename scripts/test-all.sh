@@ -58,9 +58,10 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # that moves only what shares a copy's sector, 638 B, which a nearly full
 # store needs, as the old one relocated every older sector and answered
 # Full; and by format 3's upgrade of version 2 images and 255-byte ids and
-# by storing over-limit appends, 378 B; and by the memory tools' replies
-# in ESP-Claw's JSON, 2,966 B.)
-bash scripts/firmware-size.sh --ceiling 74752
+# by storing over-limit appends, 378 B; by the memory tools' replies in
+# ESP-Claw's JSON, 2,966 B; and by idle-time maintenance that erases only
+# as far ahead as the caller's writes reach, 180 B.)
+bash scripts/firmware-size.sh --ceiling 75008
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

@@ -22,7 +22,9 @@
 //!
 //! Erasing ahead ([`Log::erase_ahead`], for idle-time maintenance): the free
 //! sectors right after the head may be erased before they are needed, so
-//! that opening them costs only the header. Which sectors are erased ahead is
+//! that opening them costs only the header; only as many as the caller's
+//! writes reach between two idle calls (twice the largest such burst of
+//! this mount, [`Log::idle_begin`]). Which sectors are erased ahead is
 //! RAM state of this mount only: a mount never trusts a blank sector to be
 //! soundly erased (a cut erase can look blank), so after a remount such a
 //! sector is erased again when opened. A cut during an early erase leaves a
@@ -266,6 +268,12 @@ pub(crate) struct Log<F> {
     erased_ahead: u32,
     /// The erase counts their headers will carry, next sector first.
     ahead_counts: [u32; ERASE_AHEAD],
+    /// Bytes written since mount when idle-time maintenance last ended
+    /// ([`Log::idle_begin`]).
+    idle_mark: u64,
+    /// The most bytes written between two idle-time calls in this mount:
+    /// how far ahead [`Log::erase_ahead`] looks.
+    burst: u32,
 }
 
 /// Most sectors [`Log::erase_ahead`] keeps erased after the head: enough for
@@ -301,6 +309,8 @@ impl<F: NorFlash> Log<F> {
             batch_bytes: 0,
             erased_ahead: 0,
             ahead_counts: [0; ERASE_AHEAD],
+            idle_mark: 0,
+            burst: 0,
         }
     }
 
@@ -557,9 +567,42 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Whether [`erase_ahead`](Self::erase_ahead) has a sector to erase:
-    /// fewer than [`ERASE_AHEAD`] are erased, and one more is free.
+    /// the bytes the caller may write before the next idle call (the most
+    /// it wrote between two of them in this mount, at least half a sector)
+    /// would open more sectors than are erased ahead (at most
+    /// [`ERASE_AHEAD`]), and one more is free.
+    ///
+    /// Looking only as far as that keeps erases ahead few when a remount
+    /// forgets them (each is done again when its sector opens).
     pub fn erase_ahead_due(&self) -> bool {
-        (self.erased_ahead as usize) < ERASE_AHEAD && self.free_sectors() > self.erased_ahead
+        let payload = self.geo.sector_payload_space();
+        let want = self.burst.saturating_mul(2).max(payload / 2);
+        let head_end = self.geo.sector_start(self.head) + self.geo.sector;
+        let room = head_end.saturating_sub(self.write_pos);
+        let need = if room >= want {
+            0
+        } else if room.saturating_add(payload) >= want {
+            1
+        } else {
+            ERASE_AHEAD as u32
+        };
+        self.erased_ahead < need.min(ERASE_AHEAD as u32) && self.free_sectors() > self.erased_ahead
+    }
+
+    /// Idle-time maintenance begins: the bytes written since it last ended
+    /// are one burst of the caller's.
+    pub fn idle_begin(&mut self) {
+        let since = self.written_total().saturating_sub(self.idle_mark);
+        self.burst = self.burst.max(since.min(u64::from(u32::MAX)) as u32);
+    }
+
+    /// Idle-time maintenance ends: its own writes are no burst.
+    pub fn idle_end(&mut self) {
+        self.idle_mark = self.written_total();
+    }
+
+    fn written_total(&self) -> u64 {
+        self.written.iter().sum()
     }
 
     /// Whether sector `index`'s header begins as the ring's header of

@@ -209,6 +209,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .max(16 * self.delta_len())
     }
 
+    /// The bytes after which idle-time maintenance writes a checkpoint:
+    /// seven eighths of [`checkpoint_interval`](Self::checkpoint_interval),
+    /// so that with idle calls between requests an append never reaches the
+    /// interval and writes one inline (a request writes less than an eighth
+    /// of it, 3.5 KiB by default, between two idle calls). Mount's cost
+    /// stays bounded by the interval itself.
+    pub(super) fn idle_checkpoint_interval(&self) -> u32 {
+        let interval = self.checkpoint_interval();
+        interval - interval / 8
+    }
+
     /// Length of the delta checkpoint that would be written now.
     fn delta_len(&self) -> u32 {
         let dirty = self.sessions.iter().filter(|s| s.dirty).count();

@@ -240,7 +240,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Does ahead of time, within a budget, the work an append would
-    /// otherwise do inline: a due checkpoint, a collection of the tail when
+    /// otherwise do inline: a checkpoint once seven eighths of the
+    /// checkpoint interval are written (an append writes one at the whole
+    /// interval, so with idle calls between requests none does), a
+    /// collection of the tail when
     /// free room runs low, and erasing the sectors the head opens next. Meant
     /// for idle time (while the model thinks), so that appends neither erase
     /// nor collect. Each step is one checkpoint, one release of the tail
@@ -267,12 +270,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         go_on: &mut dyn FnMut() -> bool,
     ) -> Result<Maintenance, Error<F::Error>> {
+        self.log.idle_begin();
+        let r = self.maintain_steps(go_on);
+        self.log.idle_end();
+        r
+    }
+
+    /// The steps of [`maintain_while`](Self::maintain_while).
+    fn maintain_steps(
+        &mut self,
+        go_on: &mut dyn FnMut() -> bool,
+    ) -> Result<Maintenance, Error<F::Error>> {
         let mut steps = 0u32;
         // A collection that cannot release anything is not retried in the
         // same call.
         let mut collect = true;
         loop {
-            let checkpoint = self.bytes_since_checkpoint >= self.checkpoint_interval();
+            let checkpoint = self.bytes_since_checkpoint >= self.idle_checkpoint_interval();
             collect = collect && self.collection_due();
             let erase = self.log.erase_ahead_due();
             if !(checkpoint || collect || erase) {
