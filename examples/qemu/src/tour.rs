@@ -369,42 +369,23 @@ fn memory(run: &mut Run, store: &mut S) {
     let mut sink = Count(0);
     let (r, used) = engine!(run, store.write_memory_list_json(&mut sink));
     report("write_memory_list_json", "counting sink", used, r, |_| sink.0);
-    let mut sink = Count(0);
     let now = run.tick();
-    let (r, used) = engine!(run, store.write_memory_recall_json(&mut sink, &["tour"], 0, now));
-    match r {
-        Ok(RecallReply::Items(n)) if n > 0 => {
-            ok("write_memory_recall_json", "the tour label", used, sink.0)
+    for (label, case, want_items) in [
+        ("tour", "the tour label", true),
+        ("not-a-label", "a label not in the catalog", false),
+    ] {
+        let mut sink = Count(0);
+        let (r, used) = engine!(run, store.write_memory_recall_json(&mut sink, &[label], 0, now));
+        match r {
+            Ok(RecallReply::Items(n)) if want_items && n > 0 => {
+                ok("write_memory_recall_json", case, used, sink.0)
+            }
+            Ok(RecallReply::InvalidLabel) if !want_items => {
+                ok("write_memory_recall_json", case, used, sink.0)
+            }
+            Ok(other) => failed("write_memory_recall_json", case, used, format_args!("{other:?}")),
+            Err(e) => failed("write_memory_recall_json", case, used, format_args!("{e}")),
         }
-        Ok(other) => failed(
-            "write_memory_recall_json",
-            "the tour label",
-            used,
-            format_args!("{other:?}"),
-        ),
-        Err(e) => failed("write_memory_recall_json", "the tour label", used, format_args!("{e}")),
-    }
-    let mut sink = Count(0);
-    let (r, used) = engine!(run, store.write_memory_recall_json(&mut sink, &["not-a-label"], 0, now));
-    match r {
-        Ok(RecallReply::InvalidLabel) => ok(
-            "write_memory_recall_json",
-            "a label not in the catalog",
-            used,
-            sink.0,
-        ),
-        Ok(other) => failed(
-            "write_memory_recall_json",
-            "a label not in the catalog",
-            used,
-            format_args!("{other:?}"),
-        ),
-        Err(e) => failed(
-            "write_memory_recall_json",
-            "a label not in the catalog",
-            used,
-            format_args!("{e}"),
-        ),
     }
     let (r, used) = engine!(run, store.memory_get(ItemId::new(id)));
     match r {

@@ -210,11 +210,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The bytes after which idle-time maintenance writes a checkpoint:
-    /// seven eighths of [`checkpoint_interval`](Self::checkpoint_interval),
-    /// so that with idle calls between requests an append never reaches the
-    /// interval and writes one inline (a request writes less than an eighth
-    /// of it, 3.5 KiB by default, between two idle calls). Mount's cost
-    /// stays bounded by the interval itself.
+    /// seven eighths of [`checkpoint_interval`](Self::checkpoint_interval).
+    /// An append writes one only at the whole interval, so as long as less
+    /// than an eighth of it (3.5 KiB by default) is written between two
+    /// idle calls, no append does. Mount's cost stays bounded by the
+    /// interval itself.
     pub(super) fn idle_checkpoint_interval(&self) -> u32 {
         let interval = self.checkpoint_interval();
         interval - interval / 8

@@ -241,10 +241,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Does ahead of time, within a budget, the work an append would
     /// otherwise do inline: a checkpoint once seven eighths of the
-    /// checkpoint interval are written (an append writes one at the whole
-    /// interval, so with idle calls between requests none does), a
-    /// collection of the tail when
-    /// free room runs low, and erasing the sectors the head opens next. Meant
+    /// checkpoint interval are written (an append writes one only at the
+    /// whole interval), a collection of the tail when free room runs low,
+    /// and erasing the sectors the head opens next. Meant
     /// for idle time (while the model thinks), so that appends neither erase
     /// nor collect. Each step is one checkpoint, one release of the tail
     /// sector, or one sector erase; at most `max_steps` are taken.

@@ -90,6 +90,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(RecallReply::InvalidLabel);
         }
         wr(write_reply_head(w, MemoryAction::Recall, true, None, ""))?;
+        // The recall may have compacted: the items as they are now.
+        self.mem_active(OP)?;
         let n = self.mem_items_json(w, &ids)?;
         Ok(RecallReply::Items(n))
     }
@@ -107,8 +109,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Writes `,"items":[...]}` for the active items `ids`, in that order
-    /// (an id no longer active, or a damaged item, is left out). Returns
-    /// how many were written.
+    /// (an id no longer active, or a damaged item, is left out), from
+    /// active set [`OP`] as read (each catalog pass reads it again, the
+    /// same items). Returns how many were written.
     fn mem_items_json(
         &mut self,
         w: &mut dyn fmt::Write,
@@ -123,11 +126,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut hashes = [0u32; LABELS];
             let mut places = [0u16; LABELS];
             let mut n = 0;
-            self.mem_active(OP)?;
             for pass in 0..2 {
                 if pass == 1 {
                     let mut place = 0u16;
-                    // It rebuilds the active set: the same items.
                     self.memory_catalog_dyn(&mut |l, _| {
                         place = place.saturating_add(1);
                         let h = fnv1a32(l.as_bytes());
@@ -148,7 +149,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         let h = fnv1a32(l.as_bytes());
                         match hashes[..n].iter().position(|x| *x == h) {
                             Some(k) => *s = places[k],
-                            None if n < LABELS => {
+                            None if pass == 0 && n < LABELS => {
                                 hashes[n] = h;
                                 n += 1;
                             }
