@@ -147,3 +147,35 @@ fn the_smallest_sectors_and_the_largest_words_work() {
         assert_eq!(got, expected);
     }
 }
+
+/// `Config::flash_units` runs the store on coarser units than the flash
+/// type's (ESP32 flash encryption's 16-byte blocks; the C API's run-time
+/// geometry): the image round-trips through a remount with the same units,
+/// and units that are not multiples of the type's are refused.
+#[test]
+fn flash_units_coarser_than_the_flash_type() {
+    let units = |write_bytes, erase_bytes| Config {
+        flash_units: Some(clawmem::FlashUnits {
+            write_bytes,
+            erase_bytes,
+        }),
+        ..small_config()
+    };
+    let mut store = S::format(esp32(64), units(16, 8192)).unwrap();
+    assert_eq!(store.space().sector_bytes, 8192);
+    assert_eq!(store.space().sectors, 32);
+    store.append("chat:a", &[user("hello")], false).unwrap();
+    store
+        .append("chat:a", &[final_answer("hi there")], true)
+        .unwrap();
+    let flash = store.into_flash();
+    let mut store = S::mount(flash, units(16, 8192), MountMode::ExistingOnly).unwrap();
+    assert_eq!(bodies(&mut store, "chat:a"), ["hello", "hi there"]);
+    store.check().unwrap();
+    for (w, e) in [(6, 4096), (16, 2048), (2, 4096), (0, 4096)] {
+        assert!(
+            matches!(S::format(esp32(64), units(w, e)), Err(Error::Config(_))),
+            "units {w}/{e} must be refused"
+        );
+    }
+}

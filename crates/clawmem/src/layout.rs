@@ -104,10 +104,31 @@ pub(crate) struct Geometry {
     pub sector_header: u32,
 }
 
-/// Why a flash cannot hold a clawmem store.
-pub(crate) fn geometry<F: NorFlash>(flash: &F) -> Result<Geometry, &'static str> {
-    let write = F::WRITE_SIZE;
-    let sector = F::ERASE_SIZE;
+/// Program and erase units of a flash (`Config::flash_units`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlashUnits {
+    /// Bytes programmed at once, aligned: a power of two up to 32.
+    pub write_bytes: u32,
+    /// Bytes of a sector, the erase unit: a power of two from 128 B to
+    /// 128 KiB.
+    pub erase_bytes: u32,
+}
+
+/// The partition's geometry: the flash type's units, or `units` where the
+/// configuration gives them (each a multiple of the type's); why a flash
+/// cannot hold a clawmem store otherwise.
+pub(crate) fn geometry<F: NorFlash>(
+    flash: &F,
+    units: Option<FlashUnits>,
+) -> Result<Geometry, &'static str> {
+    let (mut write, mut sector) = (F::WRITE_SIZE, F::ERASE_SIZE);
+    if let Some(u) = units {
+        let (w, e) = (u.write_bytes as usize, u.erase_bytes as usize);
+        if w == 0 || e == 0 || w % write != 0 || e % sector != 0 {
+            return Err("flash_units must be multiples of the flash type's write and erase sizes");
+        }
+        (write, sector) = (w, e);
+    }
     if !write.is_power_of_two() || write > 32 {
         return Err("write size must be a power of two up to 32 bytes");
     }

@@ -19,6 +19,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::checkpoint::CKPT_FIXED;
 use super::{MemoryConfig, Store, Work};
 use crate::error::{Error, Fail};
+pub use crate::layout::FlashUnits;
 use crate::layout::CHUNK_HEADER_LEN;
 use crate::session::{BASE_FIXED, MAX_SESSION_ID_BYTES, SESSION_ENCODED};
 
@@ -49,6 +50,14 @@ pub struct Config {
     /// limit, at most a sixteenth of the partition, none under 128 KiB
     /// ([`Config::knowledge_reserve`]).
     pub knowledge_reserve_bytes: Option<u32>,
+    /// The program and erase units the store uses instead of the flash
+    /// type's `WRITE_SIZE` and `ERASE_SIZE`, each a multiple of the type's:
+    /// for a driver whose geometry is known only at run time (the C API's
+    /// flash, whose type says 1 and 1), or to program in coarser blocks
+    /// than the driver asks (ESP32 flash encryption writes 16-byte blocks).
+    /// `None`: the type's. Every mount of a store must use the units it was
+    /// formatted with.
+    pub flash_units: Option<FlashUnits>,
 }
 
 impl Default for Config {
@@ -60,6 +69,7 @@ impl Default for Config {
             profile_max_bytes: crate::profile::DEFAULT_MAX_BYTES,
             memory: MemoryConfig::default(),
             knowledge_reserve_bytes: None,
+            flash_units: None,
         }
     }
 }

@@ -66,7 +66,7 @@ mod sessions;
 mod work;
 
 pub use crate::error::UnknownLabelError;
-pub use config::{Config, MountMode};
+pub use config::{Config, FlashUnits, MountMode};
 pub(crate) use gc::Priority;
 pub use memory::{MemoryConfig, Stored};
 pub use objects::MAX_OBJECTS;

@@ -91,7 +91,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         config: Config,
     ) -> Result<(), Fail<F::Error>> {
         *slot = None;
-        let geo = geometry(&flash).map_err(Fail::Config)?;
+        let geo = geometry(&flash, config.flash_units).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         // Head sequence 0 and tail 1, an empty ring: opening sector 0 takes
         // sequence 1.
@@ -194,7 +194,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         mode: MountMode,
     ) -> Result<(), Fail<F::Error>> {
         *slot = None;
-        let geo = geometry(&flash).map_err(Fail::Config)?;
+        let geo = geometry(&flash, config.flash_units).map_err(Fail::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log::new(flash, geo, 0, 0, 0);
         // 1. and 2.: the sector headers and the head sector (`log/open.rs`).

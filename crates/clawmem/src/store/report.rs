@@ -149,14 +149,30 @@ impl<'b> History<'b> {
         let buf = self.buf;
         let mut at = 0usize;
         core::iter::from_fn(move || {
-            let h = buf.get(at..at + HIST_HEADER)?;
-            let kind = RecordType::try_from(h[0]).ok()?;
-            let format = BackendFormat::try_from(h[1]).ok()?;
-            let len = u32_at(h, 2) as usize;
-            let body = buf.get(at + HIST_HEADER..at + HIST_HEADER + len)?;
-            at += HIST_HEADER + len;
-            Some(Record { kind, format, body })
+            let (record, next) = Self::record_at(buf, at)?;
+            at = next;
+            Some(record)
         })
+    }
+
+    /// The bytes the history took of the caller's buffer (its first
+    /// [`used_bytes`](Self::used_bytes)), to keep and walk later with
+    /// [`record_at`](Self::record_at), as the C API does.
+    pub fn bytes(&self) -> &'b [u8] {
+        self.buf
+    }
+
+    /// The record at byte offset `at` of a history's [`bytes`](Self::bytes)
+    /// and the offset of the next one; `None` at the end (or at an offset
+    /// that is not a record's start in those bytes).
+    pub fn record_at(bytes: &'b [u8], at: usize) -> Option<(Record<'b>, usize)> {
+        let h = bytes.get(at..at.checked_add(HIST_HEADER)?)?;
+        let kind = RecordType::try_from(h[0]).ok()?;
+        let format = BackendFormat::try_from(h[1]).ok()?;
+        let len = u32_at(h, 2) as usize;
+        let end = (at + HIST_HEADER).checked_add(len)?;
+        let body = bytes.get(at + HIST_HEADER..end)?;
+        Some((Record { kind, format, body }, end))
     }
 }
 
