@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# clawmem's C API (crates/clawmem-c): checks that the committed header
+# include/clawmem.h is what cbindgen generates from the code, that it
+# compiles on its own as C99 and as C++ with warnings as errors, builds the
+# host staticlib and runs the C tests (tests/c: every function, bad
+# arguments, a power cut at every flash call) compiled as C99 and as C++,
+# and builds the staticlib for the ESP32-C3/C2 and ESP32-C6/H2 targets and
+# prints its code size.
+#
+#   bash scripts/c-tests.sh           # check and test
+#   bash scripts/c-tests.sh --bless   # regenerate include/clawmem.h first
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CBINDGEN_VERSION=0.29.4
+crate=crates/clawmem-c
+header=$crate/include/clawmem.h
+bless=0
+[ "${1:-}" = "--bless" ] && bless=1
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if ! cbindgen --version 2>/dev/null | grep -qx "cbindgen $CBINDGEN_VERSION"; then
+    step "installing cbindgen $CBINDGEN_VERSION"
+    cargo install --locked cbindgen --version "$CBINDGEN_VERSION"
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+step "include/clawmem.h matches the code (cbindgen $CBINDGEN_VERSION)"
+# Warnings about private items and the engine's generic error type are
+# expected; cbindgen fails on real errors.
+(cd "$crate" && cbindgen --quiet --config cbindgen.toml --crate clawmem-c --output "$tmp/clawmem.h")
+if [ "$bless" = 1 ]; then
+    cp "$tmp/clawmem.h" "$header"
+    echo "wrote $header"
+elif ! diff -u "$header" "$tmp/clawmem.h"; then
+    echo "c-tests: $header is out of date: run bash scripts/c-tests.sh --bless and commit it" >&2
+    exit 1
+fi
+
+step "the header alone, as C99 and as C++"
+cc=${CC:-cc}
+cxx=${CXX:-c++}
+warn=(-Wall -Wextra -Werror -pedantic)
+printf '#include "clawmem.h"\nint main(void) { return (int)sizeof(clawmem_store_t) == 0; }\n' >"$tmp/alone.c"
+$cc -std=c99 "${warn[@]}" -I"$crate/include" -c "$tmp/alone.c" -o "$tmp/alone.o"
+$cxx -x c++ -std=c++11 "${warn[@]}" -I"$crate/include" -c "$tmp/alone.c" -o "$tmp/alone_cpp.o"
+
+step "host staticlib"
+(cd "$crate" && cargo build --release)
+lib=$crate/target/release/libclawmem_c.a
+
+step "C tests (tests/c), as C99 and as C++"
+srcs=(tests/c/test_api.c tests/c/ramflash.c)
+inc=(-I"$crate/include" -Itests/c)
+$cc -std=c99 "${warn[@]}" -O1 "${inc[@]}" "${srcs[@]}" "$lib" -o "$tmp/test_api_c"
+$cxx -std=c++11 "${warn[@]}" -O1 "${inc[@]}" -x c++ "${srcs[@]}" -x none "$lib" -o "$tmp/test_api_cpp"
+"$tmp/test_api_c"
+"$tmp/test_api_cpp"
+
+step "staticlib for ESP32 RISC-V targets: code size"
+llvm_bin="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
+rustup component add llvm-tools >/dev/null 2>&1 || true
+for target in riscv32imc-unknown-none-elf riscv32imac-unknown-none-elf; do
+    rustup target add "$target" >/dev/null
+    (cd "$crate" && cargo build --release --target "$target" -q)
+    a=$crate/target/$target/release/libclawmem_c.a
+    # Every C function is exported, so all of the engine they reach is in
+    # the LTO'd object (its .text and .rodata sections are counted; unwind
+    # tables and debug sections are not code). compiler_builtins stays
+    # apart, and a firmware's linker keeps only the builtins it calls.
+    "$llvm_bin/llvm-size" -A "$a" | awk -v t="$target" '
+        / \(ex / { engine = ($1 ~ /^clawmem_c-/) }
+        engine && $1 ~ /^\.text/ { text += $2 }
+        engine && $1 ~ /^\.s?rodata/ { ro += $2 }
+        END { printf "  %-30s code %7d B, rodata %6d B (the C API and the engine, LTO, opt-level z)\n", t, text, ro }'
+done
