@@ -4,6 +4,9 @@
 # compiles on its own as C99 and as C++ with warnings as errors, builds the
 # host staticlib and runs the C tests (tests/c: every function, bad
 # arguments, a power cut at every flash call) compiled as C99 and as C++,
+# replays traces through the C API alone and checks that its figures equal
+# clawmem-sim replay's (scripts/c-replay.sh --check: smoke.jsonl,
+# bfcl-multi-turn.jsonl, bfcl-memory.jsonl, and a generated trace that compacts and blocks),
 # and builds the staticlib for the ESP32-C3/C2 and ESP32-C6/H2 targets and
 # prints its code size.
 #
@@ -59,6 +62,35 @@ $cc -std=c99 "${warn[@]}" -O1 "${inc[@]}" "${srcs[@]}" "$lib" -o "$tmp/test_api_
 $cxx -std=c++11 "${warn[@]}" -O1 "${inc[@]}" -x c++ "${srcs[@]}" -x none "$lib" -o "$tmp/test_api_cpp"
 "$tmp/test_api_c"
 "$tmp/test_api_cpp"
+
+step "C trace replays, checked against clawmem-sim replay"
+bash scripts/c-replay.sh traces/smoke.jsonl --check
+bash scripts/c-replay.sh traces/bfcl-multi-turn.jsonl --check
+bash scripts/c-replay.sh traces/bfcl-memory.jsonl --check
+# A session that compacts (tool results over the 150 KiB limit) and one
+# that is blocked, as sim/tests/opstream.rs builds it.
+python3 - "$tmp/compact.jsonl" <<'PY'
+import json, sys
+def append(session, kind, n, done):
+    return json.dumps({"op": "append", "session": session, "turn_completed": done,
+                       "records": [{"type": kind, "format": "openai", "body": "b" * n}]})
+lines = ['{"trace":"clawmem-trace","version":1,"source":"scripts/c-tests.sh"}']
+for _ in range(20):
+    lines += [append("c", "user", 300, False), append("c", "assistant_tool", 4000, False),
+              append("c", "tool_result", 4000, False), append("c", "assistant_final", 300, True),
+              '{"op":"history","session":"c"}']
+lines += [append("z", "user", 80000, False), append("z", "assistant_final", 80000, True),
+          append("z", "user", 10, False), '{"op":"history","session":"z"}',
+          append("z", "user", 20, False), '{"op":"history","session":"z"}',
+          '{"op":"remount"}', '{"op":"history","session":"c"}']
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+out=$(bash scripts/c-replay.sh "$tmp/compact.jsonl" --check)
+printf '%s\n' "$out"
+printf '%s\n' "$out" | grep -q '"blocked":1,"compactions":1,' || {
+    echo "c-tests: the generated trace must compact once and block once" >&2
+    exit 1
+}
 
 step "staticlib for ESP32 RISC-V targets: code size"
 llvm_bin="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"

@@ -46,10 +46,6 @@ for target in thumbv7em-none-eabihf riscv32imc-unknown-none-elf riscv32imac-unkn
     cargo build -p clawmem --release --target "$target"
 done
 
-step "C API (crates/clawmem-c, outside the workspace): fmt, clippy, header, C tests, RISC-V sizes"
-(cd crates/clawmem-c && cargo fmt -- --check && cargo clippy --release -- -D warnings)
-bash scripts/c-tests.sh
-
 step "crates/clawmem without its optional features (sessions only) and with each alone"
 for features in "" memory chat profiles; do
     cargo clippy -p clawmem --no-default-features --features "$features" --target thumbv7em-none-eabihf -- -D warnings
@@ -91,3 +87,7 @@ if bash scripts/qemu-replay.sh traces/smoke.jsonl --selftest-mismatch >/dev/null
 fi
 
 step "all checks passed"
+
+step "C API (crates/clawmem-c, outside the workspace): fmt, clippy, header, C tests, C trace replays, RISC-V sizes"
+(cd crates/clawmem-c && cargo fmt -- --check && cargo clippy --release -- -D warnings)
+bash scripts/c-tests.sh

@@ -96,6 +96,7 @@ static int rf_prog(void *ctx, uint32_t off, const uint8_t *buf, uint32_t len) {
         return -1;
     }
     f->progs++;
+    f->prog_bytes += len;
     return 0;
 }
 

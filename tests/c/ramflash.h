@@ -31,6 +31,7 @@ typedef struct {
     long cut_after;
     bool dead;
     unsigned long progs, erases, reads;
+    unsigned long prog_bytes; /* bytes of the programs that succeeded */
     unsigned long violations; /* NOR rule breaches seen (must stay 0) */
 } ramflash;
 

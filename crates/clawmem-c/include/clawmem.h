@@ -20,10 +20,10 @@
 #include <stdint.h>
 
 // Sessions a store keeps in its RAM table.
-#define CLAWMEM_MAX_SESSIONS 32
+#define CLAWMEM_MAX_SESSIONS 128
 
 // 64-bit words of a [`clawmem_store_t`] (its size is this times 8).
-#define CLAWMEM_STORE_WORDS 2048
+#define CLAWMEM_STORE_WORDS 2368
 
 // Most labels one recall takes.
 #define CLAWMEM_RECALL_MAX_LABELS 16

@@ -44,9 +44,9 @@ pub use flash::{clawmem_erase_fn, clawmem_flash_t, clawmem_prog_fn, clawmem_read
 use flash::{CFlash, CFlashError};
 
 /// Sessions a store keeps in its RAM table.
-pub const CLAWMEM_MAX_SESSIONS: u32 = 32;
+pub const CLAWMEM_MAX_SESSIONS: u32 = 128;
 /// 64-bit words of a [`clawmem_store_t`] (its size is this times 8).
-pub const CLAWMEM_STORE_WORDS: u32 = 2048;
+pub const CLAWMEM_STORE_WORDS: u32 = 2368;
 /// Most labels one recall takes.
 pub const CLAWMEM_RECALL_MAX_LABELS: u32 = 16;
 
