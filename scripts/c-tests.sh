@@ -7,7 +7,8 @@
 # replays traces through the C API alone and checks that its figures equal
 # clawmem-sim replay's (scripts/c-replay.sh --check: smoke.jsonl,
 # bfcl-multi-turn.jsonl, bfcl-memory.jsonl, and a generated trace that compacts and blocks),
-# and builds the staticlib for the ESP32-C3/C2 and ESP32-C6/H2 targets and
+# runs the ESP-IDF component's glue against a fake of esp_partition_*
+# (tests/c/test_esp.c), and builds the staticlib for the ESP32-C3/C2 and ESP32-C6/H2 targets and
 # prints its code size.
 #
 #   bash scripts/c-tests.sh           # check and test
@@ -35,12 +36,19 @@ step "include/clawmem.h matches the code (cbindgen $CBINDGEN_VERSION)"
 # Warnings about private items and the engine's generic error type are
 # expected; cbindgen fails on real errors.
 (cd "$crate" && cbindgen --quiet --config cbindgen.toml --crate clawmem-c --output "$tmp/clawmem.h")
+# The ESP-IDF component ships the same header.
+esp_header=esp-idf/clawmem/include/clawmem.h
 if [ "$bless" = 1 ]; then
     cp "$tmp/clawmem.h" "$header"
-    echo "wrote $header"
-elif ! diff -u "$header" "$tmp/clawmem.h"; then
-    echo "c-tests: $header is out of date: run bash scripts/c-tests.sh --bless and commit it" >&2
-    exit 1
+    cp "$tmp/clawmem.h" "$esp_header"
+    echo "wrote $header and $esp_header"
+else
+    for h in "$header" "$esp_header"; do
+        if ! diff -u "$h" "$tmp/clawmem.h"; then
+            echo "c-tests: $h is out of date: run bash scripts/c-tests.sh --bless and commit it" >&2
+            exit 1
+        fi
+    done
 fi
 
 step "the header alone, as C99 and as C++"
@@ -62,6 +70,14 @@ $cc -std=c99 "${warn[@]}" -O1 "${inc[@]}" "${srcs[@]}" "$lib" -o "$tmp/test_api_
 $cxx -std=c++11 "${warn[@]}" -O1 "${inc[@]}" -x c++ "${srcs[@]}" -x none "$lib" -o "$tmp/test_api_cpp"
 "$tmp/test_api_c"
 "$tmp/test_api_cpp"
+
+step "ESP-IDF component glue (esp-idf/clawmem) on a fake esp_partition, as C99 and as C++"
+esp_srcs=(tests/c/test_esp.c tests/c/fake_esp_partition.c tests/c/ramflash.c esp-idf/clawmem/clawmem_esp.c)
+esp_inc=(-Iesp-idf/clawmem/include -Itests/c/fake-idf -Itests/c)
+$cc -std=c99 "${warn[@]}" -O1 "${esp_inc[@]}" "${esp_srcs[@]}" "$lib" -o "$tmp/test_esp_c"
+$cxx -std=c++11 "${warn[@]}" -O1 "${esp_inc[@]}" -x c++ "${esp_srcs[@]}" -x none "$lib" -o "$tmp/test_esp_cpp"
+"$tmp/test_esp_c"
+"$tmp/test_esp_cpp"
 
 step "C trace replays, checked against clawmem-sim replay"
 bash scripts/c-replay.sh traces/smoke.jsonl --check
