@@ -437,6 +437,14 @@ static void on_item(void *ctx, const clawmem_item_t *item) {
     s->count++;
 }
 
+/* A callback that calls back into the store it was called from. */
+static int reentry_rc = 0;
+static void reenter(void *ctx, const clawmem_item_t *item) {
+    size_t n = 0;
+    (void)item;
+    reentry_rc = clawmem_memory_count((clawmem_store_t *)ctx, &n);
+}
+
 static clawmem_item_input_t input(const char *content, const char *tags) {
     clawmem_item_input_t in;
     memset(&in, 0, sizeof in);
@@ -481,6 +489,14 @@ static void test_memory(bool multiwrite) {
     /* Priority order: the newer item first (same access count). */
     CHECK(n == 2 && seen.count == 2 && seen.ids[0] == id2 && seen.ids[1] == id1);
     CHECK(strcmp(seen.content[1], "User prefers tea over coffee") == 0);
+
+    /* A callback may not call into the store that is calling it. */
+    OK(clawmem_memory_list(&store_a, reenter, &store_a, &n));
+    CHECK(n == 2 && reentry_rc == CLAWMEM_ERR_INVALID);
+    OK(clawmem_last_error(&store_a, text, sizeof text, NULL));
+    CHECK(strstr(text, "inside a callback") != NULL);
+    OK(clawmem_memory_count(&store_a, &n));
+    CHECK(n == 2);
 
     memset(&seen, 0, sizeof seen);
     OK(clawmem_memory_get(&store_a, id2, on_item, &seen));

@@ -27,18 +27,18 @@
 #![allow(clippy::result_large_err)]
 
 mod flash;
+mod knowledge;
+mod sessions;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::fmt::{self, Write};
 use core::mem::{align_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
 
-use clawmem::chat::{self, ChatKey, SessionCommand};
-use clawmem::memory::{Item, ItemId, ItemInput};
+use clawmem::chat::{self, ChatKey};
+use clawmem::memory::{Item, ItemInput};
 use clawmem::profile::ProfileDoc;
-use clawmem::{
-    BackendFormat, Config, Error, Gate, History, MountMode, Record, RecordType, Store, Work,
-};
+use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store, Work};
 
 pub use flash::{clawmem_erase_fn, clawmem_flash_t, clawmem_prog_fn, clawmem_read_fn};
 use flash::{CFlash, CFlashError};
@@ -50,8 +50,8 @@ pub const CLAWMEM_STORE_WORDS: u32 = 2368;
 /// Most labels one recall takes.
 pub const CLAWMEM_RECALL_MAX_LABELS: u32 = 16;
 
-type Engine = Store<CFlash, { CLAWMEM_MAX_SESSIONS as usize }, &'static mut Work>;
-type Err = Error<CFlashError>;
+pub(crate) type Engine = Store<CFlash, { CLAWMEM_MAX_SESSIONS as usize }, &'static mut Work>;
+pub(crate) type Err = Error<CFlashError>;
 
 /// Result codes: `CLAWMEM_OK`, or a negative code.
 #[repr(C)]
@@ -97,7 +97,9 @@ pub enum clawmem_err_t {
 use clawmem_err_t::*;
 
 /// Memory for one store: declare one (static or in a task's memory),
-/// aligned as this struct is, and never move it while mounted.
+/// aligned as this struct is, and never move it while mounted. A callback
+/// (flash, item or session) must not call into the store that called it:
+/// such a call answers CLAWMEM_ERR_INVALID and does nothing.
 #[repr(C)]
 pub struct clawmem_store_t {
     opaque: [u64; CLAWMEM_STORE_WORDS as usize],
@@ -106,6 +108,10 @@ pub struct clawmem_store_t {
 /// What a store holds inside a [`clawmem_store_t`].
 struct Inner {
     magic: u32,
+    /// A call is running on this store: a callback (flash, item, session)
+    /// that calls into the same store is refused rather than alias the
+    /// engine.
+    busy: bool,
     last: Last,
     store: Option<Engine>,
     work: Work,
@@ -113,7 +119,7 @@ struct Inner {
 
 /// The last failure, for clawmem_last_error.
 #[derive(Clone)]
-enum Last {
+pub(crate) enum Last {
     None,
     Arg(&'static str),
     Engine(Err),
@@ -358,11 +364,11 @@ pub const CLAWMEM_PROFILE_AGENTS: u8 = 3;
 // ---- helpers ----------------------------------------------------------------
 
 /// A failed call: the code, and what was wrong, kept for clawmem_last_error.
-struct Fail(clawmem_err_t, Last);
+pub(crate) struct Fail(pub(crate) clawmem_err_t, pub(crate) Last);
 
-type R<T> = Result<T, Fail>;
+pub(crate) type R<T> = Result<T, Fail>;
 
-fn arg(what: &'static str) -> Fail {
+pub(crate) fn arg(what: &'static str) -> Fail {
     Fail(CLAWMEM_ERR_INVALID, Last::Arg(what))
 }
 
@@ -392,7 +398,7 @@ impl From<Err> for Fail {
 }
 
 /// The block behind `p`, checked for NULL and alignment.
-fn block(p: *mut clawmem_store_t) -> R<*mut Inner> {
+pub(crate) fn block(p: *mut clawmem_store_t) -> R<*mut Inner> {
     if p.is_null() {
         return Err(arg("store is NULL"));
     }
@@ -403,38 +409,84 @@ fn block(p: *mut clawmem_store_t) -> R<*mut Inner> {
 }
 
 /// Runs `f` on the mounted engine behind `p` and turns the outcome into a
-/// code, keeping a failure for clawmem_last_error.
-fn with(p: *mut clawmem_store_t, f: impl FnOnce(&mut Engine) -> R<()>) -> c_int {
-    let inner = match block(p) {
+/// code, keeping a failure for clawmem_last_error. Stamped out once per C
+/// function, so all it does is call the two halves that are not.
+pub(crate) fn with(p: *mut clawmem_store_t, f: impl FnOnce(&mut Engine) -> R<()>) -> c_int {
+    let inner = match enter(p) {
         Ok(i) => i,
-        Err(Fail(code, _)) => return code as c_int,
+        Err(code) => return code,
     };
+    // SAFETY: `enter` checked the block, found it mounted and marked it
+    // busy: the `store` field is initialised and Some, and no other
+    // reference to it exists until `leave` clears `busy`.
+    let r = match unsafe { (*addr_of_mut!((*inner).store)).as_mut() } {
+        Some(engine) => f(engine),
+        None => Err(Fail(
+            CLAWMEM_ERR_NOT_MOUNTED,
+            Last::Arg("the store is not mounted"),
+        )),
+    };
+    // SAFETY: `inner` is the block `enter` checked.
+    unsafe { leave(inner, r) }
+}
+
+/// The first half of [`with`]: the block behind `p`, checked, mounted and
+/// now busy; else the code to return.
+#[inline(never)]
+fn enter(p: *mut clawmem_store_t) -> Result<*mut Inner, c_int> {
+    let inner = block(p).map_err(|Fail(code, _)| code as c_int)?;
     // SAFETY: `inner` is non-NULL and aligned (checked), and points at the
     // caller's `clawmem_store_t`, which is large enough for an `Inner`
     // (asserted at compile time). `magic` is a plain u32 (any bits valid);
-    // it is MAGIC only after a successful mount wrote `store` and `work`,
-    // so `store` is then initialised. Only these two fields are referenced,
-    // never `work` (which the engine borrows) nor the whole block.
+    // it is MAGIC only after a successful mount wrote `busy`, `last`,
+    // `store` and `work`, so they are then initialised. Only `magic`,
+    // `busy`, `last` and `store` are referenced, each on its own, never
+    // `work` (which the engine borrows) nor the whole block; `busy` keeps a
+    // callback from taking a second `&mut` to the engine while one is live.
     unsafe {
         if addr_of!((*inner).magic).read() != MAGIC {
-            return CLAWMEM_ERR_NOT_MOUNTED as c_int;
+            return Err(CLAWMEM_ERR_NOT_MOUNTED as c_int);
         }
-        let r = match (*addr_of_mut!((*inner).store)).as_mut() {
-            Some(engine) => f(engine),
-            None => Err(Fail(
-                CLAWMEM_ERR_NOT_MOUNTED,
-                Last::Arg("the store is not mounted"),
-            )),
-        };
+        if addr_of!((*inner).busy).read() {
+            return Err(reentered(inner));
+        }
+        addr_of_mut!((*inner).busy).write(true);
+    }
+    Ok(inner)
+}
+
+/// The second half of [`with`]: not busy any more, and the outcome as a
+/// code.
+///
+/// # Safety
+/// `inner` is a block [`enter`] returned.
+#[inline(never)]
+unsafe fn leave(inner: *mut Inner, r: R<()>) -> c_int {
+    // SAFETY: as this function's contract; the engine's reference ended
+    // with `f`.
+    unsafe {
+        addr_of_mut!((*inner).busy).write(false);
         finish(inner, r)
     }
+}
+
+/// A call made from inside a callback of a call on the same store.
+///
+/// # Safety
+/// `inner` is a checked, mounted block whose `last` field may be written.
+unsafe fn reentered(inner: *mut Inner) -> c_int {
+    let what = "called from inside a callback of a call on the same store";
+    // SAFETY: as this function's contract; the running call holds a
+    // reference to `store` only, not to `last`, and writes `last` only
+    // after its callbacks have returned.
+    unsafe { finish(inner, Err(Fail(CLAWMEM_ERR_INVALID, Last::Arg(what)))) }
 }
 
 /// Keeps what a failed call says, and returns its code.
 ///
 /// # Safety
 /// `inner` is a checked block whose `last` field may be written.
-unsafe fn finish(inner: *mut Inner, r: R<()>) -> c_int {
+pub(crate) unsafe fn finish(inner: *mut Inner, r: R<()>) -> c_int {
     match r {
         Ok(()) => CLAWMEM_OK as c_int,
         Err(Fail(code, last)) => {
@@ -450,7 +502,7 @@ unsafe fn finish(inner: *mut Inner, r: R<()>) -> c_int {
 ///
 /// # Safety
 /// `p` is NULL or points at a NUL-terminated string that outlives `'a`.
-unsafe fn text<'a>(p: *const c_char, what: &'static str) -> R<&'a str> {
+pub(crate) unsafe fn text<'a>(p: *const c_char, what: &'static str) -> R<&'a str> {
     if p.is_null() {
         return Err(arg(what));
     }
@@ -463,7 +515,7 @@ unsafe fn text<'a>(p: *const c_char, what: &'static str) -> R<&'a str> {
 ///
 /// # Safety
 /// As [`text`].
-unsafe fn text_or_empty<'a>(p: *const c_char) -> R<&'a str> {
+pub(crate) unsafe fn text_or_empty<'a>(p: *const c_char) -> R<&'a str> {
     match p.is_null() {
         true => Ok(""),
         // SAFETY: as this function's contract.
@@ -475,7 +527,7 @@ unsafe fn text_or_empty<'a>(p: *const c_char) -> R<&'a str> {
 ///
 /// # Safety
 /// `p` is NULL or valid for reads of `len` bytes for `'a`.
-unsafe fn bytes<'a>(p: *const u8, len: usize, what: &'static str) -> R<&'a [u8]> {
+pub(crate) unsafe fn bytes<'a>(p: *const u8, len: usize, what: &'static str) -> R<&'a [u8]> {
     match (p.is_null(), len) {
         (true, 0) => Ok(&[]),
         (true, _) => Err(arg(what)),
@@ -488,7 +540,7 @@ unsafe fn bytes<'a>(p: *const u8, len: usize, what: &'static str) -> R<&'a [u8]>
 ///
 /// # Safety
 /// `p` is NULL or valid for writes of `cap` bytes for `'a`.
-unsafe fn out_buf<'a>(p: *mut u8, cap: usize) -> R<&'a mut [u8]> {
+pub(crate) unsafe fn out_buf<'a>(p: *mut u8, cap: usize) -> R<&'a mut [u8]> {
     match (p.is_null(), cap) {
         (true, 0) => Ok(&mut []),
         (true, _) => Err(arg("an output buffer is NULL with a nonzero size")),
@@ -501,7 +553,7 @@ unsafe fn out_buf<'a>(p: *mut u8, cap: usize) -> R<&'a mut [u8]> {
 ///
 /// # Safety
 /// `p` is NULL or valid for a write of a `T`.
-unsafe fn put<T>(p: *mut T, v: T) {
+pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
     if !p.is_null() {
         // SAFETY: non-NULL and valid by the contract.
         unsafe { p.write(v) }
@@ -558,7 +610,7 @@ impl TextOut<'_> {
 ///
 /// # Safety
 /// `buf` is NULL or valid for `cap` bytes; `len` NULL or writable.
-unsafe fn render(
+pub(crate) unsafe fn render(
     buf: *mut c_char,
     cap: usize,
     len: *mut usize,
@@ -574,7 +626,7 @@ unsafe fn render(
     unsafe { out.end(len) }
 }
 
-fn record<'a>(r: &clawmem_record_t) -> R<Record<'a>> {
+pub(crate) fn record<'a>(r: &clawmem_record_t) -> R<Record<'a>> {
     let kind = RecordType::try_from(r.type_).map_err(|_| arg("record type must be 1 to 4"))?;
     let format =
         BackendFormat::try_from(r.format).map_err(|_| arg("record format must be 0 to 3"))?;
@@ -590,14 +642,14 @@ fn record<'a>(r: &clawmem_record_t) -> R<Record<'a>> {
     Ok(Record { kind, format, body })
 }
 
-fn profile_doc(doc: u8) -> R<ProfileDoc> {
+pub(crate) fn profile_doc(doc: u8) -> R<ProfileDoc> {
     ProfileDoc::ALL
         .get(usize::from(doc))
         .copied()
         .ok_or(arg("profile document must be 0 to 3"))
 }
 
-fn item_view(item: &Item) -> clawmem_item_t {
+pub(crate) fn item_view(item: &Item) -> clawmem_item_t {
     let t = |s: &str| (s.as_ptr().cast::<c_char>(), s.len());
     let (content, content_len) = t(item.content());
     let (tags, tags_len) = t(item.tags());
@@ -620,7 +672,7 @@ fn item_view(item: &Item) -> clawmem_item_t {
 }
 
 /// Calls the caller's item callback.
-fn item_to(
+pub(crate) fn item_to(
     cb: unsafe extern "C" fn(*mut c_void, *const clawmem_item_t),
     ctx: *mut c_void,
 ) -> impl FnMut(&Item) {
@@ -635,7 +687,7 @@ fn item_to(
 /// # Safety
 /// `input` is NULL or points at a clawmem_item_input_t whose texts are NULL or
 /// NUL-terminated.
-unsafe fn item_input<'a>(input: *const clawmem_item_input_t) -> R<ItemInput<'a>> {
+pub(crate) unsafe fn item_input<'a>(input: *const clawmem_item_input_t) -> R<ItemInput<'a>> {
     if input.is_null() {
         return Err(arg("item input is NULL"));
     }
@@ -653,7 +705,7 @@ unsafe fn item_input<'a>(input: *const clawmem_item_input_t) -> R<ItemInput<'a>>
 
 /// # Safety
 /// `labels` is NULL (with `n` 0) or points at `n` NUL-terminated texts.
-unsafe fn labels_in(
+pub(crate) unsafe fn labels_in(
     labels: *const *const c_char,
     n: usize,
     out: &mut [&str; CLAWMEM_RECALL_MAX_LABELS as usize],
@@ -675,7 +727,7 @@ unsafe fn labels_in(
     Ok(n)
 }
 
-fn chat_key(channel: &str, chat_id: &str) -> R<ChatKey> {
+pub(crate) fn chat_key(channel: &str, chat_id: &str) -> R<ChatKey> {
     ChatKey::new(channel, chat_id).map_err(|_| arg(chat::MISSING_CHAT_CONTEXT_TEXT))
 }
 
@@ -755,6 +807,11 @@ unsafe fn open(
     // or reused while mounted), and a new mount replaces the engine before
     // the work area is written again.
     unsafe {
+        let magic = addr_of!((*inner).magic).read();
+        if (magic == MAGIC || magic == IDLE) && addr_of!((*inner).busy).read() {
+            return reentered(inner);
+        }
+        addr_of_mut!((*inner).busy).write(false);
         addr_of_mut!((*inner).last).write(Last::None);
         addr_of_mut!((*inner).store).write(None);
         addr_of_mut!((*inner).magic).write(IDLE);
@@ -768,10 +825,13 @@ unsafe fn open(
             addr_of_mut!((*inner).work).write(Work::new());
             let work: &'static mut Work = &mut *addr_of_mut!((*inner).work);
             let slot = &mut *addr_of_mut!((*inner).store);
-            match mode {
-                Some(mode) => Engine::mount_into(slot, f, work, config, mode)?,
-                None => Engine::format_into(slot, f, work, config)?,
-            }
+            addr_of_mut!((*inner).busy).write(true);
+            let r = match mode {
+                Some(mode) => Engine::mount_into(slot, f, work, config, mode),
+                None => Engine::format_into(slot, f, work, config),
+            };
+            addr_of_mut!((*inner).busy).write(false);
+            r?;
             addr_of_mut!((*inner).magic).write(MAGIC);
             Ok(())
         })();
@@ -1008,954 +1068,6 @@ pub unsafe extern "C" fn clawmem_maintain(
             );
         }
         Ok(())
-    })
-}
-
-// ---- sessions -------------------------------------------------------------
-
-/// The request gate (ESP-Claw's check before a request): `*blocked` is set,
-/// and for a blocked session the warning to show the user is written into
-/// `warning` (NUL-terminated; `*len` its length, or the size needed).
-/// `session` may be NULL (no session: never blocked).
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-/// `blocked` and `len` NULL or writable; `warning` NULL (with `cap` 0) or
-/// writable for `cap` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_gate(
-    store: *mut clawmem_store_t,
-    session: *const c_char,
-    blocked: *mut bool,
-    warning: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let session = match session.is_null() {
-                true => None,
-                false => Some(text(session, "")?),
-            };
-            let text = match s.gate(session) {
-                Gate::Pass => "",
-                Gate::Blocked(w) => w,
-            };
-            put(blocked, !text.is_empty());
-            render(warning, cap, len, |w| {
-                let _ = w.write_str(text);
-                Ok(())
-            })
-        }
-    })
-}
-
-/// Appends a batch of `n` records to `session` (created on first use);
-/// `turn_completed` when the batch ends a turn (ESP-Claw compacts, and
-/// blocks an oversized session, only then). `out` may be NULL.
-///
-/// Power loss: the batch is one atomic write: after a cut a fresh mount
-/// shows all of it or none of it, and everything acknowledged before.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-/// `records` NULL (with `n` 0) or `n` valid records; `out` NULL or
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_append(
-    store: *mut clawmem_store_t,
-    session: *const c_char,
-    records: *const clawmem_record_t,
-    n: usize,
-    turn_completed: bool,
-    out: *mut clawmem_appended_t,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let session = text(session, "session is NULL")?;
-            if n > clawmem::MAX_RECORDS_PER_APPEND {
-                return Err(Fail(
-                    CLAWMEM_ERR_TOO_LARGE,
-                    Last::Arg("a batch holds at most MAX_RECORDS_PER_APPEND (64) records"),
-                ));
-            }
-            if n > 0 && records.is_null() {
-                return Err(arg("records is NULL with a nonzero count"));
-            }
-            let mut batch = [Record {
-                kind: RecordType::User,
-                format: BackendFormat::OpenAiCompatible,
-                body: &[],
-            }; clawmem::MAX_RECORDS_PER_APPEND];
-            for (k, slot) in batch.iter_mut().enumerate().take(n) {
-                *slot = record(&*records.add(k))?;
-            }
-            let a = s.append(session, &batch[..n], turn_completed)?;
-            put(
-                out,
-                clawmem_appended_t {
-                    compacted: a.compacted,
-                    blocked: a.blocked,
-                },
-            );
-            Ok(())
-        }
-    })
-}
-
-/// Compacts `session` now, keeping its last `keep_turns` turns after
-/// `summary`; `*compacted` is false if there was nothing to drop.
-///
-/// Power loss: atomic; a cut leaves the session as before or compacted.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-/// `summary` NULL or a valid record; `compacted` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_compact_with_summary(
-    store: *mut clawmem_store_t,
-    session: *const c_char,
-    keep_turns: u64,
-    summary: *const clawmem_record_t,
-    compacted: *mut bool,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let session = text(session, "session is NULL")?;
-            let summary = match summary.as_ref() {
-                Some(r) => record(r)?,
-                None => return Err(arg("summary is NULL")),
-            };
-            let done = s.compact_with_summary(session, keep_turns, summary)?;
-            put(compacted, done);
-            Ok(())
-        }
-    })
-}
-
-/// Reads `session`'s history, as ESP-Claw loads it for a request in the
-/// `current_format` backend (records of the other format are left out),
-/// into `buf`; walk it with clawmem_history_next. A session that does not
-/// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
-/// `out->needed_bytes` is the size needed.
-///
-/// Power loss: reads only.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated; `buf`
-/// NULL (with `cap` 0) or writable for `cap` bytes; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_history(
-    store: *mut clawmem_store_t,
-    session: *const c_char,
-    current_format: u8,
-    buf: *mut u8,
-    cap: usize,
-    out: *mut clawmem_history_t,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            if out.is_null() {
-                return Err(arg("out is NULL"));
-            }
-            out.write(clawmem_history_t {
-                buf,
-                used_bytes: 0,
-                records: 0,
-                damaged_records: 0,
-                needed_bytes: 0,
-            });
-            let session = text(session, "session is NULL")?;
-            let format = BackendFormat::try_from(current_format)
-                .map_err(|_| arg("format must be 0 to 3"))?;
-            let b = out_buf(buf, cap)?;
-            match s.history(session, format, b) {
-                Ok(h) => {
-                    let v = &mut *out;
-                    v.used_bytes = h.used_bytes();
-                    v.records = h.len() as u32;
-                    v.damaged_records = h.damaged_records();
-                    Ok(())
-                }
-                Err(e) => {
-                    if let Error::BufferTooSmall { needed } = e {
-                        (*out).needed_bytes = needed;
-                    }
-                    Err(e.into())
-                }
-            }
-        }
-    })
-}
-
-/// The record at `*cursor` (start at 0) of a history: returns 1 and fills
-/// `rec` (its body points into the history's buffer) and advances
-/// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
-///
-/// # Safety
-/// `history` NULL or filled by clawmem_history_t, its buffer unchanged since;
-/// `cursor` and `rec` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_history_next(
-    history: *const clawmem_history_t,
-    cursor: *mut usize,
-    rec: *mut clawmem_record_t,
-) -> c_int {
-    if history.is_null() || cursor.is_null() || rec.is_null() {
-        return CLAWMEM_ERR_INVALID as c_int;
-    }
-    // SAFETY: as this function's contract: the history's buffer holds
-    // `used_bytes` bytes written by clawmem_history_t.
-    unsafe {
-        let h = &*history;
-        let Ok(b) = bytes(h.buf, h.used_bytes, "") else {
-            return CLAWMEM_ERR_INVALID as c_int;
-        };
-        match History::record_at(b, *cursor) {
-            Some((r, next)) => {
-                rec.write(clawmem_record_t {
-                    type_: r.kind as u8,
-                    format: r.format as u8,
-                    body: r.body.as_ptr(),
-                    body_len: r.body.len(),
-                });
-                *cursor = next;
-                1
-            }
-            None => 0,
-        }
-    }
-}
-
-/// A session's state; CLAWMEM_ERR_NOT_FOUND if it does not exist.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-/// `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_session_info(
-    store: *mut clawmem_store_t,
-    session: *const c_char,
-    out: *mut clawmem_session_info_t,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let session = text(session, "session is NULL")?;
-            let Some(i) = s.session_info(session)? else {
-                return Err(Err::NotFound.into());
-            };
-            put(
-                out,
-                clawmem_session_info_t {
-                    records: i.records,
-                    size_bytes: i.size_bytes,
-                    blocked: i.blocked,
-                },
-            );
-            Ok(())
-        }
-    })
-}
-
-/// Calls `cb` once per session (any order); `*count` gets the number of
-/// sessions listed (a session whose name was damaged at rest beyond repair
-/// cannot be listed, nor looked up).
-///
-/// Power loss: reads only.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `cb` a valid callback or NULL (count
-/// only); `count` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_session_list(
-    store: *mut clawmem_store_t,
-    cb: clawmem_session_cb,
-    ctx: *mut c_void,
-    count: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        let mut listed = 0usize;
-        let mut each = |id: &str, info: clawmem::SessionInfo| {
-            listed += 1;
-            let Some(cb) = cb else { return };
-            // Ids are at most 255 bytes: a NUL-terminated copy for C.
-            let mut name = [0u8; clawmem::MAX_SESSION_ID_BYTES + 1];
-            let n = id.len().min(clawmem::MAX_SESSION_ID_BYTES);
-            name[..n].copy_from_slice(&id.as_bytes()[..n]);
-            let info = clawmem_session_info_t {
-                records: info.records,
-                size_bytes: info.size_bytes,
-                blocked: info.blocked,
-            };
-            // SAFETY: `cb` is the caller's callback; `name` (NUL-terminated)
-            // and `info` live for the duration of the call.
-            unsafe { cb(ctx, name.as_ptr().cast(), n, &info) }
-        };
-        s.for_each_session(&mut each)?;
-        // SAFETY: as this function's contract.
-        unsafe { put(count, listed) };
-        Ok(())
-    })
-}
-
-/// Deletes `session`'s history (ESP-Claw's delete of its `.log` and
-/// `.idx`); CLAWMEM_ERR_NOT_FOUND if it does not exist.
-///
-/// Power loss: atomic.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_session_delete(
-    store: *mut clawmem_store_t,
-    session: *const c_char,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        let session = unsafe { text(session, "session is NULL")? };
-        s.delete_session(session)?;
-        Ok(())
-    })
-}
-
-/// Deletes every session; `*deleted` gets how many.
-///
-/// Power loss: atomic.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `deleted` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_sessions_clear(
-    store: *mut clawmem_store_t,
-    deleted: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        let n = s.clear_sessions()?;
-        // SAFETY: as this function's contract.
-        unsafe { put(deleted, n) };
-        Ok(())
-    })
-}
-
-// ---- chats and `/session` ---------------------------------------------------
-
-/// The session id a chat's next turn goes to (ESP-Claw's
-/// `<channel>:<chat_id>` key and its current alias), NUL-terminated into
-/// `buf`; `*len` its length, or the size needed.
-///
-/// Power loss: may write the chat's map on first use (atomic).
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `channel`, `chat_id` NULL or
-/// NUL-terminated; `buf` NULL (with `cap` 0) or writable for `cap`; `len`
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_chat_session(
-    store: *mut clawmem_store_t,
-    channel: *const c_char,
-    chat_id: *const c_char,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let key = chat_key(
-                text(channel, "channel is NULL")?,
-                text(chat_id, "chat_id is NULL")?,
-            )?;
-            let map = s.chat_sessions(&key)?;
-            let id = map.current_session_id();
-            render(buf, cap, len, |w| {
-                let _ = w.write_str(id.as_str());
-                Ok(())
-            })
-        }
-    })
-}
-
-/// Handles a chat message that may be a `/session` command (new, list,
-/// switch, delete): `*handled` is false if it is not one (nothing is
-/// written); else the reply ESP-Claw sends (a usage text, the list, a
-/// confirmation or a refusal) is written NUL-terminated into `reply`.
-///
-/// Power loss: a command that changes the chat's map writes it atomically;
-/// `delete` deletes the session's history first, then the map entry, so a
-/// cut between leaves the alias with an empty history.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `channel`, `chat_id`, `message` NULL or
-/// NUL-terminated; `handled`, `len` NULL or writable; `reply` NULL (with
-/// `cap` 0) or writable for `cap` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_session_command(
-    store: *mut clawmem_store_t,
-    channel: *const c_char,
-    chat_id: *const c_char,
-    message: *const c_char,
-    handled: *mut bool,
-    reply: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let message = text(message, "message is NULL")?;
-            let Some(args) = chat::session_command_args(message) else {
-                put(handled, false);
-                put(len, 0);
-                return Ok(());
-            };
-            put(handled, true);
-            let key = chat_key(
-                text(channel, "channel is NULL")?,
-                text(chat_id, "chat_id is NULL")?,
-            )?;
-            match chat::parse_session_command(args) {
-                Ok(SessionCommand::List) => {
-                    let map = s.chat_sessions(&key)?;
-                    render(reply, cap, len, |mut w| {
-                        let _ = map.render_list(&mut w);
-                        Ok(())
-                    })
-                }
-                Ok(command) => {
-                    let r = s.session_command(&key, &command)?;
-                    render(reply, cap, len, |w| {
-                        let _ = match r {
-                            Ok(Some(done)) => write!(w, "{done}"),
-                            Ok(None) => Ok(()),
-                            Err(refusal) => write!(w, "{refusal}"),
-                        };
-                        Ok(())
-                    })
-                }
-                Err(usage) => render(reply, cap, len, |w| {
-                    let _ = write!(w, "{usage}");
-                    Ok(())
-                }),
-            }
-        }
-    })
-}
-
-// ---- profiles ----------------------------------------------------------------
-
-/// Reads a profile document (`CLAWMEM_PROFILE_*`) into `buf`,
-/// NUL-terminated; `*len` its length, or the size needed. A document never
-/// written is created with its default contents first, as ESP-Claw creates
-/// the missing file (on a full partition the default is returned without
-/// being stored).
-///
-/// Power loss: creating the default is atomic.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `buf` NULL (with `cap` 0) or writable
-/// for `cap` bytes; `len` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_profile_read(
-    store: *mut clawmem_store_t,
-    doc: u8,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        let doc = profile_doc(doc)?;
-        let needed = s.profile_len(doc)?;
-        // SAFETY: as this function's contract.
-        unsafe {
-            if needed >= cap {
-                put(len, needed + 1);
-                return Err(Fail(
-                    CLAWMEM_ERR_BUFFER_TOO_SMALL,
-                    Last::Arg("the output buffer is too small; the size needed was returned"),
-                ));
-            }
-            let b = out_buf(buf.cast(), cap)?;
-            let n = s.profile_read(doc, &mut b[..needed])?;
-            b[n] = 0;
-            put(len, n);
-        }
-        Ok(())
-    })
-}
-
-/// Writes a profile document (UTF-8, `len` bytes, at most
-/// `profile_max_bytes`), replacing it.
-///
-/// Power loss: atomic; a cut leaves the old document or the new one.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `body` NULL (with `len` 0) or readable
-/// for `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_profile_write(
-    store: *mut clawmem_store_t,
-    doc: u8,
-    body: *const c_char,
-    len: usize,
-) -> c_int {
-    with(store, |s| {
-        let doc = profile_doc(doc)?;
-        // SAFETY: as this function's contract.
-        let b = unsafe { bytes(body.cast(), len, "body is NULL with a nonzero length")? };
-        let body = core::str::from_utf8(b).map_err(|_| arg("the profile is not valid UTF-8"))?;
-        s.profile_write(doc, body)?;
-        Ok(())
-    })
-}
-
-/// Writes a profile document only if it was never written (a firmware's
-/// defaults); `*written` says whether it was.
-///
-/// Power loss: atomic.
-///
-/// # Safety
-/// As clawmem_profile_write; `written` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_profile_write_if_absent(
-    store: *mut clawmem_store_t,
-    doc: u8,
-    body: *const c_char,
-    len: usize,
-    written: *mut bool,
-) -> c_int {
-    with(store, |s| {
-        let doc = profile_doc(doc)?;
-        // SAFETY: as this function's contract.
-        let b = unsafe { bytes(body.cast(), len, "body is NULL with a nonzero length")? };
-        let body = core::str::from_utf8(b).map_err(|_| arg("the profile is not valid UTF-8"))?;
-        let w = s.profile_write_if_absent(doc, body)?;
-        // SAFETY: as this function's contract.
-        unsafe { put(written, w) };
-        Ok(())
-    })
-}
-
-// ---- long-term memory ----------------------------------------------------------
-
-/// Parses an item id's text form `mem-<n>` into `*id`; CLAWMEM_ERR_INVALID
-/// if it is not one.
-///
-/// # Safety
-/// `id_text` NULL or NUL-terminated; `id` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_item_id_parse(id_text: *const c_char, id: *mut u32) -> c_int {
-    // SAFETY: as this function's contract.
-    unsafe {
-        let Ok(t) = text(id_text, "") else {
-            return CLAWMEM_ERR_INVALID as c_int;
-        };
-        match ItemId::parse(t) {
-            Some(i) => {
-                put(id, i.get());
-                CLAWMEM_OK as c_int
-            }
-            None => CLAWMEM_ERR_INVALID as c_int,
-        }
-    }
-}
-
-/// Stores a memory item (ESP-Claw's `store`), at `now` seconds (0 without a
-/// clock). A duplicate of an active item writes nothing (`changed` false);
-/// `replace` forgets the items it supersedes. `out` may be NULL.
-///
-/// Power loss: the item is one atomic write.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `input` NULL or valid; `out` NULL or
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_store(
-    store: *mut clawmem_store_t,
-    input: *const clawmem_item_input_t,
-    now: u32,
-    replace: bool,
-    out: *mut clawmem_stored_t,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let input = item_input(input)?;
-            let st = s.memory_store(&input, now, replace)?;
-            put(
-                out,
-                clawmem_stored_t {
-                    id: st.item.id().get(),
-                    changed: st.changed,
-                    replaced: st.replaced,
-                },
-            );
-        }
-        Ok(())
-    })
-}
-
-/// Recalls up to `limit` items under any of `labels` (all items for none),
-/// best first, calling `cb` for each (ESP-Claw's `recall`); each recalled
-/// item's access count is noted. `*count` gets how many. A label not in
-/// the catalog is CLAWMEM_ERR_UNKNOWN_LABEL, recalling nothing, and
-/// clawmem_last_error names it and the labels available.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `labels` NULL (with `n_labels` 0) or
-/// `n_labels` NUL-terminated texts; `cb` valid or NULL; `count` NULL or
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_recall(
-    store: *mut clawmem_store_t,
-    labels: *const *const c_char,
-    n_labels: usize,
-    limit: usize,
-    now: u32,
-    cb: clawmem_item_cb,
-    ctx: *mut c_void,
-    count: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        let mut ls = [""; CLAWMEM_RECALL_MAX_LABELS as usize];
-        // SAFETY: as this function's contract.
-        let n = unsafe { labels_in(labels, n_labels, &mut ls)? };
-        let found = match cb {
-            Some(cb) => s.memory_recall(&ls[..n], limit, now, &mut item_to(cb, ctx))?,
-            None => s.memory_recall(&ls[..n], limit, now, &mut |_: &Item| {})?,
-        };
-        // SAFETY: as this function's contract.
-        unsafe { put(count, found) };
-        Ok(())
-    })
-}
-
-/// Calls `cb` for every active item in priority order (access count, then
-/// update time, descending; then id); `*count` gets how many.
-///
-/// # Safety
-/// As clawmem_memory_recall.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_list(
-    store: *mut clawmem_store_t,
-    cb: clawmem_item_cb,
-    ctx: *mut c_void,
-    count: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        let n = match cb {
-            Some(cb) => s.memory_list(&mut item_to(cb, ctx))?,
-            None => s.memory_list(&mut |_: &Item| {})?,
-        };
-        // SAFETY: as this function's contract.
-        unsafe { put(count, n) };
-        Ok(())
-    })
-}
-
-/// Calls `cb` once with the active item `id`; CLAWMEM_ERR_NOT_FOUND if
-/// there is none.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `cb` valid or NULL.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_get(
-    store: *mut clawmem_store_t,
-    id: u32,
-    cb: clawmem_item_cb,
-    ctx: *mut c_void,
-) -> c_int {
-    with(store, |s| {
-        let item = s.memory_get(ItemId::new(id))?;
-        if let Some(cb) = cb {
-            item_to(cb, ctx)(&item);
-        }
-        Ok(())
-    })
-}
-
-/// Updates item `id` (ESP-Claw's `update`): the non-empty fields of `patch`
-/// replace the item's, and the result is stored under a new id, the old
-/// one forgotten. `*updated` is false if the patch changes nothing (then
-/// `out` is untouched). CLAWMEM_ERR_NOT_FOUND if `id` is not active.
-///
-/// Power loss: two atomic writes (the new item, the old one's tombstone);
-/// a cut between them is repaired at the next compaction, through the
-/// lineage the new item records.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `patch` NULL or valid; `out` and
-/// `updated` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_update(
-    store: *mut clawmem_store_t,
-    id: u32,
-    patch: *const clawmem_item_input_t,
-    now: u32,
-    out: *mut clawmem_stored_t,
-    updated: *mut bool,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            let patch = item_input(patch)?;
-            let r = s.memory_update(ItemId::new(id), &patch, now)?;
-            put(updated, r.is_some());
-            if let Some(st) = r {
-                put(
-                    out,
-                    clawmem_stored_t {
-                        id: st.item.id().get(),
-                        changed: st.changed,
-                        replaced: st.replaced,
-                    },
-                );
-            }
-        }
-        Ok(())
-    })
-}
-
-/// The newest id in `id`'s line of updates (the id itself if it was never
-/// updated), into `*newest`.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `newest` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_newest(
-    store: *mut clawmem_store_t,
-    id: u32,
-    newest: *mut u32,
-) -> c_int {
-    with(store, |s| {
-        let n = s.memory_newest(ItemId::new(id))?;
-        // SAFETY: as this function's contract.
-        unsafe { put(newest, n.get()) };
-        Ok(())
-    })
-}
-
-/// Forgets item `id` (a tombstone; its text stays on flash until collected,
-/// see clawmem_memory_forget_scrub). CLAWMEM_ERR_NOT_FOUND if not active.
-///
-/// Power loss: atomic.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_forget(store: *mut clawmem_store_t, id: u32) -> c_int {
-    with(store, |s| {
-        s.memory_forget(ItemId::new(id))?;
-        Ok(())
-    })
-}
-
-/// Forgets item `id` and wipes its text from flash now (a sector's other
-/// data is moved first). Needs a flash with `multiwrite`; otherwise
-/// CLAWMEM_ERR_UNSUPPORTED and nothing is written.
-///
-/// Power loss: the item is forgotten atomically first; a cut during the
-/// wipe leaves it forgotten, and the next mount completes the wipe.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_forget_scrub(
-    store: *mut clawmem_store_t,
-    id: u32,
-) -> c_int {
-    with(store, |s| {
-        if !s.flash().multiwrite {
-            return Err(Fail(
-                CLAWMEM_ERR_UNSUPPORTED,
-                Last::Arg("scrub programs a unit twice: the flash does not allow it (multiwrite is false)"),
-            ));
-        }
-        s.memory_forget_scrub(ItemId::new(id))?;
-        Ok(())
-    })
-}
-
-/// Active items, into `*count`.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `count` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_count(
-    store: *mut clawmem_store_t,
-    count: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        let n = s.memory_len()?;
-        // SAFETY: as this function's contract.
-        unsafe { put(count, n) };
-        Ok(())
-    })
-}
-
-/// Rewrites memory's index and drops forgotten items from it now.
-///
-/// Power loss: atomic.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_compact(store: *mut clawmem_store_t) -> c_int {
-    with(store, |s| Ok(s.memory_compact()?))
-}
-
-/// Forgets every memory item.
-///
-/// Power loss: atomic.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_clear(store: *mut clawmem_store_t) -> c_int {
-    with(store, |s| Ok(s.memory_clear()?))
-}
-
-/// The memory catalog section of the system prompt (ESP-Claw's summary
-/// labels with their counts), NUL-terminated into `buf`; `*len` its
-/// length, or the size needed.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t; `buf` NULL (with `cap` 0) or writable
-/// for `cap` bytes; `len` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_prompt(
-    store: *mut clawmem_store_t,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe { render(buf, cap, len, |mut w| Ok(s.write_memory_prompt(&mut w)?)) }
-    })
-}
-
-/// `MEMORY.md` as ESP-Claw renders it, NUL-terminated into `buf`; `*len`
-/// its length, or the size needed.
-///
-/// # Safety
-/// As clawmem_memory_prompt.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_md(
-    store: *mut clawmem_store_t,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe { render(buf, cap, len, |mut w| Ok(s.write_memory_md(&mut w)?)) }
-    })
-}
-
-/// Begins a memory stage (a request): the stage note then lists what the
-/// request's memory calls did.
-///
-/// # Safety
-/// `store` NULL or a clawmem_store_t.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_stage_begin(store: *mut clawmem_store_t) -> c_int {
-    with(store, |s| {
-        s.memory_stage_begin();
-        Ok(())
-    })
-}
-
-/// The stage note ESP-Claw appends after a stage's memory calls,
-/// NUL-terminated into `buf` ("" and `*len` 0 when there is none).
-///
-/// # Safety
-/// As clawmem_memory_prompt.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_stage_note(
-    store: *mut clawmem_store_t,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            render(buf, cap, len, |mut w| {
-                let _ = s.write_memory_stage_note(&mut w);
-                Ok(())
-            })
-        }
-    })
-}
-
-/// The `recall` tool's JSON reply (ESP-Claw's `cap_memory_render_result`),
-/// NUL-terminated into `buf`; `*items` gets the items recalled, and
-/// `*invalid_label` whether a label was not in the catalog (the reply is
-/// then ESP-Claw's error JSON, and nothing was recalled or written). The
-/// recall happens even when `buf` is too small.
-///
-/// # Safety
-/// As clawmem_memory_recall and clawmem_memory_prompt; `items` and
-/// `invalid_label` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_recall_json(
-    store: *mut clawmem_store_t,
-    labels: *const *const c_char,
-    n_labels: usize,
-    limit: usize,
-    now: u32,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-    items: *mut usize,
-    invalid_label: *mut bool,
-) -> c_int {
-    with(store, |s| {
-        let mut ls = [""; CLAWMEM_RECALL_MAX_LABELS as usize];
-        // SAFETY: as this function's contract.
-        unsafe {
-            let n = labels_in(labels, n_labels, &mut ls)?;
-            render(buf, cap, len, |mut w| {
-                let r = s.write_memory_recall_json(&mut w, &ls[..n], limit, now)?;
-                let (k, bad) = match r {
-                    clawmem::memory::RecallReply::Items(k) => (k, false),
-                    clawmem::memory::RecallReply::InvalidLabel => (0, true),
-                };
-                put(items, k);
-                put(invalid_label, bad);
-                Ok(())
-            })
-        }
-    })
-}
-
-/// The `list` tool's JSON reply, NUL-terminated into `buf`; `*items` gets
-/// how many items it lists.
-///
-/// # Safety
-/// As clawmem_memory_prompt; `items` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn clawmem_memory_list_json(
-    store: *mut clawmem_store_t,
-    buf: *mut c_char,
-    cap: usize,
-    len: *mut usize,
-    items: *mut usize,
-) -> c_int {
-    with(store, |s| {
-        // SAFETY: as this function's contract.
-        unsafe {
-            render(buf, cap, len, |mut w| {
-                let k = s.write_memory_list_json(&mut w)?;
-                put(items, k);
-                Ok(())
-            })
-        }
     })
 }
 

@@ -133,7 +133,9 @@ typedef struct {
 } clawmem_config_t;
 
 // Memory for one store: declare one (static or in a task's memory),
-// aligned as this struct is, and never move it while mounted.
+// aligned as this struct is, and never move it while mounted. A callback
+// (flash, item or session) must not call into the store that called it:
+// such a call answers CLAWMEM_ERR_INVALID and does nothing.
 typedef struct {
   uint64_t opaque[CLAWMEM_STORE_WORDS];
 } clawmem_store_t;
@@ -212,57 +214,6 @@ typedef struct {
   bool done;
 } clawmem_maintenance_t;
 
-// A history record: ESP-Claw's record type and backend format, and the
-// message (JSON text, not NUL-terminated).
-typedef struct {
-  // `CLAWMEM_RECORD_*`.
-  uint8_t type_;
-  // `CLAWMEM_FORMAT_*`.
-  uint8_t format;
-  // The body; may be NULL when `body_len` is 0.
-  const uint8_t *body;
-  // Bytes of `body`.
-  size_t body_len;
-} clawmem_record_t;
-
-// What an append did.
-typedef struct {
-  // The session was compacted (its completed turn took it over the
-  // limit).
-  bool compacted;
-  // The session is now blocked (still over the limit).
-  bool blocked;
-} clawmem_appended_t;
-
-// A history read into the caller's buffer; walk it with
-// clawmem_history_next.
-typedef struct {
-  // The caller's buffer.
-  const uint8_t *buf;
-  // Bytes of it the history fills.
-  size_t used_bytes;
-  // Records in it.
-  uint32_t records;
-  // Records left out because they failed their checks.
-  uint32_t damaged_records;
-  // With CLAWMEM_ERR_BUFFER_TOO_SMALL: the buffer size needed.
-  size_t needed_bytes;
-} clawmem_history_t;
-
-// A session's state.
-typedef struct {
-  // Records in its history.
-  uint32_t records;
-  // Its ESP-Claw `.log` size: bodies plus a newline each.
-  uint32_t size_bytes;
-  // Whether it is blocked.
-  bool blocked;
-} clawmem_session_info_t;
-
-// Called once per session by clawmem_session_list: `id` is NUL-terminated
-// (and `id_len` bytes long) and valid during the call only.
-typedef void (*clawmem_session_cb)(void *ctx, const char *id, size_t id_len, const clawmem_session_info_t *info);
-
 // A memory item to store, or a patch to update one with: NUL-terminated
 // UTF-8 texts, NULL for none. Tags and keywords are lists separated by any
 // of `, ; / |`.
@@ -318,6 +269,57 @@ typedef struct {
 
 // Called once per memory item.
 typedef void (*clawmem_item_cb)(void *ctx, const clawmem_item_t *item);
+
+// A history record: ESP-Claw's record type and backend format, and the
+// message (JSON text, not NUL-terminated).
+typedef struct {
+  // `CLAWMEM_RECORD_*`.
+  uint8_t type_;
+  // `CLAWMEM_FORMAT_*`.
+  uint8_t format;
+  // The body; may be NULL when `body_len` is 0.
+  const uint8_t *body;
+  // Bytes of `body`.
+  size_t body_len;
+} clawmem_record_t;
+
+// What an append did.
+typedef struct {
+  // The session was compacted (its completed turn took it over the
+  // limit).
+  bool compacted;
+  // The session is now blocked (still over the limit).
+  bool blocked;
+} clawmem_appended_t;
+
+// A history read into the caller's buffer; walk it with
+// clawmem_history_next.
+typedef struct {
+  // The caller's buffer.
+  const uint8_t *buf;
+  // Bytes of it the history fills.
+  size_t used_bytes;
+  // Records in it.
+  uint32_t records;
+  // Records left out because they failed their checks.
+  uint32_t damaged_records;
+  // With CLAWMEM_ERR_BUFFER_TOO_SMALL: the buffer size needed.
+  size_t needed_bytes;
+} clawmem_history_t;
+
+// A session's state.
+typedef struct {
+  // Records in its history.
+  uint32_t records;
+  // Its ESP-Claw `.log` size: bodies plus a newline each.
+  uint32_t size_bytes;
+  // Whether it is blocked.
+  bool blocked;
+} clawmem_session_info_t;
+
+// Called once per session by clawmem_session_list: `id` is NUL-terminated
+// (and `id_len` bytes long) and valid during the call only.
+typedef void (*clawmem_session_cb)(void *ctx, const char *id, size_t id_len, const clawmem_session_info_t *info);
 
 #ifdef __cplusplus
 extern "C" {
@@ -416,124 +418,6 @@ int clawmem_check(clawmem_store_t *store, uint32_t *checked);
 // # Safety
 // `store` is NULL or a clawmem_store_t; `out` NULL or writable.
 int clawmem_maintain(clawmem_store_t *store, uint32_t max_steps, clawmem_maintenance_t *out);
-
-// The request gate (ESP-Claw's check before a request): `*blocked` is set,
-// and for a blocked session the warning to show the user is written into
-// `warning` (NUL-terminated; `*len` its length, or the size needed).
-// `session` may be NULL (no session: never blocked).
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-// `blocked` and `len` NULL or writable; `warning` NULL (with `cap` 0) or
-// writable for `cap` bytes.
-int clawmem_gate(clawmem_store_t *store, const char *session, bool *blocked, char *warning, size_t cap, size_t *len);
-
-// Appends a batch of `n` records to `session` (created on first use);
-// `turn_completed` when the batch ends a turn (ESP-Claw compacts, and
-// blocks an oversized session, only then). `out` may be NULL.
-//
-// Power loss: the batch is one atomic write: after a cut a fresh mount
-// shows all of it or none of it, and everything acknowledged before.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-// `records` NULL (with `n` 0) or `n` valid records; `out` NULL or
-// writable.
-int clawmem_append(clawmem_store_t *store, const char *session, const clawmem_record_t *records, size_t n, bool turn_completed, clawmem_appended_t *out);
-
-// Compacts `session` now, keeping its last `keep_turns` turns after
-// `summary`; `*compacted` is false if there was nothing to drop.
-//
-// Power loss: atomic; a cut leaves the session as before or compacted.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-// `summary` NULL or a valid record; `compacted` NULL or writable.
-int clawmem_compact_with_summary(clawmem_store_t *store, const char *session, uint64_t keep_turns, const clawmem_record_t *summary, bool *compacted);
-
-// Reads `session`'s history, as ESP-Claw loads it for a request in the
-// `current_format` backend (records of the other format are left out),
-// into `buf`; walk it with clawmem_history_next. A session that does not
-// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
-// `out->needed_bytes` is the size needed.
-//
-// Power loss: reads only.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated; `buf`
-// NULL (with `cap` 0) or writable for `cap` bytes; `out` NULL or writable.
-int clawmem_history(clawmem_store_t *store, const char *session, uint8_t current_format, uint8_t *buf, size_t cap, clawmem_history_t *out);
-
-// The record at `*cursor` (start at 0) of a history: returns 1 and fills
-// `rec` (its body points into the history's buffer) and advances
-// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
-//
-// # Safety
-// `history` NULL or filled by clawmem_history_t, its buffer unchanged since;
-// `cursor` and `rec` NULL or writable.
-int clawmem_history_next(const clawmem_history_t *history, size_t *cursor, clawmem_record_t *rec);
-
-// A session's state; CLAWMEM_ERR_NOT_FOUND if it does not exist.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
-// `out` NULL or writable.
-int clawmem_session_info(clawmem_store_t *store, const char *session, clawmem_session_info_t *out);
-
-// Calls `cb` once per session (any order); `*count` gets the number of
-// sessions listed (a session whose name was damaged at rest beyond repair
-// cannot be listed, nor looked up).
-//
-// Power loss: reads only.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `cb` a valid callback or NULL (count
-// only); `count` NULL or writable.
-int clawmem_session_list(clawmem_store_t *store, clawmem_session_cb cb, void *ctx, size_t *count);
-
-// Deletes `session`'s history (ESP-Claw's delete of its `.log` and
-// `.idx`); CLAWMEM_ERR_NOT_FOUND if it does not exist.
-//
-// Power loss: atomic.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated.
-int clawmem_session_delete(clawmem_store_t *store, const char *session);
-
-// Deletes every session; `*deleted` gets how many.
-//
-// Power loss: atomic.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `deleted` NULL or writable.
-int clawmem_sessions_clear(clawmem_store_t *store, size_t *deleted);
-
-// The session id a chat's next turn goes to (ESP-Claw's
-// `<channel>:<chat_id>` key and its current alias), NUL-terminated into
-// `buf`; `*len` its length, or the size needed.
-//
-// Power loss: may write the chat's map on first use (atomic).
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `channel`, `chat_id` NULL or
-// NUL-terminated; `buf` NULL (with `cap` 0) or writable for `cap`; `len`
-// NULL or writable.
-int clawmem_chat_session(clawmem_store_t *store, const char *channel, const char *chat_id, char *buf, size_t cap, size_t *len);
-
-// Handles a chat message that may be a `/session` command (new, list,
-// switch, delete): `*handled` is false if it is not one (nothing is
-// written); else the reply ESP-Claw sends (a usage text, the list, a
-// confirmation or a refusal) is written NUL-terminated into `reply`.
-//
-// Power loss: a command that changes the chat's map writes it atomically;
-// `delete` deletes the session's history first, then the map entry, so a
-// cut between leaves the alias with an empty history.
-//
-// # Safety
-// `store` NULL or a clawmem_store_t; `channel`, `chat_id`, `message` NULL or
-// NUL-terminated; `handled`, `len` NULL or writable; `reply` NULL (with
-// `cap` 0) or writable for `cap` bytes.
-int clawmem_session_command(clawmem_store_t *store, const char *channel, const char *chat_id, const char *message, bool *handled, char *reply, size_t cap, size_t *len);
 
 // Reads a profile document (`CLAWMEM_PROFILE_*`) into `buf`,
 // NUL-terminated; `*len` its length, or the size needed. A document never
@@ -721,6 +605,124 @@ int clawmem_memory_recall_json(clawmem_store_t *store, const char *const *labels
 // # Safety
 // As clawmem_memory_prompt; `items` NULL or writable.
 int clawmem_memory_list_json(clawmem_store_t *store, char *buf, size_t cap, size_t *len, size_t *items);
+
+// The request gate (ESP-Claw's check before a request): `*blocked` is set,
+// and for a blocked session the warning to show the user is written into
+// `warning` (NUL-terminated; `*len` its length, or the size needed).
+// `session` may be NULL (no session: never blocked).
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
+// `blocked` and `len` NULL or writable; `warning` NULL (with `cap` 0) or
+// writable for `cap` bytes.
+int clawmem_gate(clawmem_store_t *store, const char *session, bool *blocked, char *warning, size_t cap, size_t *len);
+
+// Appends a batch of `n` records to `session` (created on first use);
+// `turn_completed` when the batch ends a turn (ESP-Claw compacts, and
+// blocks an oversized session, only then). `out` may be NULL.
+//
+// Power loss: the batch is one atomic write: after a cut a fresh mount
+// shows all of it or none of it, and everything acknowledged before.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
+// `records` NULL (with `n` 0) or `n` valid records; `out` NULL or
+// writable.
+int clawmem_append(clawmem_store_t *store, const char *session, const clawmem_record_t *records, size_t n, bool turn_completed, clawmem_appended_t *out);
+
+// Compacts `session` now, keeping its last `keep_turns` turns after
+// `summary`; `*compacted` is false if there was nothing to drop.
+//
+// Power loss: atomic; a cut leaves the session as before or compacted.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
+// `summary` NULL or a valid record; `compacted` NULL or writable.
+int clawmem_compact_with_summary(clawmem_store_t *store, const char *session, uint64_t keep_turns, const clawmem_record_t *summary, bool *compacted);
+
+// Reads `session`'s history, as ESP-Claw loads it for a request in the
+// `current_format` backend (records of the other format are left out),
+// into `buf`; walk it with clawmem_history_next. A session that does not
+// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
+// `out->needed_bytes` is the size needed.
+//
+// Power loss: reads only.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated; `buf`
+// NULL (with `cap` 0) or writable for `cap` bytes; `out` NULL or writable.
+int clawmem_history(clawmem_store_t *store, const char *session, uint8_t current_format, uint8_t *buf, size_t cap, clawmem_history_t *out);
+
+// The record at `*cursor` (start at 0) of a history: returns 1 and fills
+// `rec` (its body points into the history's buffer) and advances
+// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
+//
+// # Safety
+// `history` NULL or filled by clawmem_history_t, its buffer unchanged since;
+// `cursor` and `rec` NULL or writable.
+int clawmem_history_next(const clawmem_history_t *history, size_t *cursor, clawmem_record_t *rec);
+
+// A session's state; CLAWMEM_ERR_NOT_FOUND if it does not exist.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
+// `out` NULL or writable.
+int clawmem_session_info(clawmem_store_t *store, const char *session, clawmem_session_info_t *out);
+
+// Calls `cb` once per session (any order); `*count` gets the number of
+// sessions listed (a session whose name was damaged at rest beyond repair
+// cannot be listed, nor looked up).
+//
+// Power loss: reads only.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `cb` a valid callback or NULL (count
+// only); `count` NULL or writable.
+int clawmem_session_list(clawmem_store_t *store, clawmem_session_cb cb, void *ctx, size_t *count);
+
+// Deletes `session`'s history (ESP-Claw's delete of its `.log` and
+// `.idx`); CLAWMEM_ERR_NOT_FOUND if it does not exist.
+//
+// Power loss: atomic.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated.
+int clawmem_session_delete(clawmem_store_t *store, const char *session);
+
+// Deletes every session; `*deleted` gets how many.
+//
+// Power loss: atomic.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `deleted` NULL or writable.
+int clawmem_sessions_clear(clawmem_store_t *store, size_t *deleted);
+
+// The session id a chat's next turn goes to (ESP-Claw's
+// `<channel>:<chat_id>` key and its current alias), NUL-terminated into
+// `buf`; `*len` its length, or the size needed.
+//
+// Power loss: may write the chat's map on first use (atomic).
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `channel`, `chat_id` NULL or
+// NUL-terminated; `buf` NULL (with `cap` 0) or writable for `cap`; `len`
+// NULL or writable.
+int clawmem_chat_session(clawmem_store_t *store, const char *channel, const char *chat_id, char *buf, size_t cap, size_t *len);
+
+// Handles a chat message that may be a `/session` command (new, list,
+// switch, delete): `*handled` is false if it is not one (nothing is
+// written); else the reply ESP-Claw sends (a usage text, the list, a
+// confirmation or a refusal) is written NUL-terminated into `reply`.
+//
+// Power loss: a command that changes the chat's map writes it atomically;
+// `delete` deletes the session's history first, then the map entry, so a
+// cut between leaves the alias with an empty history.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `channel`, `chat_id`, `message` NULL or
+// NUL-terminated; `handled`, `len` NULL or writable; `reply` NULL (with
+// `cap` 0) or writable for `cap` bytes.
+int clawmem_session_command(clawmem_store_t *store, const char *channel, const char *chat_id, const char *message, bool *handled, char *reply, size_t cap, size_t *len);
 
 #ifdef __cplusplus
 }  // extern "C"
