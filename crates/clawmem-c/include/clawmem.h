@@ -374,7 +374,8 @@ int clawmem_format(clawmem_store_t *store, const clawmem_flash_t *flash, const c
 // `store` is NULL or a clawmem_store_t.
 int clawmem_unmount(clawmem_store_t *store);
 
-// The name of a result code, e.g. "store full". Never NULL.
+// The name of a result code, e.g. "store full". Never NULL. Touches no
+// store or flash.
 const char *clawmem_strerror(int code);
 
 // Says what was wrong with the store's last failed call (for example
@@ -390,11 +391,15 @@ int clawmem_last_error(clawmem_store_t *store, char *buf, size_t cap, size_t *le
 
 // The partition's use.
 //
+// Power loss: reads RAM only.
+//
 // # Safety
 // `store` is NULL or a clawmem_store_t; `out` NULL or writable.
 int clawmem_space(clawmem_store_t *store, clawmem_space_t *out);
 
 // What the last mount read and recovered.
+//
+// Power loss: reads RAM only.
 //
 // # Safety
 // `store` is NULL or a clawmem_store_t; `out` NULL or writable.
@@ -452,7 +457,7 @@ int clawmem_profile_write(clawmem_store_t *store, uint8_t doc, const char *body,
 int clawmem_profile_write_if_absent(clawmem_store_t *store, uint8_t doc, const char *body, size_t len, bool *written);
 
 // Parses an item id's text form `mem-<n>` into `*id`; CLAWMEM_ERR_INVALID
-// if it is not one.
+// if it is not one. Touches no store or flash.
 //
 // # Safety
 // `id_text` NULL or NUL-terminated; `id` NULL or writable.
@@ -475,6 +480,9 @@ int clawmem_memory_store(clawmem_store_t *store, const clawmem_item_input_t *inp
 // the catalog is CLAWMEM_ERR_UNKNOWN_LABEL, recalling nothing, and
 // clawmem_last_error names it and the labels available.
 //
+// Power loss: the access record is atomic; a cut loses at most this
+// recall's count increments.
+//
 // # Safety
 // `store` NULL or a clawmem_store_t; `labels` NULL (with `n_labels` 0) or
 // `n_labels` NUL-terminated texts; `cb` valid or NULL; `count` NULL or
@@ -484,12 +492,16 @@ int clawmem_memory_recall(clawmem_store_t *store, const char *const *labels, siz
 // Calls `cb` for every active item in priority order (access count, then
 // update time, descending; then id); `*count` gets how many.
 //
+// Power loss: reads only.
+//
 // # Safety
 // As clawmem_memory_recall.
 int clawmem_memory_list(clawmem_store_t *store, clawmem_item_cb cb, void *ctx, size_t *count);
 
 // Calls `cb` once with the active item `id`; CLAWMEM_ERR_NOT_FOUND if
 // there is none.
+//
+// Power loss: reads only.
 //
 // # Safety
 // `store` NULL or a clawmem_store_t; `cb` valid or NULL.
@@ -511,6 +523,8 @@ int clawmem_memory_update(clawmem_store_t *store, uint32_t id, const clawmem_ite
 
 // The newest id in `id`'s line of updates (the id itself if it was never
 // updated), into `*newest`.
+//
+// Power loss: reads only.
 //
 // # Safety
 // `store` NULL or a clawmem_store_t; `newest` NULL or writable.
@@ -538,6 +552,8 @@ int clawmem_memory_forget_scrub(clawmem_store_t *store, uint32_t id);
 
 // Active items, into `*count`.
 //
+// Power loss: reads only.
+//
 // # Safety
 // `store` NULL or a clawmem_store_t; `count` NULL or writable.
 int clawmem_memory_count(clawmem_store_t *store, size_t *count);
@@ -562,6 +578,8 @@ int clawmem_memory_clear(clawmem_store_t *store);
 // labels with their counts), NUL-terminated into `buf`; `*len` its
 // length, or the size needed.
 //
+// Power loss: reads only.
+//
 // # Safety
 // `store` NULL or a clawmem_store_t; `buf` NULL (with `cap` 0) or writable
 // for `cap` bytes; `len` NULL or writable.
@@ -570,6 +588,8 @@ int clawmem_memory_prompt(clawmem_store_t *store, char *buf, size_t cap, size_t 
 // `MEMORY.md` as ESP-Claw renders it, NUL-terminated into `buf`; `*len`
 // its length, or the size needed.
 //
+// Power loss: reads only.
+//
 // # Safety
 // As clawmem_memory_prompt.
 int clawmem_memory_md(clawmem_store_t *store, char *buf, size_t cap, size_t *len);
@@ -577,12 +597,16 @@ int clawmem_memory_md(clawmem_store_t *store, char *buf, size_t cap, size_t *len
 // Begins a memory stage (a request): the stage note then lists what the
 // request's memory calls did.
 //
+// Power loss: RAM only (the note is not stored).
+//
 // # Safety
 // `store` NULL or a clawmem_store_t.
 int clawmem_memory_stage_begin(clawmem_store_t *store);
 
 // The stage note ESP-Claw appends after a stage's memory calls,
 // NUL-terminated into `buf` ("" and `*len` 0 when there is none).
+//
+// Power loss: RAM only.
 //
 // # Safety
 // As clawmem_memory_prompt.
@@ -594,6 +618,8 @@ int clawmem_memory_stage_note(clawmem_store_t *store, char *buf, size_t cap, siz
 // then ESP-Claw's error JSON, and nothing was recalled or written). The
 // recall happens even when `buf` is too small.
 //
+// Power loss: as clawmem_memory_recall.
+//
 // # Safety
 // As clawmem_memory_recall and clawmem_memory_prompt; `items` and
 // `invalid_label` NULL or writable.
@@ -601,6 +627,8 @@ int clawmem_memory_recall_json(clawmem_store_t *store, const char *const *labels
 
 // The `list` tool's JSON reply, NUL-terminated into `buf`; `*items` gets
 // how many items it lists.
+//
+// Power loss: writes nothing to flash.
 //
 // # Safety
 // As clawmem_memory_prompt; `items` NULL or writable.
@@ -610,6 +638,8 @@ int clawmem_memory_list_json(clawmem_store_t *store, char *buf, size_t cap, size
 // and for a blocked session the warning to show the user is written into
 // `warning` (NUL-terminated; `*len` its length, or the size needed).
 // `session` may be NULL (no session: never blocked).
+//
+// Power loss: reads RAM only; never fails closed on a flash fault.
 //
 // # Safety
 // `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
@@ -656,6 +686,7 @@ int clawmem_history(clawmem_store_t *store, const char *session, uint8_t current
 // The record at `*cursor` (start at 0) of a history: returns 1 and fills
 // `rec` (its body points into the history's buffer) and advances
 // `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
+// Reads the caller's buffer only.
 //
 // # Safety
 // `history` NULL or filled by clawmem_history_t, its buffer unchanged since;
@@ -663,6 +694,8 @@ int clawmem_history(clawmem_store_t *store, const char *session, uint8_t current
 int clawmem_history_next(const clawmem_history_t *history, size_t *cursor, clawmem_record_t *rec);
 
 // A session's state; CLAWMEM_ERR_NOT_FOUND if it does not exist.
+//
+// Power loss: reads only.
 //
 // # Safety
 // `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;

@@ -110,7 +110,7 @@ pub unsafe extern "C" fn clawmem_profile_write_if_absent(
 // ---- long-term memory ----------------------------------------------------------
 
 /// Parses an item id's text form `mem-<n>` into `*id`; CLAWMEM_ERR_INVALID
-/// if it is not one.
+/// if it is not one. Touches no store or flash.
 ///
 /// # Safety
 /// `id_text` NULL or NUL-terminated; `id` NULL or writable.
@@ -172,6 +172,9 @@ pub unsafe extern "C" fn clawmem_memory_store(
 /// the catalog is CLAWMEM_ERR_UNKNOWN_LABEL, recalling nothing, and
 /// clawmem_last_error names it and the labels available.
 ///
+/// Power loss: the access record is atomic; a cut loses at most this
+/// recall's count increments.
+///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `labels` NULL (with `n_labels` 0) or
 /// `n_labels` NUL-terminated texts; `cb` valid or NULL; `count` NULL or
@@ -204,6 +207,8 @@ pub unsafe extern "C" fn clawmem_memory_recall(
 /// Calls `cb` for every active item in priority order (access count, then
 /// update time, descending; then id); `*count` gets how many.
 ///
+/// Power loss: reads only.
+///
 /// # Safety
 /// As clawmem_memory_recall.
 #[no_mangle]
@@ -226,6 +231,8 @@ pub unsafe extern "C" fn clawmem_memory_list(
 
 /// Calls `cb` once with the active item `id`; CLAWMEM_ERR_NOT_FOUND if
 /// there is none.
+///
+/// Power loss: reads only.
 ///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `cb` valid or NULL.
@@ -290,6 +297,8 @@ pub unsafe extern "C" fn clawmem_memory_update(
 /// The newest id in `id`'s line of updates (the id itself if it was never
 /// updated), into `*newest`.
 ///
+/// Power loss: reads only.
+///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `newest` NULL or writable.
 #[no_mangle]
@@ -349,6 +358,8 @@ pub unsafe extern "C" fn clawmem_memory_forget_scrub(
 
 /// Active items, into `*count`.
 ///
+/// Power loss: reads only.
+///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `count` NULL or writable.
 #[no_mangle]
@@ -390,6 +401,8 @@ pub unsafe extern "C" fn clawmem_memory_clear(store: *mut clawmem_store_t) -> c_
 /// labels with their counts), NUL-terminated into `buf`; `*len` its
 /// length, or the size needed.
 ///
+/// Power loss: reads only.
+///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `buf` NULL (with `cap` 0) or writable
 /// for `cap` bytes; `len` NULL or writable.
@@ -409,6 +422,8 @@ pub unsafe extern "C" fn clawmem_memory_prompt(
 /// `MEMORY.md` as ESP-Claw renders it, NUL-terminated into `buf`; `*len`
 /// its length, or the size needed.
 ///
+/// Power loss: reads only.
+///
 /// # Safety
 /// As clawmem_memory_prompt.
 #[no_mangle]
@@ -427,6 +442,8 @@ pub unsafe extern "C" fn clawmem_memory_md(
 /// Begins a memory stage (a request): the stage note then lists what the
 /// request's memory calls did.
 ///
+/// Power loss: RAM only (the note is not stored).
+///
 /// # Safety
 /// `store` NULL or a clawmem_store_t.
 #[no_mangle]
@@ -439,6 +456,8 @@ pub unsafe extern "C" fn clawmem_memory_stage_begin(store: *mut clawmem_store_t)
 
 /// The stage note ESP-Claw appends after a stage's memory calls,
 /// NUL-terminated into `buf` ("" and `*len` 0 when there is none).
+///
+/// Power loss: RAM only.
 ///
 /// # Safety
 /// As clawmem_memory_prompt.
@@ -465,6 +484,8 @@ pub unsafe extern "C" fn clawmem_memory_stage_note(
 /// `*invalid_label` whether a label was not in the catalog (the reply is
 /// then ESP-Claw's error JSON, and nothing was recalled or written). The
 /// recall happens even when `buf` is too small.
+///
+/// Power loss: as clawmem_memory_recall.
 ///
 /// # Safety
 /// As clawmem_memory_recall and clawmem_memory_prompt; `items` and
@@ -503,6 +524,8 @@ pub unsafe extern "C" fn clawmem_memory_recall_json(
 
 /// The `list` tool's JSON reply, NUL-terminated into `buf`; `*items` gets
 /// how many items it lists.
+///
+/// Power loss: writes nothing to flash.
 ///
 /// # Safety
 /// As clawmem_memory_prompt; `items` NULL or writable.

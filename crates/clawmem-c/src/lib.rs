@@ -905,7 +905,8 @@ pub unsafe extern "C" fn clawmem_unmount(store: *mut clawmem_store_t) -> c_int {
     r
 }
 
-/// The name of a result code, e.g. "store full". Never NULL.
+/// The name of a result code, e.g. "store full". Never NULL. Touches no
+/// store or flash.
 #[no_mangle]
 pub extern "C" fn clawmem_strerror(code: c_int) -> *const c_char {
     let s: &'static [u8] = match code {
@@ -978,6 +979,8 @@ pub unsafe extern "C" fn clawmem_last_error(
 
 /// The partition's use.
 ///
+/// Power loss: reads RAM only.
+///
 /// # Safety
 /// `store` is NULL or a clawmem_store_t; `out` NULL or writable.
 #[no_mangle]
@@ -1000,6 +1003,8 @@ pub unsafe extern "C" fn clawmem_space(
 }
 
 /// What the last mount read and recovered.
+///
+/// Power loss: reads RAM only.
 ///
 /// # Safety
 /// `store` is NULL or a clawmem_store_t; `out` NULL or writable.

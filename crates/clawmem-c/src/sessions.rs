@@ -21,6 +21,8 @@ use crate::*;
 /// `warning` (NUL-terminated; `*len` its length, or the size needed).
 /// `session` may be NULL (no session: never blocked).
 ///
+/// Power loss: reads RAM only; never fails closed on a flash fault.
+///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
 /// `blocked` and `len` NULL or writable; `warning` NULL (with `cap` 0) or
@@ -198,6 +200,7 @@ pub unsafe extern "C" fn clawmem_history(
 /// The record at `*cursor` (start at 0) of a history: returns 1 and fills
 /// `rec` (its body points into the history's buffer) and advances
 /// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
+/// Reads the caller's buffer only.
 ///
 /// # Safety
 /// `history` NULL or filled by clawmem_history_t, its buffer unchanged since;
@@ -235,6 +238,8 @@ pub unsafe extern "C" fn clawmem_history_next(
 }
 
 /// A session's state; CLAWMEM_ERR_NOT_FOUND if it does not exist.
+///
+/// Power loss: reads only.
 ///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
