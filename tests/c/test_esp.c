@@ -10,17 +10,9 @@
 
 #include "clawmem_esp.h"
 #include "fake_esp_partition.h"
+#include "check.h"
 
-static int failures = 0;
-
-#define CHECK(cond)                                                               \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                           \
-            return;                                                               \
-        }                                                                         \
-    } while (0)
+int failures = 0;
 
 static clawmem_store_t store;
 

@@ -153,14 +153,7 @@ pub unsafe extern "C" fn clawmem_memory_store(
         unsafe {
             let input = item_input(input)?;
             let st = s.memory_store(&input, now, replace)?;
-            put(
-                out,
-                clawmem_stored_t {
-                    id: st.item.id().get(),
-                    changed: st.changed,
-                    replaced: st.replaced,
-                },
-            );
+            put(out, stored_view(&st));
         }
         Ok(())
     })
@@ -280,14 +273,7 @@ pub unsafe extern "C" fn clawmem_memory_update(
             let r = s.memory_update(ItemId::new(id), &patch, now)?;
             put(updated, r.is_some());
             if let Some(st) = r {
-                put(
-                    out,
-                    clawmem_stored_t {
-                        id: st.item.id().get(),
-                        changed: st.changed,
-                        replaced: st.replaced,
-                    },
-                );
+                put(out, stored_view(&st));
             }
         }
         Ok(())
@@ -547,4 +533,13 @@ pub unsafe extern "C" fn clawmem_memory_list_json(
             })
         }
     })
+}
+
+/// What the engine's store or update did, for C.
+fn stored_view(st: &clawmem::Stored) -> clawmem_stored_t {
+    clawmem_stored_t {
+        id: st.item.id().get(),
+        changed: st.changed,
+        replaced: st.replaced,
+    }
 }
