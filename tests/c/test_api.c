@@ -533,6 +533,13 @@ static void test_memory(bool multiwrite) {
         CHECK_RC(clawmem_memory_list_json(&store_a, tiny, sizeof tiny, &need, &items),
                  CLAWMEM_ERR_BUFFER_TOO_SMALL);
         CHECK(need == len + 1);
+        /* The message itself does not fit: the size it needs, and the
+         * store's last error is left as it was. */
+        CHECK_RC(clawmem_last_error(&store_a, tiny, sizeof tiny, &need),
+                 CLAWMEM_ERR_BUFFER_TOO_SMALL);
+        CHECK(need > sizeof tiny);
+        OK(clawmem_last_error(&store_a, text, sizeof text, NULL));
+        CHECK(strstr(text, "buffer too small") != NULL);
     }
 
     OK(clawmem_memory_prompt(&store_a, text, sizeof text, &len));

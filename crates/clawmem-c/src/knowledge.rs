@@ -41,10 +41,7 @@ pub unsafe extern "C" fn clawmem_profile_read(
         unsafe {
             if needed >= cap {
                 put(len, needed + 1);
-                return Err(Fail(
-                    CLAWMEM_ERR_BUFFER_TOO_SMALL,
-                    Last::Arg("the output buffer is too small; the size needed was returned"),
-                ));
+                return Err(Err::BufferTooSmall { needed: needed + 1 }.into());
             }
             let b = out_buf(buf.cast(), cap)?;
             let n = s.profile_read(doc, &mut b[..needed])?;

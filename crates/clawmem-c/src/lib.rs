@@ -598,10 +598,10 @@ impl TextOut<'_> {
         } else {
             // SAFETY: as this function's contract.
             unsafe { put(len, self.len + 1) };
-            Err(Fail(
-                CLAWMEM_ERR_BUFFER_TOO_SMALL,
-                Last::Arg("the output buffer is too small; the size needed was returned"),
-            ))
+            Err(Error::BufferTooSmall {
+                needed: self.len + 1,
+            }
+            .into())
         }
     }
 }
