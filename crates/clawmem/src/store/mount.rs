@@ -96,9 +96,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Head sequence 0 and tail 1, an empty ring: opening sector 0 takes
         // sequence 1.
         let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
-        for i in (0..geo.count).rev() {
+        // Sector 0 is left to `open_next_sector`, which erases it last (and
+        // carries its erase count on): erasing it here as well would wear
+        // it twice for one format.
+        for i in (1..geo.count).rev() {
             let h = log.io().sector_header(i)?;
-            if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) || i == 0 {
+            if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) {
                 let start = geo.sector_start(i);
                 log.flash_mut()
                     .erase(start, start + geo.sector)
