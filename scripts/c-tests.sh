@@ -125,3 +125,30 @@ for target in riscv32imc-unknown-none-elf riscv32imac-unknown-none-elf; do
         engine && $1 ~ /^\.s?rodata/ { ro += $2 }
         END { printf "  %-30s code %7d B, rodata %6d B (the C API and the engine, LTO, opt-level z)\n", t, text, ro }'
 done
+
+step "the ESP-IDF component's CMakeLists.txt, under a stand-in for IDF's CMake (tests/c/fake-idf/cmake)"
+if ! command -v cmake >/dev/null; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq cmake
+fi
+# ESP32-C3: the component's cargo command builds the staticlib it links,
+# from nothing, into the build directory as in an IDF project, and its glue
+# compiles against the stand-in's esp_partition.h.
+cmake -S tests/c/fake-idf/cmake -B "$tmp/idf-c3" -DIDF_TARGET=esp32c3 >/dev/null
+cmake --build "$tmp/idf-c3" --target clawmem_cargo __idf_clawmem >/dev/null
+test -f "$tmp/idf-c3/clawmem-cargo/riscv32imc-unknown-none-elf/release/libclawmem_c.a"
+# ESP32-C6: the same with the imac target (into the crate's own target
+# directory, which the step above filled).
+cmake -S tests/c/fake-idf/cmake -B "$tmp/idf-c6" -DIDF_TARGET=esp32c6 \
+    -DCLAWMEM_CARGO_TARGET_DIR="$PWD/$crate/target" >/dev/null
+cmake --build "$tmp/idf-c6" --target clawmem_cargo >/dev/null
+test -f "$crate/target/riscv32imac-unknown-none-elf/release/libclawmem_c.a"
+# An Xtensa chip without Espressif's toolchain is refused with the way out.
+if cmake -S tests/c/fake-idf/cmake -B "$tmp/idf-s3" -DIDF_TARGET=esp32s3 >"$tmp/s3.log" 2>&1; then
+    echo "c-tests: the component configured for esp32s3 without Espressif's toolchain" >&2
+    exit 1
+fi
+grep -q "espup" "$tmp/s3.log" || { cat "$tmp/s3.log" >&2; exit 1; }
+echo "component: esp32c3 and esp32c6 configure and build their staticlib; esp32s3 is refused until -DCLAWMEM_CARGO_TOOLCHAIN=esp"

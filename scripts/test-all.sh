@@ -86,8 +86,6 @@ if bash scripts/qemu-replay.sh traces/smoke.jsonl --selftest-mismatch >/dev/null
     exit 1
 fi
 
-step "all checks passed"
-
 step "ESP32-C3 example on esp-hal and esp-storage (examples/esp32c3, outside the workspace): build and sizes, not run"
 (cd examples/esp32c3 && cargo fmt -- --check)
 bash scripts/esp32c3-build.sh
@@ -95,3 +93,5 @@ bash scripts/esp32c3-build.sh
 step "C API (crates/clawmem-c, outside the workspace): fmt, clippy, header, C tests, C trace replays, RISC-V sizes"
 (cd crates/clawmem-c && cargo fmt -- --check && cargo clippy --release -- -D warnings)
 bash scripts/c-tests.sh
+
+step "all checks passed"
