@@ -12,8 +12,6 @@
 
 #include <string.h>
 
-/* ESP32 flash sectors (SPI_FLASH_SEC_SIZE). */
-#define CLAWMEM_ESP_SECTOR 4096u
 
 static int esp_result(clawmem_esp_partition_t *p, esp_err_t err) {
     if (err == ESP_OK) {
@@ -47,8 +45,16 @@ int clawmem_esp_flash(clawmem_flash_t *flash, clawmem_esp_partition_t *ctx, cons
     if (part == NULL) {
         return CLAWMEM_ERR_NOT_FOUND;
     }
-    if (part->readonly || part->size % CLAWMEM_ESP_SECTOR != 0 ||
-        part->size / CLAWMEM_ESP_SECTOR < 4) {
+    /* Reads of an encrypted partition are decrypted, so erased flash does
+     * not read back as 0xFF, which is how clawmem tells erased from
+     * written: such a partition is refused, never misread. */
+    if (part->encrypted) {
+        return CLAWMEM_ERR_UNSUPPORTED;
+    }
+    /* The partition's own erase unit (4 KiB on the chip's SPI flash). */
+    if (part->readonly || part->erase_size < 128 || part->erase_size > 128u * 1024u ||
+        (part->erase_size & (part->erase_size - 1)) != 0 || part->size % part->erase_size != 0 ||
+        part->size / part->erase_size < 4) {
         return CLAWMEM_ERR_CONFIG;
     }
     memset(ctx, 0, sizeof *ctx);
@@ -60,10 +66,10 @@ int clawmem_esp_flash(clawmem_flash_t *flash, clawmem_esp_partition_t *ctx, cons
     flash->prog = esp_prog;
     flash->erase = esp_erase;
     flash->read_size = 1;
-    /* Flash encryption writes 16-byte blocks, each once between erases. */
-    flash->prog_size = part->encrypted ? 16 : 4;
-    flash->erase_size = CLAWMEM_ESP_SECTOR;
-    flash->sector_count = (uint32_t)(part->size / CLAWMEM_ESP_SECTOR);
-    flash->multiwrite = !part->encrypted;
+    /* SPI NOR: 4-byte words, which may be programmed again. */
+    flash->prog_size = 4;
+    flash->erase_size = part->erase_size;
+    flash->sector_count = (uint32_t)(part->size / part->erase_size);
+    flash->multiwrite = true;
     return CLAWMEM_OK;
 }

@@ -52,6 +52,7 @@ static clawmem_config_t small_config(void) {
 /* ---- arguments ----------------------------------------------------------- */
 
 static void test_bad_arguments(void) {
+    unsigned long progs_after_format, erases_after_format;
     ramflash f;
     clawmem_flash_t cf;
     clawmem_config_t c = small_config();
@@ -93,6 +94,20 @@ static void test_bad_arguments(void) {
     CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_FORMAT_IF_BLANK), CLAWMEM_ERR_CONFIG);
     OK(clawmem_last_error(&store_a, msg, sizeof msg, NULL));
     CHECK(strstr(msg, "session size limit") != NULL);
+    /* Values near UINT32_MAX are refused, not wrapped round to a fit. */
+    c = small_config();
+    c.session_size_limit_bytes = 0xFFFFFFFFu;
+    CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_FORMAT_IF_BLANK), CLAWMEM_ERR_CONFIG);
+    c = small_config();
+    c.knowledge_reserve_bytes = 0xFFFFF000u;
+    CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_FORMAT_IF_BLANK), CLAWMEM_ERR_CONFIG);
+    c = small_config();
+    c.profile_max_bytes = 0xFFFFFFFFu;
+    OK(clawmem_format(&store_a, &cf, &c)); /* the reserve saturates at a sixteenth */
+    OK(clawmem_unmount(&store_a));
+    memset(f.mem, 0xFF, f.size);
+    memset(f.written, 0, f.size / f.prog_size);
+    f.progs = f.erases = 0;
     c = small_config();
 
     /* Nothing was written by any refused mount. */
@@ -105,6 +120,8 @@ static void test_bad_arguments(void) {
     /* A blank partition: existing-only refuses, format-if-blank formats. */
     CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING), CLAWMEM_ERR_NOT_FORMATTED);
     OK(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_FORMAT_IF_BLANK));
+    progs_after_format = f.progs;
+    erases_after_format = f.erases;
 
     /* Bad texts and records. */
     {
@@ -134,10 +151,22 @@ static void test_bad_arguments(void) {
         size_t n = 99;
         OK(clawmem_session_list(&store_a, NULL, NULL, &n));
         CHECK(n == 0);
+        CHECK(f.progs == progs_after_format && f.erases == erases_after_format);
     }
     CHECK(f.violations == 0);
+    /* A copy of a mounted store is not the store: refused, not aliased. */
+    {
+        static clawmem_store_t copy;
+        size_t n = 0;
+        memcpy(&copy, &store_a, sizeof copy);
+        CHECK_RC(clawmem_session_list(&copy, NULL, NULL, &n), CLAWMEM_ERR_INVALID);
+        CHECK_RC(clawmem_unmount(&copy), CLAWMEM_ERR_INVALID);
+        OK(clawmem_session_list(&store_a, NULL, NULL, &n));
+    }
     OK(clawmem_unmount(&store_a));
     CHECK_RC(clawmem_unmount(&store_a), CLAWMEM_ERR_NOT_MOUNTED);
+    OK(clawmem_last_error(&store_a, msg, sizeof msg, NULL));
+    CHECK(strstr(msg, "not mounted") != NULL);
     ramflash_free(&f);
 }
 
@@ -716,6 +745,11 @@ static void test_power_cuts(void) {
                 OK(workload_op(&store_b, i, &deleted));
             }
             CHECK(matches(&store_b, CUT_OPS));
+            /* And what the recovered store wrote survives the next boot. */
+            OK(clawmem_unmount(&store_b));
+            OK(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING));
+            CHECK(matches(&store_a, CUT_OPS));
+            OK(clawmem_unmount(&store_a));
         }
         CHECK(f.violations == 0);
         ramflash_free(&f);
@@ -750,9 +784,7 @@ static void test_coarse_units(void) {
     OK(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING));
     CHECK(history_is(&store_a, "enc", 20));
     CHECK(f.violations == 0 && f.reads > 0);
-    /* The same image with another program unit is a configuration error
-     * only if the units are not valid; mounting with valid but different
-     * units is the caller's mistake the header warns about. */
+    /* A read size that is not a power of two is refused. */
     cf.read_size = 3;
     CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING), CLAWMEM_ERR_CONFIG);
     ramflash_free(&f);

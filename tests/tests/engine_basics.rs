@@ -209,3 +209,32 @@ fn format_erases_each_sector_at_most_once() {
     assert_eq!(added[0], 1, "{added:?}");
     assert!(added.iter().sum::<u64>() >= 3, "{added:?}");
 }
+
+/// A configuration with sizes near `u32::MAX` is refused as one the
+/// partition cannot hold, never wrapped round to a size that fits (the C
+/// API passes a caller's values through).
+#[test]
+fn huge_config_values_are_refused_not_wrapped() {
+    for config in [
+        Config {
+            session_size_limit_bytes: u32::MAX,
+            ..small_config()
+        },
+        Config {
+            knowledge_reserve_bytes: Some(u32::MAX - 4095),
+            ..small_config()
+        },
+    ] {
+        assert!(
+            matches!(S::format(esp32(64), config), Err(Error::Config(_))),
+            "{config:?}"
+        );
+    }
+    // A huge profile limit only saturates the default reserve (a sixteenth
+    // of the partition).
+    let config = Config {
+        profile_max_bytes: usize::MAX,
+        ..small_config()
+    };
+    S::format(esp32(64), config).unwrap();
+}

@@ -8,7 +8,7 @@
 
 use core::ffi::{c_char, c_int, c_void};
 
-use clawmem::chat::{self, SessionCommand};
+use clawmem::chat::{self, ChatKey, SessionCommand};
 use clawmem::{BackendFormat, Error, Gate, History, Record, RecordType};
 
 use crate::clawmem_err_t::*;
@@ -144,14 +144,16 @@ pub unsafe extern "C" fn clawmem_compact_with_summary(
 /// Reads `session`'s history, as ESP-Claw loads it for a request in the
 /// `current_format` backend (records of the other format are left out),
 /// into `buf`; walk it with clawmem_history_next. A session that does not
-/// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
+/// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND; `out` is required. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
 /// `out->needed_bytes` is the size needed.
 ///
-/// Power loss: reads only.
+/// Power loss: reads, and may rewrite the session's index to repair
+/// damage found at rest (one atomic write).
 ///
 /// # Safety
 /// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated; `buf`
-/// NULL (with `cap` 0) or writable for `cap` bytes; `out` NULL or writable.
+/// NULL (with `cap` 0) or writable for `cap` bytes; `out` writable (NULL is
+/// refused).
 #[no_mangle]
 pub unsafe extern "C" fn clawmem_history(
     store: *mut clawmem_store_t,
@@ -199,7 +201,8 @@ pub unsafe extern "C" fn clawmem_history(
 
 /// The record at `*cursor` (start at 0) of a history: returns 1 and fills
 /// `rec` (its body points into the history's buffer) and advances
-/// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
+/// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument or
+/// a cursor that is not at a record of the history.
 /// Reads the caller's buffer only.
 ///
 /// # Safety
@@ -232,7 +235,9 @@ pub unsafe extern "C" fn clawmem_history_next(
                 *cursor = next;
                 1
             }
-            None => 0,
+            // The end, or an offset that is not a record's start.
+            None if *cursor == h.used_bytes => 0,
+            None => CLAWMEM_ERR_INVALID as c_int,
         }
     }
 }
@@ -427,24 +432,8 @@ pub unsafe extern "C" fn clawmem_session_command(
                 text(chat_id, "chat_id is NULL")?,
             )?;
             match chat::parse_session_command(args) {
-                Ok(SessionCommand::List) => {
-                    let map = s.chat_sessions(&key)?;
-                    render(reply, cap, len, |mut w| {
-                        let _ = map.render_list(&mut w);
-                        Ok(())
-                    })
-                }
-                Ok(command) => {
-                    let r = s.session_command(&key, &command)?;
-                    render(reply, cap, len, |w| {
-                        let _ = match r {
-                            Ok(Some(done)) => write!(w, "{done}"),
-                            Ok(None) => Ok(()),
-                            Err(refusal) => write!(w, "{refusal}"),
-                        };
-                        Ok(())
-                    })
-                }
+                Ok(SessionCommand::List) => list_reply(s, &key, reply, cap, len),
+                Ok(command) => command_reply(s, &key, &command, reply, cap, len),
                 Err(usage) => render(reply, cap, len, |w| {
                     let _ = write!(w, "{usage}");
                     Ok(())
@@ -452,4 +441,55 @@ pub unsafe extern "C" fn clawmem_session_command(
             }
         }
     })
+}
+
+/// `/session list`'s reply. Out of line, as is [`command_reply`], so that
+/// the chat map one holds and the command result the other holds are never
+/// on the stack together.
+///
+/// # Safety
+/// As clawmem_session_command's `reply`, `cap` and `len`.
+#[inline(never)]
+unsafe fn list_reply(
+    s: &mut Engine,
+    key: &ChatKey,
+    reply: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> R<()> {
+    let map = s.chat_sessions(key)?;
+    // SAFETY: as this function's contract.
+    unsafe {
+        render(reply, cap, len, |mut w| {
+            let _ = map.render_list(&mut w);
+            Ok(())
+        })
+    }
+}
+
+/// The reply to `/session new`, `switch` or `delete`, after running it.
+///
+/// # Safety
+/// As clawmem_session_command's `reply`, `cap` and `len`.
+#[inline(never)]
+unsafe fn command_reply(
+    s: &mut Engine,
+    key: &ChatKey,
+    command: &SessionCommand,
+    reply: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> R<()> {
+    let r = s.session_command(key, command)?;
+    // SAFETY: as this function's contract.
+    unsafe {
+        render(reply, cap, len, |w| {
+            let _ = match r {
+                Ok(Some(done)) => write!(w, "{done}"),
+                Ok(None) => Ok(()),
+                Err(refusal) => write!(w, "{refusal}"),
+            };
+            Ok(())
+        })
+    }
 }

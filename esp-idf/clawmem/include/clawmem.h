@@ -133,7 +133,9 @@ typedef struct {
 } clawmem_config_t;
 
 // Memory for one store: declare one (static or in a task's memory),
-// aligned as this struct is, and never move it while mounted. A callback
+// aligned as this struct is, and never move it while mounted (a copy or a
+// moved block answers CLAWMEM_ERR_INVALID until it is mounted again). No
+// callback may longjmp or throw out of a clawmem call. A callback
 // (flash, item or session) must not call into the store that called it:
 // such a call answers CLAWMEM_ERR_INVALID and does nothing.
 typedef struct {
@@ -673,19 +675,22 @@ int clawmem_compact_with_summary(clawmem_store_t *store, const char *session, ui
 // Reads `session`'s history, as ESP-Claw loads it for a request in the
 // `current_format` backend (records of the other format are left out),
 // into `buf`; walk it with clawmem_history_next. A session that does not
-// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
+// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND; `out` is required. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
 // `out->needed_bytes` is the size needed.
 //
-// Power loss: reads only.
+// Power loss: reads, and may rewrite the session's index to repair
+// damage found at rest (one atomic write).
 //
 // # Safety
 // `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated; `buf`
-// NULL (with `cap` 0) or writable for `cap` bytes; `out` NULL or writable.
+// NULL (with `cap` 0) or writable for `cap` bytes; `out` writable (NULL is
+// refused).
 int clawmem_history(clawmem_store_t *store, const char *session, uint8_t current_format, uint8_t *buf, size_t cap, clawmem_history_t *out);
 
 // The record at `*cursor` (start at 0) of a history: returns 1 and fills
 // `rec` (its body points into the history's buffer) and advances
-// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument.
+// `*cursor`, 0 at the end, or CLAWMEM_ERR_INVALID for a NULL argument or
+// a cursor that is not at a record of the history.
 // Reads the caller's buffer only.
 //
 // # Safety

@@ -3,10 +3,12 @@
  *
  * clawmem_esp_flash() finds a data partition by its label in the partition
  * table and fills a clawmem_flash_t whose callbacks are esp_partition_read,
- * esp_partition_write and esp_partition_erase_range. On a partition with
- * flash encryption the program unit is 16 bytes, each written once between
- * erases (multiwrite false); otherwise it is 4 bytes and a word may be
- * programmed again (plain SPI NOR, which clawmem_memory_forget_scrub needs).
+ * esp_partition_write and esp_partition_erase_range: 4-byte words that may
+ * be programmed again (plain SPI NOR, which clawmem_memory_forget_scrub
+ * needs) and the partition's erase unit. A partition with flash encryption
+ * is refused: its reads are decrypted, so erased flash does not read as
+ * 0xFF, which is how clawmem tells erased from written (an encrypted store
+ * needs raw reads, which this glue does not do yet).
  *
  *     static clawmem_store_t store;
  *     static clawmem_esp_partition_t part;
@@ -39,8 +41,9 @@ typedef struct {
  * Fills `flash` to drive the data partition labelled `label` (any data
  * subtype). Returns CLAWMEM_OK; CLAWMEM_ERR_INVALID for a NULL argument;
  * CLAWMEM_ERR_NOT_FOUND if the table has no such data partition;
- * CLAWMEM_ERR_CONFIG if it is read-only, or not a whole number (at least 4)
- * of 4 KiB sectors. Reads and writes nothing.
+ * CLAWMEM_ERR_UNSUPPORTED if it is encrypted; CLAWMEM_ERR_CONFIG if it is
+ * read-only, or not a whole number (at least 4) of its erase units (a power
+ * of two from 128 B to 128 KiB). Reads and writes nothing.
  */
 int clawmem_esp_flash(clawmem_flash_t *flash, clawmem_esp_partition_t *ctx, const char *label);
 

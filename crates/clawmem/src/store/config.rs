@@ -91,9 +91,11 @@ impl Config {
         if capacity < 128 * 1024 {
             return 0;
         }
+        // Saturating: a configuration from a C caller may hold any value.
         let items = crate::memory::MAX_ACTIVE_ITEMS * (crate::memory::ITEM_ENCODED_MAX_BYTES + 40);
-        let profiles = 4 * (self.profile_max_bytes + 64);
-        ((items + profiles) as u32).min(capacity / 16)
+        let profiles = self.profile_max_bytes.saturating_add(64).saturating_mul(4);
+        let both = u32::try_from(items.saturating_add(profiles)).unwrap_or(u32::MAX);
+        both.min(capacity / 16)
     }
 }
 
@@ -137,12 +139,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (The checkpoints of the one session: the reserve grows with the
         // sessions a store holds, and a store that cannot keep it for
         // another answers `Full`.)
-        let ckpt = (CKPT_FIXED + SESSION_ENCODED) as u32;
-        let session = limit + limit / 8 + BASE_FIXED + MAX_SESSION_ID_BYTES as u32;
-        let knowledge = config.knowledge_reserve(geo.capacity());
+        // In u64: a limit or reserve near u32::MAX (a C caller's) must be
+        // refused, not wrap round to a size that fits.
+        let ckpt = (CKPT_FIXED + SESSION_ENCODED) as u64;
+        let limit = u64::from(limit);
+        let session = limit + limit / 8 + u64::from(BASE_FIXED) + MAX_SESSION_ID_BYTES as u64;
+        let knowledge = u64::from(config.knowledge_reserve(geo.capacity()));
         let bytes = 2 * ckpt + session + limit / 8 + knowledge;
-        let needed = gc + maintenance + bytes.div_ceil(space) + 1;
-        if needed > geo.count {
+        let needed = u64::from(gc + maintenance) + bytes.div_ceil(u64::from(space)) + 1;
+        if needed > u64::from(geo.count) {
             return Err(Error::Config(
                 "partition too small for the session size limit: needs room for a session at the limit beside the reserves and the room kept for memory and profiles",
             ));
