@@ -15,6 +15,7 @@
 # equal: the same engine on the same flash rules, driven from C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 usage() { echo "usage: bash scripts/c-replay.sh TRACE [--size BYTES|NK|NM] [--check]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
@@ -41,10 +42,7 @@ done
 [ -f "$trace" ] || { echo "c-replay: no such trace: $trace" >&2; exit 2; }
 
 if [ ! -f /usr/include/cjson/cJSON.h ]; then
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libcjson-dev
+    apt_install libcjson-dev
 fi
 
 (cd crates/clawmem-c && cargo build --release -q)

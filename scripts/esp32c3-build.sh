@@ -8,6 +8,7 @@
 #   bash scripts/esp32c3-build.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 TARGET=riscv32imc-unknown-none-elf
 EXAMPLE=examples/esp32c3
@@ -15,20 +16,8 @@ BIN=clawmem-esp32c3
 
 rustup target add "$TARGET" >/dev/null
 # llvm-size/llvm-nm matching rustc's LLVM (a system LLVM on PATH will do).
-rustup component add llvm-tools >/dev/null 2>&1 || true
-llvm_bin="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
-tool() {
-    if [ -x "$llvm_bin/$1" ]; then
-        echo "$llvm_bin/$1"
-    elif command -v "$1" >/dev/null; then
-        command -v "$1"
-    else
-        echo "esp32c3-build: $1 not found (rustup component add llvm-tools)" >&2
-        exit 1
-    fi
-}
-SIZE=$(tool llvm-size)
-NM=$(tool llvm-nm)
+SIZE=$(llvm_tool llvm-size)
+NM=$(llvm_tool llvm-nm)
 
 # The example's own flags (.cargo/config.toml) and target dir, so that the
 # figures do not depend on the caller's environment; its Cargo.lock pins the

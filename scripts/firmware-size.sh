@@ -26,6 +26,7 @@
 #   bash scripts/firmware-size.sh --ceiling BYTES  # exit 1 if engine code > BYTES
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 TARGET=thumbv7em-none-eabihf
 CODE_BUDGET=$((32 * 1024))
@@ -56,22 +57,10 @@ done
 
 rustup target add "$TARGET" >/dev/null
 # llvm-size/nm/objdump matching rustc's LLVM; a system LLVM will do as well.
-rustup component add llvm-tools >/dev/null 2>&1 || true
-llvm_bin="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
-tool() {
-    if [ -x "$llvm_bin/$1" ]; then
-        echo "$llvm_bin/$1"
-    elif command -v "$1" >/dev/null; then
-        command -v "$1"
-    else
-        echo "firmware-size: $1 not found (rustup component add llvm-tools)" >&2
-        exit 1
-    fi
-}
-SIZE=$(tool llvm-size)
-NM=$(tool llvm-nm)
-OBJDUMP=$(tool llvm-objdump)
-OBJCOPY=$(tool llvm-objcopy)
+SIZE=$(llvm_tool llvm-size)
+NM=$(llvm_tool llvm-nm)
+OBJDUMP=$(llvm_tool llvm-objdump)
+OBJCOPY=$(llvm_tool llvm-objcopy)
 
 # The example's own flags (.cargo/config.toml, build.rs) and target dir, so
 # the figures do not depend on the caller's environment. Extra arguments go

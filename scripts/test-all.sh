@@ -8,6 +8,7 @@
 # (scripts/c-tests.sh, which installs cbindgen with cargo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -20,10 +21,7 @@ step "Debian packages the tests need"
 # cJSON for the oracle of the memory tools' JSON replies
 # (sim/tests/espclaw_replies.rs builds sim/tests/cjson/memory_replies.c).
 if [ ! -f /usr/include/cjson/cJSON.h ]; then
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libcjson-dev
+    apt_install libcjson-dev
 fi
 
 step "cargo fmt --check"

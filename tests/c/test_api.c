@@ -62,6 +62,8 @@ static void test_bad_arguments(void) {
     cf = ramflash_as_clawmem(&f);
 
     CHECK(clawmem_store_used() <= clawmem_store_size());
+    printf("clawmem_store_t: %zu B, of which this build uses %zu B\n", clawmem_store_size(),
+           clawmem_store_used());
     CHECK(clawmem_store_size() == sizeof(clawmem_store_t));
 
     /* NULL pointers and a misaligned store. */
