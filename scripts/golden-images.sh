@@ -2,7 +2,9 @@
 # Writes the golden images of the current on-flash format into
 # tests/images/v<FORMAT_VERSION>/: for each preset, the partition after a
 # replay of traces/smoke.jsonl (sessions, long-term memory, profiles, chat
-# session maps, remounts), and beside it what the image must read back, as
+# session maps, remounts) and, from version 3 on, after one of the first
+# 500 lines of traces/bfcl-memory.jsonl (memory-heavy: stores, updates,
+# forgets, recalls over several sessions), and beside each what the image must read back, as
 # `clawmem-sim export` writes it (ESP-Claw's files: every history, the
 # memory records and index, the profiles, the chat maps).
 #
@@ -25,18 +27,34 @@ if [ -e "$out" ]; then
 fi
 cargo build --release -p clawmem-sim
 sim=target/release/clawmem-sim
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+head -n 500 traces/bfcl-memory.jsonl >"$tmp/bfcl-memory500.jsonl"
 mkdir -p "$out"
-# preset and partition size (stm32h7 has 128 KiB sectors)
-for spec in esp32:256K nrf52:256K stm32l4:256K stm32h7:1M; do
-    preset=${spec%%:*}
-    size=${spec#*:}
-    img=$out/smoke-$preset.img
-    "$sim" replay traces/smoke.jsonl --preset "$preset" --size "$size" --image "$img" >/dev/null
-    "$sim" export --preset "$preset" "$img" "$out/smoke-$preset.expected" >/dev/null
+# trace x preset and partition size (stm32h7 has 128 KiB sectors)
+for trace in traces/smoke.jsonl "$tmp/bfcl-memory500.jsonl"; do
+    name=$(basename "$trace" .jsonl)
+    for spec in esp32:256K nrf52:256K stm32l4:256K stm32h7:1M; do
+        preset=${spec%%:*}
+        size=${spec#*:}
+        img=$out/$name-$preset.img
+        # A replay that errs (a refused write) would make an image of an
+        # unplanned state: refuse it.
+        errors=$("$sim" replay "$trace" --preset "$preset" --size "$size" --image "$img" --json |
+            sed -n 's/^  "errors": \([0-9]*\),*$/\1/p')
+        [ "$errors" = 0 ] || { echo "$name on $preset: $errors errors" >&2; exit 1; }
+        "$sim" export --preset "$preset" "$img" "$out/$name-$preset.expected" >/dev/null
+    done
 done
 {
     echo "format version $version"
-    echo "written by the engine of commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- crates sim || echo ' plus uncommitted changes')"
-    echo "with: scripts/golden-images.sh (traces/smoke.jsonl on esp32, nrf52, stm32l4 at 256 KiB and stm32h7 at 1 MiB)"
+    # Run in the commit that introduces the version, the engine is that
+    # commit's, not yet committed: name its parent.
+    if git diff --quiet HEAD -- crates sim; then
+        echo "written by the engine of commit $(git rev-parse HEAD)"
+    else
+        echo "written by the engine of the commit that adds $out (its parent: $(git rev-parse HEAD))"
+    fi
+    echo "with: scripts/golden-images.sh (traces/smoke.jsonl and the first 500 lines of traces/bfcl-memory.jsonl, each on esp32, nrf52, stm32l4 at 256 KiB and stm32h7 at 1 MiB)"
 } >"$out/SOURCE"
 echo "wrote $out"

@@ -34,6 +34,14 @@
 //! check: on the flash as the cut left it, mounted afresh, the next writes
 //! the uncut store took must not answer `Full` (`capacity_violations`).
 //!
+//! With `image`, the campaign starts from a flash image instead of a blank
+//! partition: the clean run and every cut run mount it (`ExistingOnly`),
+//! the reference model starts from what it holds, and the operations run on
+//! top. On a golden image of an older format (`tests/images/`) this cuts
+//! power at every call of the in-place upgrade that the first write starts
+//! and of the writes after it (the report gives the format versions in the
+//! sector headers before and after the clean run).
+//!
 //! Every run is reproducible from its replay string,
 //! `--seed S --cut K --tear T` (plus `--fill`, `--idle`, `--ops N` and
 //! `--double` when used):
@@ -61,9 +69,9 @@ use crate::latency::idle_after;
 use crate::model::{Model, Preset};
 use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
 use crate::replay::{
-    AppendOutcome, ClawmemDriver, Driver, EngineInfo, HistoryRecord, ItemHandle, MemoryChange,
-    MemoryItem, MemoryStored, OpError, OpResult, ReplayError, ReplayOptions, SimBacked,
-    MAX_SESSIONS,
+    fit_config_for, AppendOutcome, ClawmemDriver, Driver, EngineInfo, HistoryRecord, ItemHandle,
+    MemoryChange, MemoryItem, MemoryStored, OpError, OpResult, ReplayError, ReplayOptions,
+    SimBacked, MAX_SESSIONS,
 };
 
 /// The session tables `--sessions` offers besides [`MAX_SESSIONS`] (each
@@ -207,6 +215,10 @@ pub struct TortureOptions {
     /// else one of [`SESSION_TABLES`] (`--sessions`, for `--fill` on
     /// partitions that keep more sessions live before they fill).
     pub sessions: Option<usize>,
+    /// Start from this flash image (`--image`, a file of the preset's
+    /// sector size) instead of a blank partition; its size is the
+    /// partition's. Not with `fill`, whose workload starts blank.
+    pub image: Option<std::path::PathBuf>,
     /// Test hook, to show the checker is not vacuous: after every cut, flip
     /// one bit in every copy on flash of the body of an acknowledged record
     /// before the remount. Every run should then report a violation.
@@ -227,6 +239,7 @@ impl Default for TortureOptions {
             idle: false,
             fill: false,
             sessions: None,
+            image: None,
             sabotage: false,
         }
     }
@@ -284,6 +297,14 @@ pub struct TortureReport {
     /// Violations (also in `violations`) where the recovered store answered
     /// `Full` to a write the uncut store took at that point of the run.
     pub capacity_violations: u64,
+    /// The image the campaign started from (`--image`), if any.
+    pub image: Option<String>,
+    /// The format versions in the sector headers (erased sectors left out)
+    /// of the flash before the clean run and after it: with an image of an
+    /// older format, the upgrade shows as a current version after.
+    pub format_versions_before: Vec<u16>,
+    /// See [`TortureReport::format_versions_before`].
+    pub format_versions_after: Vec<u16>,
     /// Wall-clock time of the campaign in seconds.
     pub seconds: f64,
 }
@@ -292,6 +313,14 @@ impl fmt::Display for TortureReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "trace            {}", self.trace)?;
         writeln!(f, "preset           {}", self.preset)?;
+        if let Some(img) = &self.image {
+            writeln!(f, "image            {img}")?;
+        }
+        writeln!(
+            f,
+            "format versions  {:?} before, {:?} after the clean run",
+            self.format_versions_before, self.format_versions_after
+        )?;
         writeln!(f, "ops              {}", self.ops)?;
         writeln!(
             f,
@@ -547,6 +576,34 @@ fn compact_model(records: &mut Vec<TraceRecord>) {
 }
 
 impl Reference {
+    /// A model holding what `state` (a mounted image) holds.
+    fn from_state(state: &State) -> Result<Reference, String> {
+        let mut r = Reference::default();
+        for (id, h) in &state.sessions {
+            let records = h
+                .iter()
+                .map(|x| {
+                    Ok(TraceRecord {
+                        kind: x.kind,
+                        format: x.format,
+                        body: String::from_utf8(x.body.clone()).map_err(|_| {
+                            format!("session {id}: a record body is not UTF-8 text")
+                        })?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            r.sessions.insert(id.clone(), records);
+        }
+        r.active = state.memory.keys().map(|&k| u64::from(k)).collect();
+        for (slot, body) in r.profiles.iter_mut().zip(&state.profiles) {
+            *slot = Some(
+                String::from_utf8(body.clone())
+                    .map_err(|_| "a profile document is not UTF-8 text".to_string())?,
+            );
+        }
+        Ok(r)
+    }
+
     fn target(&self, k: usize) -> Option<ItemHandle> {
         self.targets.get(k).copied().flatten()
     }
@@ -1091,6 +1148,40 @@ struct Campaign {
     /// Run the capacity check after each first cut (`--fill`).
     capacity: bool,
     replay_prefix: String,
+    /// The image every run starts from (`--image`); a blank partition,
+    /// formatted, if `None`.
+    image: Option<Rc<Vec<u8>>>,
+}
+
+/// The driver a run starts with: `image` mounted as a fresh boot would, or
+/// a blank flash of `model` formatted.
+fn start_driver<F: SimBacked, const N: usize>(
+    model: &Model,
+    image: Option<&[u8]>,
+) -> Result<ClawmemDriver<F, N>, ReplayError> {
+    match image {
+        None => ClawmemDriver::<F, N>::format(SimFlash::new(model.clone())),
+        Some(bytes) => {
+            let (config, _) = fit_config_for::<F, N>(model)?;
+            ClawmemDriver::<F, N>::mount(SimFlash::from_image(model, bytes)?, config)
+                .map_err(|e| ReplayError(format!("--image: {}", e.0)))
+        }
+    }
+}
+
+/// The format versions in the sector headers of `flash` that are not
+/// erased (read by hand, with no CRC check), sorted, each once.
+fn header_versions(flash: &SimFlash) -> Vec<u16> {
+    let sector = flash.model().geometry.erase_size;
+    let mut v: Vec<u16> = flash
+        .image()
+        .chunks(sector)
+        .filter(|s| s.len() >= 6 && s[0..4] != [0xFF; 4])
+        .map(|s| u16::from_le_bytes([s[4], s[5]]))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// Accepted writes of the clean run after the cut that the capacity check
@@ -1132,7 +1223,7 @@ impl Campaign {
     }
 
     fn driver<F: SimBacked, const N: usize>(&self) -> Result<ClawmemDriver<F, N>, ReplayError> {
-        ClawmemDriver::<F, N>::format(SimFlash::new(self.model.clone()))
+        start_driver::<F, N>(&self.model, self.image.as_deref().map(Vec::as_slice))
     }
 
     /// Checks a flash after power came back, the step in flight being `k`
@@ -1615,7 +1706,31 @@ fn torture_n<F: SimBacked, const N: usize>(
 ) -> Result<TortureReport, ReplayError> {
     let start = Instant::now();
     let p = opts.preset;
-    let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
+    let image = match &opts.image {
+        None => None,
+        Some(_) if opts.fill => {
+            return Err(ReplayError(
+                "--image and --fill: the fill workload starts from a blank partition".into(),
+            ))
+        }
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| ReplayError(format!("--image {}: {e}", path.display())))?;
+            if let Some(size) = opts.size_bytes.filter(|&s| s != bytes.len()) {
+                return Err(ReplayError(format!(
+                    "--image {} holds {} B, but --size asks for {size} B",
+                    path.display(),
+                    bytes.len()
+                )));
+            }
+            Some(Rc::new(bytes))
+        }
+    };
+    let size = match &image {
+        Some(bytes) => bytes.len(),
+        None => opts.size_bytes.unwrap_or_else(|| p.default_capacity()),
+    };
+    let model = p.model(size)?;
     // The operations: the trace's, or the fill workload's list.
     let (mut ops, fill_outcomes, fill_run): (Vec<Op>, Vec<Outcome>, _) = if opts.fill {
         let (ops, outcomes, run) = fill_ops::<F, N>(trace, &model, opts.idle)?;
@@ -1647,11 +1762,15 @@ fn torture_n<F: SimBacked, const N: usize>(
     if let Some(n) = opts.ops {
         replay_prefix += &format!("--ops {n} ");
     }
+    if let Some(path) = &opts.image {
+        replay_prefix += &format!("--image {} ", path.display());
+    }
 
     // The clean run: cut points per step, and what a fresh mount shows after
     // every step, checked against the reference model.
-    let mut driver = ClawmemDriver::<F, N>::format(SimFlash::new(model.clone()))?;
+    let mut driver = start_driver::<F, N>(&model, image.as_deref().map(Vec::as_slice))?;
     let config = *driver.config();
+    let format_versions_before = header_versions(driver.flash());
     let arm = |d: &mut ClawmemDriver<F, N>| {
         if let Some(s) = d.store_mut() {
             s.flash_mut().sim_mut().arm_power_cut(PowerCut {
@@ -1669,7 +1788,6 @@ fn torture_n<F: SimBacked, const N: usize>(
         read_state(&mut store)
     };
     let clean = format!("{replay_prefix}--seed {} (clean run)", opts.seed);
-    let mut reference = Reference::default();
     let mut calls = Vec::with_capacity(steps.len());
     let mut states: Vec<Rc<State>> = Vec::with_capacity(steps.len() + 1);
     let mut flashes = vec![driver.flash().clone()];
@@ -1681,6 +1799,9 @@ fn torture_n<F: SimBacked, const N: usize>(
     states.push(Rc::new(
         snapshot_state(driver.flash()).map_err(ReplayError)?,
     ));
+    // What the operations start from: nothing, or what the image holds.
+    let mut reference =
+        Reference::from_state(&states[0]).map_err(|e| ReplayError(format!("--image: {e}")))?;
     for (i, step) in steps.iter().enumerate() {
         clocks.push(driver.clock());
         let a = driver.flash().ops_since_arm();
@@ -1717,6 +1838,7 @@ fn torture_n<F: SimBacked, const N: usize>(
         }
     }
     clocks.push(driver.clock());
+    let format_versions_after = header_versions(driver.flash());
     let total = calls.last().map_or(0, |c| c.1);
     // The clean run makes the fill workload's calls: each op ends as it
     // did there.
@@ -1781,6 +1903,7 @@ fn torture_n<F: SimBacked, const N: usize>(
         targets,
         capacity: opts.fill,
         replay_prefix,
+        image,
     };
     let maintain_cuts = chosen
         .iter()
@@ -1829,6 +1952,9 @@ fn torture_n<F: SimBacked, const N: usize>(
         fill,
         capacity_checks: tally.capacity_checks,
         capacity_violations: tally.capacity_violations,
+        image: opts.image.as_ref().map(|p| p.display().to_string()),
+        format_versions_before,
+        format_versions_after,
         seconds: start.elapsed().as_secs_f64(),
     })
 }

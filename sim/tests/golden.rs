@@ -8,12 +8,16 @@
 //! them. Each image here is:
 //! - exported by this engine, read only: the same files, byte for byte, and
 //!   the image file unchanged;
-//! - written to (a new session), which moves its ring onto this engine's
-//!   version sector by sector, then mounted afresh: everything it held is
+//! - written to (a new session), which (for an older version) moves its
+//!   ring onto this engine's version sector by sector, then mounted afresh: everything it held is
 //!   still there, and the new session too;
 //! - cut at every flash call of that first write, with every tear, and
 //!   mounted afresh: it mounts, and everything it held is there;
-//! - named by `inspect` with its version and the upgrade it will get.
+//! - named by `inspect` with its version and the upgrade it will get (none
+//!   for the current version's images).
+//!
+//! Every version from `MIN_FORMAT_VERSION` to `FORMAT_VERSION` has its
+//! directory: a format change without golden images fails here.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -110,7 +114,7 @@ fn write_once<F: SimBacked>(sim: SimFlash) -> (SimFlash, Result<(), String>) {
     (sim, r.map(|_| ()).map_err(|e| format!("{e}")))
 }
 
-fn check<F: SimBacked>(img: &Path, preset: Preset, expected: &Path) {
+fn check<F: SimBacked>(img: &Path, version: u16, preset: Preset, expected: &Path) {
     let name = img.display().to_string();
     let bytes = fs::read(img).unwrap();
     let want = files(expected);
@@ -128,17 +132,27 @@ fn check<F: SimBacked>(img: &Path, preset: Preset, expected: &Path) {
     let model = preset.model(bytes.len()).unwrap();
     let sector = model.geometry.erase_size;
     let old = header_versions(&bytes, sector);
-    assert!(old.iter().all(|v| *v < FORMAT_VERSION), "{name}: {old:?}");
-    // `inspect` names the version and says it will be upgraded.
+    // The images of the current format are written by this version; every
+    // other image is of an older one and gets upgraded.
+    let current = version == FORMAT_VERSION;
+    assert!(
+        version <= FORMAT_VERSION,
+        "{name}: an image of version {version}"
+    );
+    assert_eq!(old.last(), Some(&version), "{name}: {old:?}");
+    assert!(old.iter().all(|v| *v <= version), "{name}: {old:?}");
+    // `inspect` names the version and says whether it will be upgraded.
     let r = clawmem_sim::inspect::inspect_bytes(&name, &bytes, preset).unwrap();
     assert_eq!(r.format_versions, old, "{name}");
-    assert!(
+    assert_eq!(
         r.format.contains("upgrades it in place"),
+        !current,
         "{name}: {}",
         r.format
     );
     assert!(r.mount_error.is_none(), "{name}: {:?}", r.mount_error);
-    // Written: upgraded in place, everything kept.
+    // Written: upgraded in place (or, if current, written as usual),
+    // everything kept.
     let sim = SimFlash::from_image(&model, &bytes).unwrap();
     let (sim, r) = write_once::<F>(sim);
     r.unwrap_or_else(|e| panic!("{name}: the write: {e}"));
@@ -195,7 +209,15 @@ fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
         .filter(|p| p.is_dir())
         .collect();
     versions.sort();
+    let mut seen = Vec::new();
     for dir in versions {
+        let version: u16 = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix('v'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{}: not a version directory (v<N>)", dir.display()));
+        seen.push(version);
         let mut imgs: Vec<_> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -207,15 +229,19 @@ fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
             let preset: Preset = stem.rsplit('-').next().unwrap().parse().unwrap();
             let expected = dir.join(format!("{stem}.expected"));
             match preset {
-                Preset::Esp32 => check::<Esp32Flash>(&img, preset, &expected),
-                Preset::Nrf52 => check::<Nrf52Flash>(&img, preset, &expected),
-                Preset::Stm32l4 => check::<Stm32l4Flash>(&img, preset, &expected),
-                Preset::Stm32h7 => check::<Stm32h7Flash>(&img, preset, &expected),
+                Preset::Esp32 => check::<Esp32Flash>(&img, version, preset, &expected),
+                Preset::Nrf52 => check::<Nrf52Flash>(&img, version, preset, &expected),
+                Preset::Stm32l4 => check::<Stm32l4Flash>(&img, version, preset, &expected),
+                Preset::Stm32h7 => check::<Stm32h7Flash>(&img, version, preset, &expected),
                 Preset::Generic => panic!("{}: no generic golden images", img.display()),
             }
             checked += 1;
         }
     }
+    // Every format since the first one promised, the current one included.
+    seen.sort_unstable();
+    let want: Vec<u16> = (clawmem::MIN_FORMAT_VERSION..=FORMAT_VERSION).collect();
+    assert_eq!(seen, want, "the golden image versions");
     assert!(checked >= 4, "{checked} golden images");
     println!("{checked} golden images mounted, read back and upgraded");
 }

@@ -316,3 +316,79 @@ fn a_larger_session_table_and_a_bad_one() {
     assert!(err.0.contains("session table of 7"), "{err}");
     assert!(fill_op_list(&smoke(), &TortureOptions { fill: true, ..bad }).is_err());
 }
+
+fn golden(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/images")
+        .join(name)
+}
+
+/// `--image`: every run starts from a golden image of format 2, the model
+/// holds what the image holds (a model starting empty would call its
+/// sessions resurrected), and the cuts fall inside the in-place upgrade
+/// that the first write makes.
+#[test]
+fn a_campaign_from_a_golden_image_cuts_inside_its_upgrade() {
+    let opts = TortureOptions {
+        image: Some(golden("v2/smoke-esp32.img")),
+        size_bytes: None,
+        cuts: Cuts::All,
+        ops: Some(20),
+        seed: 3,
+        ..TortureOptions::default()
+    };
+    let report = torture(&smoke(), &opts, &mut |_, _| {}).unwrap();
+    assert_eq!(report.violations, 0, "{report}");
+    assert_eq!(report.clean_op_errors, 0, "{report}");
+    assert_eq!(report.cut_points, report.total_cut_points);
+    assert!(report.cut_points > 10, "{report}");
+    assert_eq!(report.format_versions_before, vec![2], "{report}");
+    assert!(
+        report
+            .format_versions_after
+            .contains(&clawmem::FORMAT_VERSION),
+        "{report}"
+    );
+    assert!(report
+        .image
+        .as_deref()
+        .unwrap()
+        .ends_with("smoke-esp32.img"));
+    // The checker is not vacuous on an image either.
+    let bad = TortureOptions {
+        sabotage: true,
+        cuts: Cuts::Sample(4),
+        tears: vec![TearKind::Prefix],
+        ..opts.clone()
+    };
+    let report = torture(&smoke(), &bad, &mut |_, _| {}).unwrap();
+    assert!(report.violations > 0, "{report}");
+    let first = report.first_violation.expect("a replay string");
+    assert!(first.contains("--image "), "{first}");
+}
+
+#[test]
+fn image_campaigns_refuse_what_they_cannot_run() {
+    let image = Some(golden("v2/smoke-esp32.img"));
+    let err = |opts: TortureOptions| torture(&smoke(), &opts, &mut |_, _| {}).unwrap_err().0;
+    let e = err(TortureOptions {
+        image: image.clone(),
+        size_bytes: Some(64 * 1024),
+        ..TortureOptions::default()
+    });
+    assert!(
+        e.contains("holds 262144 B, but --size asks for 65536 B"),
+        "{e}"
+    );
+    let e = err(TortureOptions {
+        image: image.clone(),
+        fill: true,
+        ..TortureOptions::default()
+    });
+    assert!(e.contains("--fill"), "{e}");
+    let e = err(TortureOptions {
+        image: Some(golden("v2/no-such.img")),
+        ..TortureOptions::default()
+    });
+    assert!(e.contains("no-such.img"), "{e}");
+}

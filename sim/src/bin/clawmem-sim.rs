@@ -167,6 +167,12 @@ enum Command {
         /// it fills).
         #[arg(long)]
         sessions: Option<usize>,
+        /// Start every run from this flash image (of --preset; its size is
+        /// the partition's) instead of a blank partition, with the model
+        /// holding what it holds: on a golden image of an older format
+        /// (tests/images/v*/), this cuts power inside its in-place upgrade.
+        #[arg(long, conflicts_with_all = ["fill", "size"])]
+        image: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -664,6 +670,7 @@ fn main() -> ExitCode {
             idle,
             fill,
             sessions,
+            image,
             json,
         } => {
             use clawmem_sim::torture::{Cuts, TortureOptions};
@@ -684,6 +691,7 @@ fn main() -> ExitCode {
                 idle,
                 fill,
                 sessions,
+                image,
                 sabotage: false,
             };
             torture(trace, opts, json)
