@@ -179,7 +179,9 @@ fn check<F: SimBacked>(img: &Path, version: u16, preset: Preset, expected: &Path
         r.unwrap_or_else(|e| panic!("{name}: {e}"));
         sim.ops_since_arm()
     };
-    assert!(calls >= 2, "{name}: {calls} calls");
+    // An upgrade opens a sector (an erase, then programs); a write to an
+    // image of the current version may take a single program.
+    assert!(calls >= if current { 1 } else { 2 }, "{name}: {calls} calls");
     for k in 0..calls {
         for tear in [Tear::Prefix(4), Tear::Bits] {
             let mut sim = SimFlash::from_image(&model, &bytes).unwrap();
