@@ -13,6 +13,11 @@
 //!   still there, and the new session too;
 //! - cut at every flash call of that first write, with every tear, and
 //!   mounted afresh: it mounts, and everything it held is there;
+//! - the start of a `torture` campaign (`torture --image`): the smoke
+//!   trace's operations on top of it, power cut at every call of them (the
+//!   upgrade the first write makes and every write after it) with all three
+//!   tears, each cut mounted afresh and checked against what the image held
+//!   plus what was acknowledged (older versions only);
 //! - named by `inspect` with its version and the upgrade it will get (none
 //!   for the current version's images).
 //!
@@ -181,7 +186,10 @@ fn check<F: SimBacked>(img: &Path, version: u16, preset: Preset, expected: &Path
     };
     // An upgrade opens a sector (an erase, then programs); a write to an
     // image of the current version may take a single program.
-    assert!(calls >= if current { 1 } else { 2 }, "{name}: {calls} calls");
+    assert!(
+        calls >= if current { 1 } else { 2 },
+        "{name}: {calls} calls"
+    );
     for k in 0..calls {
         for tear in [Tear::Prefix(4), Tear::Bits] {
             let mut sim = SimFlash::from_image(&model, &bytes).unwrap();
@@ -246,4 +254,64 @@ fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
     assert_eq!(seen, want, "the golden image versions");
     assert!(checked >= 4, "{checked} golden images");
     println!("{checked} golden images mounted, read back and upgraded");
+}
+
+/// Every golden image of an older format, as the start of a power-loss
+/// campaign: `torture --image IMG --all` with the smoke trace finds nothing,
+/// and its clean run leaves a sector of the current version.
+#[test]
+fn power_cuts_at_every_call_of_the_upgrade_of_every_older_image() {
+    use clawmem_sim::torture::{torture, Cuts, TearKind, TortureOptions};
+    let trace = clawmem_sim::Trace::from_path(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/smoke.jsonl"),
+    )
+    .unwrap();
+    let mut presets = std::collections::BTreeSet::new();
+    for e in fs::read_dir(images_dir()).unwrap() {
+        let dir = e.unwrap().path();
+        let version: u16 = dir.file_name().unwrap().to_str().unwrap()[1..]
+            .parse()
+            .unwrap();
+        if version == FORMAT_VERSION {
+            continue;
+        }
+        let mut imgs: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "img"))
+            .collect();
+        imgs.sort();
+        for img in imgs {
+            let stem = img.file_stem().unwrap().to_string_lossy().into_owned();
+            let preset: Preset = stem.rsplit('-').next().unwrap().parse().unwrap();
+            let opts = TortureOptions {
+                preset,
+                image: Some(img.clone()),
+                cuts: Cuts::All,
+                tears: TearKind::ALL.to_vec(),
+                ..TortureOptions::default()
+            };
+            let r = torture(&trace, &opts, &mut |_, _| {}).unwrap();
+            let name = img.display();
+            assert_eq!(r.violations, 0, "{name}: {r}");
+            assert_eq!(r.clean_op_errors, 0, "{name}: {r}");
+            assert_eq!(r.cut_points, r.total_cut_points, "{name}");
+            assert!(r.cut_points >= 50, "{name}: {r}");
+            assert_eq!(
+                r.format_versions_before.last(),
+                Some(&version),
+                "{name}: {r}"
+            );
+            assert!(
+                r.format_versions_after.contains(&FORMAT_VERSION),
+                "{name}: {r}"
+            );
+            println!(
+                "{name}: {} cut points, {} runs, versions {:?} -> {:?}",
+                r.cut_points, r.runs, r.format_versions_before, r.format_versions_after
+            );
+            presets.insert(preset.to_string());
+        }
+    }
+    assert_eq!(presets.len(), 4, "{presets:?}");
 }

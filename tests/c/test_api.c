@@ -789,6 +789,26 @@ static void test_coarse_units(void) {
     /* A read size that is not a power of two is refused. */
     cf.read_size = 3;
     CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING), CLAWMEM_ERR_CONFIG);
+    /* The store was written with 16-byte units and 4 KiB sectors: a mount
+     * that gives other sizes is refused, and writes nothing. */
+    {
+        char msg[256];
+        unsigned long progs = f.progs, erases = f.erases;
+        cf = ramflash_as_clawmem(&f);
+        cf.prog_size = 32;
+        CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_FORMAT_IF_BLANK), CLAWMEM_ERR_CONFIG);
+        OK(clawmem_last_error(&store_a, msg, sizeof msg, NULL));
+        CHECK(strstr(msg, "4096 B sectors and a 16 B write unit") != NULL);
+        cf = ramflash_as_clawmem(&f);
+        cf.erase_size = 8192;
+        cf.sector_count = 16;
+        CHECK_RC(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING), CLAWMEM_ERR_CONFIG);
+        CHECK(f.progs == progs && f.erases == erases);
+        cf = ramflash_as_clawmem(&f);
+        OK(clawmem_mount(&store_a, &cf, &c, CLAWMEM_MOUNT_EXISTING));
+        CHECK(history_is(&store_a, "enc", 20));
+        OK(clawmem_unmount(&store_a));
+    }
     ramflash_free(&f);
 }
 

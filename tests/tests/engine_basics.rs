@@ -180,6 +180,62 @@ fn flash_units_coarser_than_the_flash_type() {
     }
 }
 
+/// A store written with one geometry is refused, untouched, by a mount with
+/// another (format version 4 on: the sector header names its sector and
+/// write unit). Mounted with 8 KiB sectors, a store of 4 KiB sectors would
+/// take every other header for data and the data for free space; with a
+/// coarser write unit, its chunks would be misaligned.
+#[test]
+fn a_mount_with_another_geometry_is_refused_untouched() {
+    let units = |write_bytes, erase_bytes| Config {
+        flash_units: Some(clawmem::FlashUnits {
+            write_bytes,
+            erase_bytes,
+        }),
+        ..small_config()
+    };
+    let mut store = S::format(esp32(64), small_config()).unwrap();
+    store.append("chat:a", &[user("hello")], true).unwrap();
+    let mut flash = store.into_flash();
+    let image = flash.flash().image();
+    let calls = flash.flash().stats().clone();
+    for (w, e) in [(4, 8192), (16, 4096), (8, 16384)] {
+        // Through `&mut`, so that the flash outlives the refused mount.
+        let err =
+            Store::<&mut Esp32Flash, 16>::mount(&mut flash, units(w, e), MountMode::FormatIfBlank)
+                .err();
+        let Some(Error::Geometry { sector, write }) = err else {
+            panic!("units {w}/{e}: {err:?}");
+        };
+        assert_eq!((sector, write), (4096, 4), "units {w}/{e}");
+    }
+    let after = flash.flash().stats();
+    assert_eq!(after.programmed_bytes, calls.programmed_bytes);
+    assert_eq!(after.erased_bytes, calls.erased_bytes);
+    assert_eq!(flash.flash().image(), image);
+    let mut store = S::mount(flash, small_config(), MountMode::ExistingOnly).unwrap();
+    assert_eq!(bodies(&mut store, "chat:a"), ["hello"]);
+    // The other way round: written with 8 KiB sectors and a 16 B unit.
+    let store = S::format(esp32(64), units(16, 8192)).unwrap();
+    let flash = store.into_flash();
+    let err = S::mount(flash, small_config(), MountMode::ExistingOnly).err();
+    assert!(
+        matches!(
+            err,
+            Some(Error::Geometry {
+                sector: 8192,
+                write: 16
+            })
+        ),
+        "{err:?}"
+    );
+    let text = format!("{}", err.unwrap());
+    assert!(
+        text.contains("8192 B sectors and a 16 B write unit"),
+        "{text}"
+    );
+}
+
 /// A format wears each sector at most once: on a blank partition it erases
 /// sector 0 alone (to open it), and over a store it erases each sector that
 /// holds one, sector 0 last and once. (It erased sector 0 twice, which made

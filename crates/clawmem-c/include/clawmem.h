@@ -103,7 +103,10 @@ typedef enum {
   CLAWMEM_ERR_BUFFER_TOO_SMALL = -11,
   // A recall named a label that is not in the catalog.
   CLAWMEM_ERR_UNKNOWN_LABEL = -12,
-  // The configuration does not fit the flash.
+  // The configuration does not fit the flash, or the store on the
+  // partition was written with another erase or program size than
+  // `clawmem_flash_t` gives (nothing was written; clawmem_last_error
+  // names the sizes it was written with).
   CLAWMEM_ERR_CONFIG = -13,
   // The store is not mounted (never, or after clawmem_unmount or a
   // failed mount).

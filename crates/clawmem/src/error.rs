@@ -37,6 +37,16 @@ pub enum Error<E, L = UnknownLabelError> {
         /// Newest version this crate reads.
         supported: u16,
     },
+    /// The store on the partition was written with another sector (erase
+    /// unit) or write unit size than this flash and configuration give
+    /// (`Config::flash_units`, the flash type's sizes): mounted so, every
+    /// record would be misread. Nothing was written or erased.
+    Geometry {
+        /// Sector size the store was written with, in bytes.
+        sector: u32,
+        /// Write unit it was written with, in bytes.
+        write: u32,
+    },
     /// Flash contents failed a check that a CRC or a structural rule
     /// guards. `address` is where; nothing was changed.
     Corrupted {
@@ -128,6 +138,7 @@ impl<E, L> Error<E, L> {
             Error::UnsupportedVersion { found, supported } => {
                 Error::UnsupportedVersion { found, supported }
             }
+            Error::Geometry { sector, write } => Error::Geometry { sector, write },
             Error::Corrupted { address, what } => Error::Corrupted { address, what },
             Error::Full {
                 needed_bytes,
@@ -159,6 +170,10 @@ impl<E: fmt::Debug, L: fmt::Display> fmt::Display for Error<E, L> {
             Error::UnsupportedVersion { found, supported } => write!(
                 f,
                 "the store uses on-flash format {found}, this clawmem reads up to {supported}; upgrade clawmem"
+            ),
+            Error::Geometry { sector, write } => write!(
+                f,
+                "the store was written with {sector} B sectors and a {write} B write unit, which this flash's configuration does not match; nothing was written"
             ),
             Error::Corrupted { address, what } => {
                 write!(f, "corrupted flash at 0x{address:08x}: {what}")

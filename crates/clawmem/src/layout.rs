@@ -9,9 +9,26 @@ use embedded_storage::nor_flash::NorFlash;
 
 /// On-flash format version written by this crate. Images with a newer
 /// version are refused.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// Oldest format version this crate mounts (and upgrades by writing).
 pub const MIN_FORMAT_VERSION: u16 = 2;
+
+/// First format version whose sector headers carry the geometry they were
+/// written with ([`geometry_flags`]); older headers carry flags 0.
+pub(crate) const GEOMETRY_VERSION: u16 = 4;
+
+/// The sector header's flags for a store of `geo` (version 4 on): bits 0..5
+/// the log2 of the sector (erase unit) size, 7 to 17; bits 5..8 the log2 of
+/// the write unit, 0 to 5; bits 8..16 zero. Never 0 (a sector is at least
+/// 128 B), so a version 4 header always says what it was written with.
+pub(crate) fn geometry_flags(geo: &Geometry) -> u16 {
+    (geo.sector.trailing_zeros() | geo.write.trailing_zeros() << 5) as u16
+}
+
+/// The (sector, write unit) sizes that `flags` of a version 4 header name.
+pub(crate) fn flags_geometry(flags: u16) -> (u32, u32) {
+    (1 << (flags & 0x1F), 1 << ((flags >> 5) & 0x7))
+}
 
 /// Sector header magic: `"CLMS"` on flash.
 pub(crate) const SECTOR_MAGIC: u32 = u32::from_le_bytes(*b"CLMS");
@@ -461,6 +478,24 @@ pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn geometry_flags_name_the_units_they_were_written_with() {
+        for sector in (7..=17).map(|k| 1u32 << k) {
+            for write in (0..=5).map(|k| 1u32 << k).filter(|w| *w <= sector) {
+                let geo = Geometry {
+                    write,
+                    sector,
+                    count: 8,
+                    sector_header: 24,
+                };
+                let flags = geometry_flags(&geo);
+                assert_ne!(flags, 0);
+                assert_eq!(flags >> 8, 0);
+                assert_eq!(flags_geometry(flags), (sector, write));
+            }
+        }
+    }
 
     #[test]
     fn sector_header_round_trip_and_rejection() {

@@ -43,8 +43,9 @@ mod open;
 
 use crate::error::{Error, Fail};
 use crate::layout::{
-    align_up, decode_sector_header, encode_sector_header, u16_at, u32_at, ChunkHeader, Geometry,
-    SectorHeader, CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST, CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
+    align_up, decode_sector_header, encode_sector_header, geometry_flags, u16_at, u32_at,
+    ChunkHeader, Geometry, SectorHeader, CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST,
+    CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
 };
 
 /// Size of the staging buffer: writes are split at multiples of it, which
@@ -686,7 +687,13 @@ impl<F: NorFlash> Log<F> {
     ) -> Result<(), Fail<F::Error>> {
         let len = self.geo.sector_header as usize;
         self.buf[..len].fill(0xFF);
-        encode_sector_header(&mut self.buf, seq, 0, erase_count, self.checkpoint);
+        encode_sector_header(
+            &mut self.buf,
+            seq,
+            geometry_flags(&self.geo),
+            erase_count,
+            self.checkpoint,
+        );
         let start = self.geo.sector_start(index);
         self.flash
             .write(start, &self.buf[..len])

@@ -62,7 +62,8 @@ impl<F: NorFlash> Log<F> {
     ///
     /// Errors: [`Error::NotFormatted`] for a blank or foreign partition
     /// (blank only without `format_if_blank`), [`Error::UnsupportedVersion`]
-    /// for an image of a newer format.
+    /// for an image of a newer format, [`Error::Geometry`] for a store
+    /// (of version 4 on) written with another sector or write unit size.
     #[inline(never)]
     pub fn open(&mut self, format_if_blank: bool) -> Result<Option<Opened>, Fail<F::Error>> {
         let geo = self.geo;
@@ -95,6 +96,17 @@ impl<F: NorFlash> Log<F> {
                 continue;
             }
             let seq = u32_at(&b, 8);
+            // Version 4 on: the header names the geometry it was written
+            // with. Another one is refused before anything is misread.
+            if version >= crate::layout::GEOMETRY_VERSION
+                && u16_at(&b, 6) != crate::layout::geometry_flags(&geo)
+            {
+                if let SectorHeader::Valid { flags, .. } = self.io().sector_header(i)? {
+                    let (sector, write) = crate::layout::flags_geometry(flags);
+                    return Err(Error::Geometry { sector, write });
+                }
+                continue;
+            }
             if version >= crate::layout::MIN_FORMAT_VERSION && best.is_none_or(|(_, s, _)| seq > s)
             {
                 best = Some((i, seq, version));
