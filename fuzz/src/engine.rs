@@ -44,6 +44,9 @@ pub enum GeometryChoice {
     Tiny,
     /// 32-byte words written once, 4 KiB sectors, 8 sectors.
     WriteOnce,
+    /// ESP32 with flash encryption: 16-byte blocks written once, 4 KiB
+    /// sectors, 8 sectors.
+    Esp32Encrypted,
 }
 
 /// One step of a run.
@@ -366,6 +369,9 @@ pub fn run_ops(input: &OpsInput) -> OpsTally {
             Model::custom(Geometry::new(32, 4096, 8).unwrap(), WriteRule::Once, t),
             &input.ops,
         ),
+        GeometryChoice::Esp32Encrypted => {
+            run_on::<16, 4096, false>(Preset::Esp32Encrypted.model(8 * 4096).unwrap(), &input.ops)
+        }
     }
 }
 
@@ -541,6 +547,9 @@ pub fn mount_image(input: &ImageInput) {
             Model::custom(Geometry::new(32, 4096, 8).unwrap(), WriteRule::Once, t),
             input,
         ),
+        GeometryChoice::Esp32Encrypted => {
+            image_on::<16, 4096, false>(Preset::Esp32Encrypted.model(8 * 4096).unwrap(), input)
+        }
     }
 }
 

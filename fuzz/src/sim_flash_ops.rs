@@ -56,6 +56,9 @@ pub enum PresetChoice {
     Stm32l4,
     /// 32 B words, 128 KiB sectors, one write per word.
     Stm32h7,
+    /// ESP32 with flash encryption: 16 B blocks, 4 KiB sectors, one write
+    /// per block.
+    Esp32Encrypted,
     /// 1 B words, 4 KiB sectors, unlimited rewrites.
     Generic,
 }
@@ -68,6 +71,7 @@ impl PresetChoice {
             PresetChoice::Nrf52 => Preset::Nrf52,
             PresetChoice::Stm32l4 => Preset::Stm32l4,
             PresetChoice::Stm32h7 => Preset::Stm32h7,
+            PresetChoice::Esp32Encrypted => Preset::Esp32Encrypted,
             PresetChoice::Generic => Preset::Generic,
         }
     }
@@ -917,6 +921,7 @@ fn call_flash(
         PresetChoice::Esp32 | PresetChoice::Nrf52 => call_nor::<4, 4096, true>(flash, call),
         PresetChoice::Stm32l4 => call_nor::<8, 2048, false>(flash, call),
         PresetChoice::Stm32h7 => call_nor::<32, { 128 * 1024 }, false>(flash, call),
+        PresetChoice::Esp32Encrypted => call_nor::<16, 4096, false>(flash, call),
         PresetChoice::Generic => call_nor::<1, 4096, true>(flash, call),
     }
 }

@@ -54,6 +54,7 @@ fn hand_made_runs_wrap_the_ring_and_recover_from_cuts() {
         GeometryChoice::Esp32,
         GeometryChoice::Tiny,
         GeometryChoice::WriteOnce,
+        GeometryChoice::Esp32Encrypted,
     ] {
         let mut ops = Vec::new();
         for i in 0..90u8 {
@@ -93,10 +94,11 @@ fn random_ops(seed: u64) -> OpsInput {
         x ^= x << 17;
         x % m
     };
-    let geometry = match seed % 3 {
+    let geometry = match seed % 4 {
         0 => GeometryChoice::Esp32,
         1 => GeometryChoice::Tiny,
-        _ => GeometryChoice::WriteOnce,
+        2 => GeometryChoice::WriteOnce,
+        _ => GeometryChoice::Esp32Encrypted,
     };
     let n = 40 + rnd(56);
     let ops = (0..n)
@@ -165,6 +167,7 @@ fn mount_image_seeded_and_saved() {
         GeometryChoice::Esp32,
         GeometryChoice::Tiny,
         GeometryChoice::WriteOnce,
+        GeometryChoice::Esp32Encrypted,
     ] {
         for (valid_headers, bytes) in [
             (false, vec![]),

@@ -115,7 +115,9 @@ use serde::{Deserialize, Serialize};
 use crate::espclaw;
 use crate::flash::SimFlash;
 use crate::model::Preset;
-use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::nor::{
+    Esp32EncryptedFlash, Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash,
+};
 use crate::replay::{fit_config, SimBacked, MAX_SESSIONS};
 
 /// Calls `f::<FlashType>(args)` with the flash type of a preset.
@@ -126,6 +128,7 @@ macro_rules! dispatch {
             Preset::Nrf52 => $f::<Nrf52Flash>($($arg),*),
             Preset::Stm32l4 => $f::<Stm32l4Flash>($($arg),*),
             Preset::Stm32h7 => $f::<Stm32h7Flash>($($arg),*),
+            Preset::Esp32Encrypted => $f::<Esp32EncryptedFlash>($($arg),*),
             Preset::Generic => $f::<GenericFlash>($($arg),*),
         }
     };

@@ -45,7 +45,9 @@ use serde::Serialize;
 use crate::compare::{Engine, Skipped, PALETTE};
 use crate::flash::SimFlash;
 use crate::model::Preset;
-use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::nor::{
+    Esp32EncryptedFlash, Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash,
+};
 use crate::peers;
 use crate::replay::{
     build_report, compact_model, compare as diff, round_session_id, At, ClawmemDriver, Driver,
@@ -827,6 +829,9 @@ pub fn fill_clawmem(
         Preset::Nrf52 => fill_clawmem_on::<Nrf52Flash>(flash, trace, opts, fopts, progress),
         Preset::Stm32l4 => fill_clawmem_on::<Stm32l4Flash>(flash, trace, opts, fopts, progress),
         Preset::Stm32h7 => fill_clawmem_on::<Stm32h7Flash>(flash, trace, opts, fopts, progress),
+        Preset::Esp32Encrypted => {
+            fill_clawmem_on::<Esp32EncryptedFlash>(flash, trace, opts, fopts, progress)
+        }
         Preset::Generic => fill_clawmem_on::<GenericFlash>(flash, trace, opts, fopts, progress),
     }
 }
@@ -908,7 +913,7 @@ pub fn compare_fill(
                     Preset::Esp32 => fill_seqstore::<Esp32Flash>(flash, trace, opts, &mut tick),
                     Preset::Nrf52 => fill_seqstore::<Nrf52Flash>(flash, trace, opts, &mut tick),
                     Preset::Generic => fill_seqstore::<GenericFlash>(flash, trace, opts, &mut tick),
-                    Preset::Stm32l4 | Preset::Stm32h7 => Err(format!(
+                    Preset::Stm32l4 | Preset::Stm32h7 | Preset::Esp32Encrypted => Err(format!(
                         "the {} flash does not allow rewriting a word, and sequential-storage's \
                          queue pop and map remove need MultiwriteNorFlash",
                         model.name

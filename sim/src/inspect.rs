@@ -19,7 +19,9 @@ use serde::Serialize;
 
 use crate::flash::SimFlash;
 use crate::model::Preset;
-use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::nor::{
+    Esp32EncryptedFlash, Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash,
+};
 use crate::replay::{SimBacked, MAX_SESSIONS};
 use crate::torture::history_of;
 
@@ -340,6 +342,7 @@ pub fn inspect_bytes(
         Preset::Nrf52 => dump::<Nrf52Flash>(flash, &mut report),
         Preset::Stm32l4 => dump::<Stm32l4Flash>(flash, &mut report),
         Preset::Stm32h7 => dump::<Stm32h7Flash>(flash, &mut report),
+        Preset::Esp32Encrypted => dump::<Esp32EncryptedFlash>(flash, &mut report),
         Preset::Generic => dump::<GenericFlash>(flash, &mut report),
     }));
     if let Err(panic) = outcome {

@@ -51,7 +51,9 @@ pub mod trace;
 pub use fault::{CutPoint, InjectedError, OpKind, PowerCut, Tear};
 pub use flash::{SimError, SimFlash, Stats};
 pub use model::{Geometry, Model, ModelError, Preset, Timings, WriteRule};
-pub use nor::{Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+pub use nor::{
+    Esp32EncryptedFlash, Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash,
+};
 pub use replay::{
     replay, replay_clawmem, ClawmemDriver, Driver, OpError, ReplayError, ReplayOptions, Report,
     RunOptions,

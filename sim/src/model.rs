@@ -210,6 +210,11 @@ pub enum Preset {
     /// STM32H7 internal flash: 32 B flash words with ECC, 128 KiB sectors, one
     /// write per word, 16 us per flash word, 2 s sector erase, 10k cycles.
     Stm32h7,
+    /// ESP32 with flash encryption on (esp-idf#14810): the same SPI NOR and
+    /// timings as [`Preset::Esp32`], but written through the encryption
+    /// engine in 16 B blocks, each programmed once between erases (a second
+    /// program would leave ciphertext that decrypts to garbage).
+    Esp32Encrypted,
     /// A permissive reference part: 1 B writes, 4 KiB sectors, unlimited
     /// rewrites, SPI NOR timings.
     Generic,
@@ -217,11 +222,12 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset.
-    pub const ALL: [Preset; 5] = [
+    pub const ALL: [Preset; 6] = [
         Preset::Esp32,
         Preset::Nrf52,
         Preset::Stm32l4,
         Preset::Stm32h7,
+        Preset::Esp32Encrypted,
         Preset::Generic,
     ];
 
@@ -232,6 +238,7 @@ impl Preset {
             Preset::Nrf52 => "nrf52",
             Preset::Stm32l4 => "stm32l4",
             Preset::Stm32h7 => "stm32h7",
+            Preset::Esp32Encrypted => "esp32-encrypted",
             Preset::Generic => "generic",
         }
     }
@@ -249,13 +256,14 @@ impl Preset {
             Preset::Nrf52 => (4, 4096, WriteRule::AtMost(2)),
             Preset::Stm32l4 => (8, 2048, WriteRule::SecondWriteZeros),
             Preset::Stm32h7 => (32, 128 * 1024, WriteRule::Once),
+            Preset::Esp32Encrypted => (16, 4096, WriteRule::Once),
             Preset::Generic => (1, 4096, WriteRule::Unlimited),
         }
     }
 
     fn timings(self) -> Timings {
         match self {
-            Preset::Esp32 | Preset::Generic => Timings {
+            Preset::Esp32 | Preset::Esp32Encrypted | Preset::Generic => Timings {
                 read_ns_per_byte: 25,
                 program_unit_bytes: 256,
                 program_unit_us: 400,

@@ -26,6 +26,8 @@ pub type Nrf52Flash = Nor<4, 4096, true>;
 pub type Stm32l4Flash = Nor<8, 2048>;
 /// STM32H7: 32 B flash words, 128 KiB sectors, write once.
 pub type Stm32h7Flash = Nor<32, { 128 * 1024 }>;
+/// ESP32 with flash encryption: 16 B blocks, 4 KiB sectors, write once.
+pub type Esp32EncryptedFlash = Nor<16, 4096>;
 /// Generic: 1 B writes, 4 KiB sectors, multiwrite.
 pub type GenericFlash = Nor<1, 4096, true>;
 

@@ -47,7 +47,9 @@ use serde::Serialize;
 use crate::flash::{SimError, SimFlash};
 use crate::latency::{idle_after, LatencyReport, Timed};
 use crate::model::{Geometry, Model, ModelError, Preset};
-use crate::nor::{Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::nor::{
+    Esp32EncryptedFlash, Esp32Flash, GenericFlash, Nor, Nrf52Flash, Stm32h7Flash, Stm32l4Flash,
+};
 use crate::trace::{Format, MemorySource, Op, ProfileName, RecordKind, Trace, TraceRecord};
 
 // ---- the driver interface ------------------------------------------------
@@ -1588,6 +1590,9 @@ pub fn replay_clawmem(
         Preset::Nrf52 => replay_clawmem_on::<Nrf52Flash>(flash, trace, run, progress),
         Preset::Stm32l4 => replay_clawmem_on::<Stm32l4Flash>(flash, trace, run, progress),
         Preset::Stm32h7 => replay_clawmem_on::<Stm32h7Flash>(flash, trace, run, progress),
+        Preset::Esp32Encrypted => {
+            replay_clawmem_on::<Esp32EncryptedFlash>(flash, trace, run, progress)
+        }
         Preset::Generic => replay_clawmem_on::<GenericFlash>(flash, trace, run, progress),
     }
 }

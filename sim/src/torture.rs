@@ -67,7 +67,9 @@ use crate::fault::{CutPoint, PowerCut, Tear};
 use crate::flash::SimFlash;
 use crate::latency::idle_after;
 use crate::model::{Model, Preset};
-use crate::nor::{Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash};
+use crate::nor::{
+    Esp32EncryptedFlash, Esp32Flash, GenericFlash, Nrf52Flash, Stm32h7Flash, Stm32l4Flash,
+};
 use crate::replay::{
     fit_config_for, AppendOutcome, ClawmemDriver, Driver, EngineInfo, HistoryRecord, ItemHandle,
     MemoryChange, MemoryItem, MemoryStored, OpError, OpResult, ReplayError, ReplayOptions,
@@ -1989,6 +1991,7 @@ pub fn fill_op_list(trace: &Trace, opts: &TortureOptions) -> Result<Vec<Op>, Rep
         Preset::Nrf52 => list::<Nrf52Flash>(trace, &model, opts)?,
         Preset::Stm32l4 => list::<Stm32l4Flash>(trace, &model, opts)?,
         Preset::Stm32h7 => list::<Stm32h7Flash>(trace, &model, opts)?,
+        Preset::Esp32Encrypted => list::<Esp32EncryptedFlash>(trace, &model, opts)?,
         Preset::Generic => list::<GenericFlash>(trace, &model, opts)?,
     };
     if let Some(n) = opts.ops {
@@ -2008,6 +2011,7 @@ pub fn torture(
         Preset::Nrf52 => torture_on::<Nrf52Flash>(trace, opts, progress),
         Preset::Stm32l4 => torture_on::<Stm32l4Flash>(trace, opts, progress),
         Preset::Stm32h7 => torture_on::<Stm32h7Flash>(trace, opts, progress),
+        Preset::Esp32Encrypted => torture_on::<Esp32EncryptedFlash>(trace, opts, progress),
         Preset::Generic => torture_on::<GenericFlash>(trace, opts, progress),
     }
 }

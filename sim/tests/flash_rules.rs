@@ -69,6 +69,26 @@ fn presets_model_the_named_parts() {
     );
     assert_eq!(m.write_rule, WriteRule::Once);
 
+    // ESP32 flash encryption: 16 B blocks written once, the ESP32's sectors
+    // and timings.
+    let m = Preset::Esp32Encrypted.default_model();
+    let e = Preset::Esp32.default_model();
+    assert_eq!((m.geometry.write_size, m.geometry.erase_size), (16, 4096));
+    assert_eq!(m.write_rule, WriteRule::Once);
+    assert_eq!(m.timings, e.timings);
+    assert_eq!(
+        "esp32-encrypted".parse::<Preset>().unwrap(),
+        Preset::Esp32Encrypted
+    );
+    let mut f = SimFlash::new(Preset::Esp32Encrypted.model(4096).unwrap());
+    f.program(0, &[0x5A; 16]).unwrap();
+    assert!(
+        f.program(0, &[0x00; 16]).is_err(),
+        "a block is written once"
+    );
+    assert!(f.program(20, &[0x00; 16]).is_err(), "16 B alignment");
+    assert!(clawmem_sim::Esp32EncryptedFlash::new(SimFlash::new(m)).is_ok());
+
     assert_eq!("ESP32".parse::<Preset>().unwrap(), Preset::Esp32);
     let err = "esp8266".parse::<Preset>().unwrap_err().to_string();
     assert!(err.contains("esp8266") && err.contains("stm32h7"), "{err}");

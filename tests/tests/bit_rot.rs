@@ -8,9 +8,38 @@ use std::collections::BTreeMap;
 use clawmem::memory::ItemInput;
 use clawmem::profile::ProfileDoc;
 use clawmem::{BackendFormat, Config, MountMode, Record, RecordType, Store};
-use clawmem_sim::{Esp32Flash, Preset, SimFlash};
+use clawmem_sim::{Esp32EncryptedFlash, Esp32Flash, Preset, SimFlash};
+use embedded_storage::nor_flash::NorFlash;
 
 type S = Store<Esp32Flash, 8>;
+
+/// A part the whole-image damage tests run on: the ESP32, and the ESP32
+/// with flash encryption (16 B blocks, each written once).
+trait Part: NorFlash + Sized {
+    const PRESET: Preset;
+    fn wrap(sim: SimFlash) -> Self;
+    fn sim(self) -> SimFlash;
+}
+
+impl Part for Esp32Flash {
+    const PRESET: Preset = Preset::Esp32;
+    fn wrap(sim: SimFlash) -> Self {
+        Esp32Flash::new(sim).unwrap()
+    }
+    fn sim(self) -> SimFlash {
+        self.into_inner()
+    }
+}
+
+impl Part for Esp32EncryptedFlash {
+    const PRESET: Preset = Preset::Esp32Encrypted;
+    fn wrap(sim: SimFlash) -> Self {
+        Esp32EncryptedFlash::new(sim).unwrap()
+    }
+    fn sim(self) -> SimFlash {
+        self.into_inner()
+    }
+}
 
 fn config() -> Config {
     Config {
@@ -29,9 +58,9 @@ struct Reference {
 /// Sessions of the reference image.
 const SESSIONS: u32 = 6;
 
-fn reference() -> Reference {
-    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(32 * 4096).unwrap())).unwrap();
-    let mut store = S::format(flash, config()).unwrap();
+fn reference<F: Part>() -> Reference {
+    let flash = F::wrap(SimFlash::new(F::PRESET.model(32 * 4096).unwrap()));
+    let mut store = Store::<F, 8>::format(flash, config()).unwrap();
     let mut sessions: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
     for n in 0..150u32 {
         let id = format!("chat:rot:{}", n % SESSIONS);
@@ -105,7 +134,7 @@ fn reference() -> Reference {
         })
         .collect();
     store.check().unwrap();
-    let image = store.into_flash().into_inner();
+    let image = store.into_flash().sim();
     Reference {
         image,
         sessions,
@@ -115,9 +144,9 @@ fn reference() -> Reference {
 }
 
 /// Mounts `image` and reads everything; panics only on a wrong value.
-fn read_back(r: &Reference, image: SimFlash, ctx: &str) -> (usize, usize) {
-    let flash = Esp32Flash::new(image).unwrap();
-    let mut store = match S::mount(flash, config(), MountMode::ExistingOnly) {
+fn read_back<F: Part>(r: &Reference, image: SimFlash, ctx: &str) -> (usize, usize) {
+    let flash = F::wrap(image);
+    let mut store = match Store::<F, 8>::mount(flash, config(), MountMode::ExistingOnly) {
         Ok(s) => s,
         // Nothing readable: everything is lost.
         Err(_) => {
@@ -187,7 +216,21 @@ fn read_back(r: &Reference, image: SimFlash, ctx: &str) -> (usize, usize) {
 
 #[test]
 fn every_single_bit_flip_of_the_used_region() {
-    let r = reference();
+    every_flip::<Esp32Flash>();
+}
+
+/// Fails today (issue 15): on this geometry the long session's naming batch
+/// straddles sectors 3 and 4, and a flip in its continuation chunk (0x402c)
+/// loses the session's name and with it all 40 records; 64 flips in all lose
+/// more than the record they hit. Run it with `--ignored`.
+#[test]
+#[ignore = "issue 15: a naming batch that straddles a sector loses its session when the continuation rots"]
+fn every_single_bit_flip_of_the_used_region_esp32_encrypted() {
+    every_flip::<Esp32EncryptedFlash>();
+}
+
+fn every_flip<F: Part>() {
+    let r = reference::<F>();
     if let Ok(path) = std::env::var("BITROT_DUMP") {
         std::fs::write(path, r.image.image()).unwrap();
     }
@@ -208,7 +251,7 @@ fn every_single_bit_flip_of_the_used_region() {
         for bit in 0..8u8 {
             let mut img = r.image.clone();
             img.flip_bit(addr, bit).unwrap();
-            let (_, lost) = read_back(&r, img, &format!("flip 0x{addr:x} bit {bit}"));
+            let (_, lost) = read_back::<F>(&r, img, &format!("flip 0x{addr:x} bit {bit}"));
             total_lost += lost;
             *spread.entry(lost.min(10)).or_insert(0u64) += 1;
             if lost > 1 {
@@ -217,7 +260,10 @@ fn every_single_bit_flip_of_the_used_region() {
             flips += 1;
         }
     }
-    println!("{flips} single-bit flips over {used} written bytes; {total_lost} records or documents reported lost in total");
+    println!(
+        "{}: {flips} single-bit flips over {used} written bytes; {total_lost} records or documents reported lost in total",
+        F::PRESET.name()
+    );
     println!("flips by records lost (10 = 10 or more): {spread:?}");
     assert!(used >= 16 * 1024, "the reference image holds only {used} B");
     assert!(flips >= 16 * 1024 * 8);
@@ -273,7 +319,7 @@ fn exercise(image: SimFlash) {
 
 #[test]
 fn random_damage_never_panics_or_hangs() {
-    let r = reference();
+    let r = reference::<Esp32Flash>();
     let img = r.image.image();
     let used = img.iter().rposition(|b| *b != 0xFF).unwrap_or(0) + 1;
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;

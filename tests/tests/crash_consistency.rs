@@ -60,6 +60,7 @@ fn smoke_every_cut_every_preset() {
         Preset::Nrf52,
         Preset::Stm32l4,
         Preset::Stm32h7,
+        Preset::Esp32Encrypted,
         Preset::Generic,
     ] {
         let size = if preset == Preset::Stm32h7 {

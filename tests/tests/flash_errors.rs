@@ -300,6 +300,19 @@ fn every_error_byte_writes_256b_sectors() {
     sweep(base, config, &workload(60, 60), 1);
 }
 
+/// ESP32 with flash encryption: 16 B blocks, each written once.
+#[test]
+fn every_error_esp32_encrypted() {
+    let config = Config {
+        session_size_limit_bytes: 700,
+        checkpoint_interval_bytes: 2048,
+        ..Config::default()
+    };
+    let model = Preset::Esp32Encrypted.model(12 * 4096).unwrap();
+    let base = formatted::<16, 4096, false>(model, config);
+    sweep(base, config, &workload(60, 120), 1);
+}
+
 #[test]
 fn every_error_write_once_32b_words() {
     let config = Config {

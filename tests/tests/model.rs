@@ -442,6 +442,23 @@ impl Geo for Esp32 {
     }
 }
 
+/// ESP32 with flash encryption: 16 B blocks, 4 KiB sectors, 12 sectors,
+/// each block written once between erases.
+#[derive(Debug)]
+struct Esp32Encrypted;
+impl Geo for Esp32Encrypted {
+    type F = Nor<16, 4096, false>;
+    fn model() -> Model {
+        Preset::Esp32Encrypted.model(12 * 4096).unwrap()
+    }
+    fn config() -> Config {
+        config(1000)
+    }
+    fn max_body() -> usize {
+        200
+    }
+}
+
 /// 1 B words, 4 KiB sectors, 8 sectors, write once.
 #[derive(Debug)]
 struct Byte4kOnce;
@@ -1170,6 +1187,8 @@ prop_state_machine! {
     fn model_write_once_min_sectors(sequential 1..64 => Harness<Once4k>);
     #[test]
     fn model_esp32(sequential 1..64 => Harness<Esp32>);
+    #[test]
+    fn model_esp32_encrypted(sequential 1..64 => Harness<Esp32Encrypted>);
     #[test]
     fn model_byte_words_write_once_4k(sequential 1..64 => Harness<Byte4kOnce>);
 }

@@ -311,6 +311,20 @@ fn every_cut_esp32() {
     assert!(cuts > 300, "the workload must wrap the ring: {cuts}");
 }
 
+/// ESP32 with flash encryption: 16 B blocks, each written once.
+#[test]
+fn every_cut_esp32_encrypted() {
+    let config = Config {
+        session_size_limit_bytes: 4096,
+        ..Config::default()
+    };
+    let model = Preset::Esp32Encrypted.model(16 * 4096).unwrap();
+    let (cuts, runs) =
+        sweep::<16, 4096, false>(model, config, &workload(300, 7, 400, 3000), &TEARS);
+    println!("esp32-encrypted: {cuts} cut points, {runs} runs");
+    assert!(cuts > 300, "the workload must wrap the ring: {cuts}");
+}
+
 #[test]
 fn every_cut_write_once_32_byte_words() {
     let config = Config {

@@ -43,7 +43,7 @@ enum Command {
     Replay {
         /// The trace file (JSON Lines).
         trace: PathBuf,
-        /// Flash part: esp32, nrf52, stm32l4, stm32h7 or generic.
+        /// Flash part: esp32, nrf52, stm32l4, stm32h7, esp32-encrypted or generic.
         #[arg(long, default_value = "esp32")]
         preset: Preset,
         /// Partition size in bytes (suffixes K, KiB, M, MiB allowed);
@@ -85,7 +85,7 @@ enum Command {
     Compare {
         /// The trace file (JSON Lines).
         trace: PathBuf,
-        /// Flash part: esp32, nrf52, stm32l4, stm32h7 or generic.
+        /// Flash part: esp32, nrf52, stm32l4, stm32h7, esp32-encrypted or generic.
         #[arg(long, default_value = "esp32")]
         preset: Preset,
         /// Partition size in bytes (suffixes K, KiB, M, MiB allowed);
@@ -117,7 +117,7 @@ enum Command {
     Torture {
         /// The trace file (JSON Lines).
         trace: PathBuf,
-        /// Flash part: esp32, nrf52, stm32l4, stm32h7 or generic.
+        /// Flash part: esp32, nrf52, stm32l4, stm32h7, esp32-encrypted or generic.
         #[arg(long, default_value = "esp32")]
         preset: Preset,
         /// Partition size in bytes (suffixes K, KiB, M, MiB allowed).
@@ -422,14 +422,14 @@ fn presets(json: bool) {
         return;
     }
     println!(
-        "{:<8} {:>6} {:>8} {:>8}  {:<18} {:>10} {:>10} {:>9}",
+        "{:<15} {:>6} {:>8} {:>8}  {:<18} {:>10} {:>10} {:>9}",
         "preset", "word", "sector", "size", "write rule", "program", "erase", "cycles"
     );
     for m in models {
         let g = m.geometry;
         let t = m.timings;
         println!(
-            "{:<8} {:>5}B {:>7}B {:>7}K  {:<18} {:>4}B/{:>3}us {:>8}us {:>9}",
+            "{:<15} {:>5}B {:>7}B {:>7}K  {:<18} {:>4}B/{:>3}us {:>8}us {:>9}",
             m.name,
             g.write_size,
             g.erase_size,

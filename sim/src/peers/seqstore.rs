@@ -1276,7 +1276,7 @@ pub fn replay_preset(
         Preset::Esp32 => replay_on::<Esp32Flash>(flash, trace, run, progress),
         Preset::Nrf52 => replay_on::<Nrf52Flash>(flash, trace, run, progress),
         Preset::Generic => replay_on::<GenericFlash>(flash, trace, run, progress),
-        Preset::Stm32l4 | Preset::Stm32h7 => Err(format!(
+        Preset::Stm32l4 | Preset::Stm32h7 | Preset::Esp32Encrypted => Err(format!(
             "the {} flash does not allow rewriting a word, and sequential-storage's queue pop \
              and map remove need MultiwriteNorFlash",
             flash.model().name
