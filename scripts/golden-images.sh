@@ -34,7 +34,8 @@ mkdir -p "$out"
 # trace x preset and partition size (stm32h7 has 128 KiB sectors)
 for trace in traces/smoke.jsonl "$tmp/bfcl-memory500.jsonl"; do
     name=$(basename "$trace" .jsonl)
-    for spec in esp32:256K nrf52:256K stm32l4:256K stm32h7:1M; do
+    # esp32-encrypted (16 B blocks written once) from version 4 on.
+    for spec in esp32:256K nrf52:256K stm32l4:256K stm32h7:1M esp32-encrypted:256K; do
         preset=${spec%%:*}
         size=${spec#*:}
         img=$out/$name-$preset.img
@@ -55,6 +56,6 @@ done
     else
         echo "written by the engine of the commit that adds $out (its parent: $(git rev-parse HEAD))"
     fi
-    echo "with: scripts/golden-images.sh (traces/smoke.jsonl and the first 500 lines of traces/bfcl-memory.jsonl, each on esp32, nrf52, stm32l4 at 256 KiB and stm32h7 at 1 MiB)"
+    echo "with: scripts/golden-images.sh (traces/smoke.jsonl and the first 500 lines of traces/bfcl-memory.jsonl, each on esp32, nrf52, stm32l4, esp32-encrypted at 256 KiB and stm32h7 at 1 MiB)"
 } >"$out/SOURCE"
 echo "wrote $out"

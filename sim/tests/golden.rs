@@ -32,7 +32,8 @@ use clawmem::{BackendFormat, MountMode, Record, RecordType, Store, FORMAT_VERSIO
 use clawmem_sim::espfiles::export_image;
 use clawmem_sim::replay::{fit_config, SimBacked};
 use clawmem_sim::{
-    CutPoint, Esp32Flash, Nrf52Flash, PowerCut, Preset, SimFlash, Stm32h7Flash, Stm32l4Flash, Tear,
+    CutPoint, Esp32EncryptedFlash, Esp32Flash, Nrf52Flash, PowerCut, Preset, SimFlash,
+    Stm32h7Flash, Stm32l4Flash, Tear,
 };
 
 fn images_dir() -> PathBuf {
@@ -80,6 +81,17 @@ fn header_versions(bytes: &[u8], sector: usize) -> Vec<u16> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// The preset an image is named after: `<trace>-<preset>.img`, where
+/// both names may hold '-' (`bfcl-memory500-esp32-encrypted`); the longest
+/// preset name that ends the stem.
+fn preset_of(stem: &str) -> Preset {
+    Preset::ALL
+        .into_iter()
+        .filter(|p| stem.ends_with(&format!("-{}", p.name())))
+        .max_by_key(|p| p.name().len())
+        .unwrap_or_else(|| panic!("{stem}: names no preset"))
 }
 
 const NEW: &str = "golden:upgraded";
@@ -236,13 +248,16 @@ fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
         imgs.sort();
         for img in imgs {
             let stem = img.file_stem().unwrap().to_string_lossy().into_owned();
-            let preset: Preset = stem.rsplit('-').next().unwrap().parse().unwrap();
+            let preset = preset_of(&stem);
             let expected = dir.join(format!("{stem}.expected"));
             match preset {
                 Preset::Esp32 => check::<Esp32Flash>(&img, version, preset, &expected),
                 Preset::Nrf52 => check::<Nrf52Flash>(&img, version, preset, &expected),
                 Preset::Stm32l4 => check::<Stm32l4Flash>(&img, version, preset, &expected),
                 Preset::Stm32h7 => check::<Stm32h7Flash>(&img, version, preset, &expected),
+                Preset::Esp32Encrypted => {
+                    check::<Esp32EncryptedFlash>(&img, version, preset, &expected)
+                }
                 Preset::Generic => panic!("{}: no generic golden images", img.display()),
             }
             checked += 1;
@@ -283,7 +298,7 @@ fn power_cuts_at_every_call_of_the_upgrade_of_every_older_image() {
         imgs.sort();
         for img in imgs {
             let stem = img.file_stem().unwrap().to_string_lossy().into_owned();
-            let preset: Preset = stem.rsplit('-').next().unwrap().parse().unwrap();
+            let preset = preset_of(&stem);
             let opts = TortureOptions {
                 preset,
                 image: Some(img.clone()),
