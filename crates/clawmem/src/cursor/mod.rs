@@ -301,7 +301,8 @@ const NAME_META_MAX: usize = BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + 4
 /// only copy of the session's name. The name is taken as stored when its own
 /// CRC checks out (the damage is elsewhere in the batch, its chunk header
 /// included). Otherwise, when one flipped bit in the name explains the first
-/// chunk's CRC, that bit is corrected, and the name is kept only if its own
+/// chunk's CRC (or, for a name that runs on into the next sector, the CRC of
+/// the batch's continuation chunk there), that bit is corrected, and the name is kept only if its own
 /// CRC then checks out too: two independent checks. `uid` is the session's
 /// uid when a sound later batch gave it; else the batch's own is used (and
 /// may be the corrected bit).
@@ -348,10 +349,27 @@ pub(crate) fn start_name<F: NorFlash>(
         Some(h) if h.kind == SESSION_BATCH && h.is_first() => h,
         _ => return Ok(None),
     };
-    let Some((byte, bit)) = single_flip(io, addr, &h, NAME_META_MAX, scratch)? else {
+    if let Some((byte, bit)) = single_flip(io, addr, &h, NAME_META_MAX, scratch)? {
+        m[byte] ^= 1 << bit;
+        return Ok(name(&m, out));
+    }
+    // The name may run on into the batch's continuation, the first chunk of
+    // the next sector (the first chunk then fills its sector): a flip there
+    // is located by that chunk's own CRC.
+    let first = h.len as usize;
+    let room = geo.sector_end(addr) - (addr + CHUNK_HEADER_LEN);
+    if h.is_last() || first >= NAME_META_MAX || h.len != room {
+        return Ok(None);
+    }
+    let next = geo.first_chunk(geo.next(geo.sector_of(addr)));
+    let c = match io.chunk_header(next)? {
+        Some(c) if c.kind == SESSION_BATCH && !c.is_first() && c.seq == h.seq => c,
+        _ => return Ok(None),
+    };
+    let Some((byte, bit)) = single_flip(io, next, &c, NAME_META_MAX - first, scratch)? else {
         return Ok(None);
     };
-    m[byte] ^= 1 << bit;
+    m[first + byte] ^= 1 << bit;
     Ok(name(&m, out))
 }
 
