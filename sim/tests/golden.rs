@@ -222,16 +222,16 @@ fn check<F: SimBacked>(img: &Path, version: u16, preset: Preset, expected: &Path
     }
 }
 
-#[test]
-fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
-    let mut checked = 0;
+/// Every golden image: `(version, image, its preset)`, by version, then
+/// by name.
+fn golden_images() -> Vec<(u16, PathBuf, Preset)> {
     let mut versions: Vec<_> = fs::read_dir(images_dir())
         .expect("tests/images")
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
         .collect();
     versions.sort();
-    let mut seen = Vec::new();
+    let mut out = Vec::new();
     for dir in versions {
         let version: u16 = dir
             .file_name()
@@ -239,32 +239,44 @@ fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
             .and_then(|n| n.strip_prefix('v'))
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{}: not a version directory (v<N>)", dir.display()));
-        seen.push(version);
         let mut imgs: Vec<_> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "img"))
             .collect();
+        assert!(!imgs.is_empty(), "{}: no images", dir.display());
         imgs.sort();
         for img in imgs {
-            let stem = img.file_stem().unwrap().to_string_lossy().into_owned();
-            let preset = preset_of(&stem);
-            let expected = dir.join(format!("{stem}.expected"));
-            match preset {
-                Preset::Esp32 => check::<Esp32Flash>(&img, version, preset, &expected),
-                Preset::Nrf52 => check::<Nrf52Flash>(&img, version, preset, &expected),
-                Preset::Stm32l4 => check::<Stm32l4Flash>(&img, version, preset, &expected),
-                Preset::Stm32h7 => check::<Stm32h7Flash>(&img, version, preset, &expected),
-                Preset::Esp32Encrypted => {
-                    check::<Esp32EncryptedFlash>(&img, version, preset, &expected)
-                }
-                Preset::Generic => panic!("{}: no generic golden images", img.display()),
-            }
-            checked += 1;
+            let preset = preset_of(&img.file_stem().unwrap().to_string_lossy());
+            out.push((version, img, preset));
         }
+    }
+    out
+}
+
+#[test]
+fn every_golden_image_mounts_reads_back_and_upgrades_in_place() {
+    let mut checked = 0;
+    let mut seen = Vec::new();
+    for (version, img, preset) in golden_images() {
+        seen.push(version);
+        let stem = img.file_stem().unwrap().to_string_lossy().into_owned();
+        let expected = img.with_file_name(format!("{stem}.expected"));
+        match preset {
+            Preset::Esp32 => check::<Esp32Flash>(&img, version, preset, &expected),
+            Preset::Nrf52 => check::<Nrf52Flash>(&img, version, preset, &expected),
+            Preset::Stm32l4 => check::<Stm32l4Flash>(&img, version, preset, &expected),
+            Preset::Stm32h7 => check::<Stm32h7Flash>(&img, version, preset, &expected),
+            Preset::Esp32Encrypted => {
+                check::<Esp32EncryptedFlash>(&img, version, preset, &expected)
+            }
+            Preset::Generic => panic!("{}: no generic golden images", img.display()),
+        }
+        checked += 1;
     }
     // Every format since the first one promised, the current one included.
     seen.sort_unstable();
+    seen.dedup();
     let want: Vec<u16> = (clawmem::MIN_FORMAT_VERSION..=FORMAT_VERSION).collect();
     assert_eq!(seen, want, "the golden image versions");
     assert!(checked >= 4, "{checked} golden images");
@@ -282,51 +294,37 @@ fn power_cuts_at_every_call_of_the_upgrade_of_every_older_image() {
     )
     .unwrap();
     let mut presets = std::collections::BTreeSet::new();
-    for e in fs::read_dir(images_dir()).unwrap() {
-        let dir = e.unwrap().path();
-        let version: u16 = dir.file_name().unwrap().to_str().unwrap()[1..]
-            .parse()
-            .unwrap();
+    for (version, img, preset) in golden_images() {
         if version == FORMAT_VERSION {
             continue;
         }
-        let mut imgs: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "img"))
-            .collect();
-        imgs.sort();
-        for img in imgs {
-            let stem = img.file_stem().unwrap().to_string_lossy().into_owned();
-            let preset = preset_of(&stem);
-            let opts = TortureOptions {
-                preset,
-                image: Some(img.clone()),
-                cuts: Cuts::All,
-                tears: TearKind::ALL.to_vec(),
-                ..TortureOptions::default()
-            };
-            let r = torture(&trace, &opts, &mut |_, _| {}).unwrap();
-            let name = img.display();
-            assert_eq!(r.violations, 0, "{name}: {r}");
-            assert_eq!(r.clean_op_errors, 0, "{name}: {r}");
-            assert_eq!(r.cut_points, r.total_cut_points, "{name}");
-            assert!(r.cut_points >= 50, "{name}: {r}");
-            assert_eq!(
-                r.format_versions_before.last(),
-                Some(&version),
-                "{name}: {r}"
-            );
-            assert!(
-                r.format_versions_after.contains(&FORMAT_VERSION),
-                "{name}: {r}"
-            );
-            println!(
-                "{name}: {} cut points, {} runs, versions {:?} -> {:?}",
-                r.cut_points, r.runs, r.format_versions_before, r.format_versions_after
-            );
-            presets.insert(preset.to_string());
-        }
+        let opts = TortureOptions {
+            preset,
+            image: Some(img.clone()),
+            cuts: Cuts::All,
+            tears: TearKind::ALL.to_vec(),
+            ..TortureOptions::default()
+        };
+        let r = torture(&trace, &opts, &mut |_, _| {}).unwrap();
+        let name = img.display();
+        assert_eq!(r.violations, 0, "{name}: {r}");
+        assert_eq!(r.clean_op_errors, 0, "{name}: {r}");
+        assert_eq!(r.cut_points, r.total_cut_points, "{name}");
+        assert!(r.cut_points >= 50, "{name}: {r}");
+        assert_eq!(
+            r.format_versions_before.last(),
+            Some(&version),
+            "{name}: {r}"
+        );
+        assert!(
+            r.format_versions_after.contains(&FORMAT_VERSION),
+            "{name}: {r}"
+        );
+        println!(
+            "{name}: {} cut points, {} runs, versions {:?} -> {:?}",
+            r.cut_points, r.runs, r.format_versions_before, r.format_versions_after
+        );
+        presets.insert(preset.to_string());
     }
     assert_eq!(presets.len(), 4, "{presets:?}");
 }
