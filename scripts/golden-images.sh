@@ -2,9 +2,10 @@
 # Writes the golden images of the current on-flash format into
 # tests/images/v<FORMAT_VERSION>/: for each preset, the partition after a
 # replay of traces/smoke.jsonl (sessions, long-term memory, profiles, chat
-# session maps, remounts) and, from version 3 on, after one of the first
-# 500 lines of traces/bfcl-memory.jsonl (memory-heavy: stores, updates,
-# forgets, recalls over several sessions), and beside each what the image must read back, as
+# session maps, remounts) and, from version 3 on, after a replay of the
+# first 500 lines of traces/bfcl-memory.jsonl (memory-heavy: stores,
+# updates, forgets, recalls over several sessions), and beside each what the
+# image must read back, as
 # `clawmem-sim export` writes it (ESP-Claw's files: every history, the
 # memory records and index, the profiles, the chat maps).
 #

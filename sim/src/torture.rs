@@ -1155,35 +1155,33 @@ struct Campaign {
     image: Option<Rc<Vec<u8>>>,
 }
 
-/// The driver a run starts with: `image` mounted as a fresh boot would, or
-/// a blank flash of `model` formatted.
+/// The driver a run starts with: `image` mounted as a fresh boot would
+/// (with `config`, the clean run's, or the default one fitted to `model`
+/// when there is none yet), or a blank flash of `model` formatted.
 fn start_driver<F: SimBacked, const N: usize>(
     model: &Model,
     image: Option<&[u8]>,
+    config: Option<Config>,
 ) -> Result<ClawmemDriver<F, N>, ReplayError> {
     match image {
         None => ClawmemDriver::<F, N>::format(SimFlash::new(model.clone())),
         Some(bytes) => {
-            let (config, _) = fit_config_for::<F, N>(model)?;
+            let config = match config {
+                Some(c) => c,
+                None => fit_config_for::<F, N>(model)?.0,
+            };
             ClawmemDriver::<F, N>::mount(SimFlash::from_image(model, bytes)?, config)
                 .map_err(|e| ReplayError(format!("--image: {}", e.0)))
         }
     }
 }
 
-/// The format versions in the sector headers of `flash` that are not
-/// erased (read by hand, with no CRC check), sorted, each once.
-fn header_versions(flash: &SimFlash) -> Vec<u16> {
-    let sector = flash.model().geometry.erase_size;
-    let mut v: Vec<u16> = flash
-        .image()
-        .chunks(sector)
-        .filter(|s| s.len() >= 6 && s[0..4] != [0xFF; 4])
-        .map(|s| u16::from_le_bytes([s[4], s[5]]))
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
+/// The format versions of the sound sector headers of `flash`, as
+/// `inspect` reads them (sorted, each once).
+fn header_versions(flash: &SimFlash, preset: Preset) -> Result<Vec<u16>, ReplayError> {
+    crate::inspect::inspect_bytes("the campaign's flash", &flash.image(), preset)
+        .map(|r| r.format_versions)
+        .map_err(|e| ReplayError(format!("inspect: {e}")))
 }
 
 /// Accepted writes of the clean run after the cut that the capacity check
@@ -1225,7 +1223,11 @@ impl Campaign {
     }
 
     fn driver<F: SimBacked, const N: usize>(&self) -> Result<ClawmemDriver<F, N>, ReplayError> {
-        start_driver::<F, N>(&self.model, self.image.as_deref().map(Vec::as_slice))
+        start_driver::<F, N>(
+            &self.model,
+            self.image.as_deref().map(Vec::as_slice),
+            Some(self.config),
+        )
     }
 
     /// Checks a flash after power came back, the step in flight being `k`
@@ -1770,9 +1772,9 @@ fn torture_n<F: SimBacked, const N: usize>(
 
     // The clean run: cut points per step, and what a fresh mount shows after
     // every step, checked against the reference model.
-    let mut driver = start_driver::<F, N>(&model, image.as_deref().map(Vec::as_slice))?;
+    let mut driver = start_driver::<F, N>(&model, image.as_deref().map(Vec::as_slice), None)?;
     let config = *driver.config();
-    let format_versions_before = header_versions(driver.flash());
+    let format_versions_before = header_versions(driver.flash(), p)?;
     let arm = |d: &mut ClawmemDriver<F, N>| {
         if let Some(s) = d.store_mut() {
             s.flash_mut().sim_mut().arm_power_cut(PowerCut {
@@ -1840,7 +1842,7 @@ fn torture_n<F: SimBacked, const N: usize>(
         }
     }
     clocks.push(driver.clock());
-    let format_versions_after = header_versions(driver.flash());
+    let format_versions_after = header_versions(driver.flash(), p)?;
     let total = calls.last().map_or(0, |c| c.1);
     // The clean run makes the fill workload's calls: each op ends as it
     // did there.

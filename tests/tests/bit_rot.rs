@@ -221,7 +221,7 @@ fn every_single_bit_flip_of_the_used_region() {
 
 /// Fails today (issue 15): 8 flips lose 2 to 7 records, each a flip of a
 /// chain batch's `prev` pointer (for example 0x551, `prev` 0x2a0 -> 0xa0;
-/// 16 B units make a flipped pointer land on a chunk start more often). The
+/// not yet explained). The
 /// 56 flips of a name in a batch's continuation that lost a whole session
 /// are fixed (`a_name_that_runs_on_into_the_next_sector_survives_a_flip`).
 /// Run it with `--ignored`.
@@ -247,7 +247,7 @@ fn a_name_that_runs_on_into_the_next_sector_survives_a_flip() {
     for sector in 1..32usize {
         let at = sector * 4096 + first_chunk;
         // A session batch's chunk that is not the batch's first.
-        if img[at] != 0x10 || img[at + 1] & 1 != 0 || img[at..at + 4] == [0xFF; 4] {
+        if img[at] != 0x10 || img[at + 1] & 1 != 0 {
             continue;
         }
         // Every continuation at a sector start: the long session's naming

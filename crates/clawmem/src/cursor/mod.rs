@@ -302,8 +302,9 @@ const NAME_META_MAX: usize = BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + 4
 /// CRC checks out (the damage is elsewhere in the batch, its chunk header
 /// included). Otherwise, when one flipped bit in the name explains the first
 /// chunk's CRC (or, for a name that runs on into the next sector, the CRC of
-/// the batch's continuation chunk there), that bit is corrected, and the name is kept only if its own
-/// CRC then checks out too: two independent checks. `uid` is the session's
+/// the batch's continuation chunk there), that bit is corrected, and the
+/// name is kept only if its own CRC then checks out too: two independent
+/// checks. `uid` is the session's
 /// uid when a sound later batch gave it; else the batch's own is used (and
 /// may be the corrected bit).
 pub(crate) fn start_name<F: NorFlash>(
