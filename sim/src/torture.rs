@@ -1333,9 +1333,18 @@ impl Campaign {
             Err(e) => t.violation(replay, format!("second mount: {e}")),
         }
         // Progress: a write that fits succeeds and reads back. It fits if
-        // it succeeds on the clean run's flash before or after the op.
+        // it succeeds on the clean run's flash in the state the recovery
+        // holds: before the op or after it (either, when the two are alike
+        // or the recovery holds an update's middle state).
         if let Err(e) = progress_write(&mut store) {
-            let fits = [k, (k + 1).min(self.flashes.len() - 1)].iter().any(|&i| {
+            let after_k = (k + 1).min(self.flashes.len() - 1);
+            let same = (got == *before, got == *after);
+            let candidates: &[usize] = match same {
+                (true, false) => &[k],
+                (false, true) => &[after_k],
+                _ => &[k, after_k],
+            };
+            let fits = candidates.iter().any(|&i| {
                 F::wrap(self.flashes[i].clone()).is_ok_and(|f| {
                     let f = Rc::new(RefCell::new(f));
                     mount_shared::<F, N>(&f, self.config).is_ok_and(|mut s| {
