@@ -390,6 +390,11 @@ fn dump<F: SimBacked>(flash: SimFlash, report: &mut InspectReport) {
             .damage
             .push("the head sector held a torn write and was sealed".into());
     }
+    if m.resumed_head {
+        report.damage.push(
+            "the head sector held a torn write; writing goes on after it in the same sector".into(),
+        );
+    }
     if m.ignored_batches > 0 {
         report.damage.push(format!(
             "{} damaged or uncommitted batch(es) ignored",

@@ -318,7 +318,7 @@ static void test_sessions(void) {
         uint32_t checked = 0;
         clawmem_maintenance_t mt;
         OK(clawmem_mount_report(&store_b, &m));
-        CHECK(m.sector_headers == 32 && !m.sealed_head);
+        CHECK(m.sector_headers == 32 && !m.sealed_head && !m.resumed_head);
         OK(clawmem_space(&store_b, &sp));
         CHECK(sp.sectors == 32 && sp.sector_bytes == 4096 && sp.used_sectors >= 1);
         OK(clawmem_check(&store_b, &checked));

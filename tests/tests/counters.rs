@@ -111,5 +111,7 @@ const PINNED_RUN: (u64, u64, u64, u64) = (58888, 624, 14, 237413);
 // written since the checkpoint before it replaces the older version, and
 // reads 10 bytes more of each base (see `PINNED_RUN`). The sectors inside
 // the ring are checked for a wipe by the first 12 bytes of their header
-// (magic, version, sequence), not all 24.
-const PINNED_MOUNT: (u64, u64, u64) = (7024, 627, 0);
+// (magic, version, sequence), not all 24. The scan reads the 12 bytes at the
+// head's sound end once: a chunk there whose sequence skips one means the
+// chunk before it tore and a mount wrote on after it (format 5).
+const PINNED_MOUNT: (u64, u64, u64) = (7036, 628, 0);

@@ -81,7 +81,9 @@ fn smoke_every_cut_every_preset() {
             },
         );
         assert_eq!(r.cut_points, r.total_cut_points);
-        assert!(r.second_cuts >= 2 * r.runs, "{r}");
+        // Every recovery writes at least the progress record (one that
+        // wrote on past a torn write needs nothing else).
+        assert!(r.second_cuts >= r.runs, "{r}");
     }
 }
 
@@ -164,5 +166,5 @@ fn bfcl_double_cuts() {
         },
     );
     // Every recovery writes at least the progress record.
-    assert!(r.second_cuts >= 2 * 200 * 2, "{r}");
+    assert!(r.second_cuts >= 200 * 2, "{r}");
 }

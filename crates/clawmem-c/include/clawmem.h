@@ -205,6 +205,9 @@ typedef struct {
   bool from_checkpoint;
   // Whether a torn write at the head was sealed.
   bool sealed_head;
+  // Whether a torn write at the head was passed over, writing going on
+  // after it in the same sector.
+  bool resumed_head;
   // Batches left out as damaged.
   uint32_t ignored_batches;
   // Sector headers found damaged.

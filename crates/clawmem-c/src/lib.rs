@@ -282,6 +282,9 @@ pub struct clawmem_mount_report_t {
     pub from_checkpoint: bool,
     /// Whether a torn write at the head was sealed.
     pub sealed_head: bool,
+    /// Whether a torn write at the head was passed over, writing going on
+    /// after it in the same sector.
+    pub resumed_head: bool,
     /// Batches left out as damaged.
     pub ignored_batches: u32,
     /// Sector headers found damaged.
@@ -1049,6 +1052,7 @@ pub unsafe extern "C" fn clawmem_mount_report(
             chunks_scanned: m.chunks_scanned,
             from_checkpoint: m.from_checkpoint,
             sealed_head: m.sealed_head,
+            resumed_head: m.resumed_head,
             ignored_batches: m.ignored_batches,
             damaged_headers: m.damaged_headers,
         };

@@ -14,9 +14,13 @@
 //! them, in page-aligned pieces of at most [`STAGE`] bytes.
 //!
 //! Power loss: a cut while a batch is programmed leaves a chunk whose CRC
-//! fails, or a batch without its `LAST` chunk; both are ignored. After any
-//! failed write the head sector is sealed (nothing more is written to it), so
-//! a damaged chunk is always the last chunk of its sector. A cut during a
+//! fails, or a batch without its `LAST` chunk; both are ignored. After a
+//! failed write the head sector is sealed for the rest of the mount (nothing
+//! more is written to it). The next mount may write on after the torn chunk
+//! in the same sector (`open.rs`, "Torn head"); the first chunk it writes
+//! there skips a batch sequence number, so a torn chunk is always the last
+//! chunk of its sector or followed by a sequence gap, and the scans check
+//! the CRC of a chunk in either place. A cut during a
 //! sector opening leaves an erased or partly erased sector without a valid
 //! header, which is erased again when it is next opened.
 //!

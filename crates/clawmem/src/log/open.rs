@@ -15,12 +15,27 @@
 //! clawmem store.
 //!
 //! Invariants the head walk relies on: batch sequence numbers grow by one
-//! from chunk to chunk within a sector, and only the last chunk of a sector
-//! can be torn (a sector is sealed after any failed write). So only that
-//! chunk's CRC is checked, and a chunk followed by anything but the next
-//! sequence number (its length may be damaged at rest) is checked too; a
-//! chunk that fails is left out and the walk resumes at the next sound
-//! chunk. Every loop is bounded by the geometry.
+//! from chunk to chunk within a sector, and a torn chunk is the last of its
+//! sector or followed by a sequence gap (below). So only the last chunk's
+//! CRC is checked, and a chunk followed by anything but the next sequence
+//! number (torn, or its length damaged at rest) is checked too; a chunk
+//! that fails is left out and the walk resumes at the next sound chunk.
+//! Every loop is bounded by the geometry.
+//!
+//! Torn head: damage at the end of the head sector with nothing sound after
+//! it is a torn write. Where its extent is known, writing goes on after it
+//! in the same sector instead of sealing the rest (`docs/FORMAT.md`, Mount,
+//! step 2), so a cut costs only what the torn chunk reached:
+//! - a chunk whose header decodes and whose CRC fails ends at its length
+//!   (a tear only programs bits from 1 to 0, so the length reads at least
+//!   as large as the true one); the next batch then skips a sequence number,
+//!   so every later walk and scan checks the torn chunk's CRC;
+//! - a header that does not decode was torn in its chunk's first program
+//!   piece (later pieces are written after it lands), so nothing past that
+//!   piece was programmed: writing goes on at the piece's end if everything
+//!   after is erased (a header rotted at rest over a longer chunk is not).
+//!
+//! Anything else seals the head, as does a head of an older format.
 //!
 //! Upgrade: an image whose head sector is of an older format (from
 //! [`MIN_FORMAT_VERSION`](crate::layout::MIN_FORMAT_VERSION) on) opens as it
@@ -28,8 +43,9 @@
 //! format; older sectors keep their headers until the ring reopens them.
 //!
 //! Power loss: nothing here writes. A torn write at the head is reported
-//! (`sealed_head`), and the head is then taken as full, so that nothing is
-//! ever written after the tear.
+//! (`resumed_head` where writing goes on after it, else `sealed_head`, and
+//! the head is taken as full); nothing is ever written over the words a torn
+//! write may have reached.
 
 use embedded_storage::nor_flash::NorFlash;
 
@@ -46,6 +62,8 @@ pub(crate) struct Opened {
     pub damaged_headers: u32,
     /// The head sector holds a torn write: it is taken as full.
     pub sealed_head: bool,
+    /// The head sector's last chunk is torn, and writing goes on after it.
+    pub resumed_head: bool,
     /// The newest checkpoint in the head sector, if any.
     pub head_checkpoint: Option<u32>,
     /// The checkpoint the head sector's header names.
@@ -199,6 +217,11 @@ impl<F: NorFlash> Log<F> {
         let mut checkpoints = [None::<u32>; 2];
         // The last chunk's CRC, once checked: (address, sound).
         let mut last_ok: Option<(u32, bool)> = None;
+        // The walk ended at an erased header whose program piece is erased.
+        let mut at_end = false;
+        // The walk ended at a header that does not decode (torn or
+        // rotted) with no sound chunk after it, at this address.
+        let mut torn_piece: Option<u32> = None;
         loop {
             match self.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
@@ -254,8 +277,12 @@ impl<F: NorFlash> Log<F> {
                         flash: &mut self.flash,
                         geo: &self.geo,
                     };
+                    // Sealed: a later walk would stop at the erased header
+                    // and never see what came after.
                     if pos < sector_end && !io.is_erased(pos, piece_end - pos, &mut self.buf)? {
                         report.sealed_head = true;
+                    } else {
+                        at_end = true;
                     }
                     break;
                 }
@@ -269,7 +296,7 @@ impl<F: NorFlash> Log<F> {
                             continue;
                         }
                         _ => {
-                            report.sealed_head = true;
+                            torn_piece = Some(pos);
                             break;
                         }
                     }
@@ -277,18 +304,53 @@ impl<F: NorFlash> Log<F> {
             }
         }
         let mut valid_end = pos;
-        if let Some(c) = last {
-            let ok = match last_ok {
+        // Where writing goes on after a torn write (module docs, "Torn
+        // head"); `None` after damage seals the head.
+        let mut resume = None;
+        let last_sound = match last {
+            Some(c) => match last_ok {
                 Some((at, ok)) if at == c.address => ok,
                 _ => self.crc_ok(&c)?,
-            };
-            if !ok {
-                report.sealed_head = true;
-                valid_end = c.address;
-                if checkpoints[1] == Some(c.address) {
-                    checkpoints = [None, checkpoints[0]];
+            },
+            None => true,
+        };
+        if let (Some(c), false) = (last, last_sound) {
+            valid_end = c.address;
+            if checkpoints[1] == Some(c.address) {
+                checkpoints = [None, checkpoints[0]];
+            }
+            // The torn chunk's header landed: its length, which a tear can
+            // only make read larger, bounds what was programmed. The next
+            // chunk's sequence number skips one, so that every later walk
+            // checks this one's CRC (a sequence gap makes a chunk suspect).
+            if let Some(skip) = c.header.seq.checked_add(2) {
+                if at_end && torn_piece.is_none() && pos == c.address + geo.chunk_size(c.header.len)
+                {
+                    self.next_seq = self.next_seq.max(skip);
+                    resume = Some(pos);
                 }
             }
+        } else if let Some(at) = torn_piece {
+            // Damage with no sound chunk after it: a header torn in its
+            // chunk's first program piece (a later piece is only written
+            // after the header's has landed), so nothing past the end of
+            // that piece was programmed. Damage at rest (a rotted header
+            // of a longer chunk) shows as programmed bytes past it.
+            let piece_end = (at / STAGE as u32 + 1) * STAGE as u32;
+            if piece_end < sector_end {
+                let mut io = Io {
+                    flash: &mut self.flash,
+                    geo: &self.geo,
+                };
+                if io.is_erased(piece_end, sector_end - piece_end, &mut self.buf)? {
+                    resume = Some(piece_end);
+                }
+            }
+        }
+        match resume {
+            Some(_) => report.resumed_head = true,
+            None if torn_piece.is_some() || !last_sound => report.sealed_head = true,
+            None => {}
         }
         let head_checkpoint = checkpoints[1];
         // A head of an older format takes no more writes: the first write
@@ -304,8 +366,15 @@ impl<F: NorFlash> Log<F> {
             }
         };
         let older = !report.sealed_head && version < crate::layout::FORMAT_VERSION;
+        if older && report.resumed_head {
+            // Not resumed: the head takes no more writes anyway.
+            report.resumed_head = false;
+            report.sealed_head = true;
+        }
         if report.sealed_head || older {
             pos = sector_end;
+        } else if let Some(r) = resume {
+            pos = r;
         }
         self.write_pos = pos;
         report.head_checkpoint = head_checkpoint;

@@ -208,6 +208,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             sector_headers: opened.sector_headers,
             damaged_headers: opened.damaged_headers,
             sealed_head: opened.sealed_head,
+            resumed_head: opened.resumed_head,
             ..MountReport::default()
         };
         let (head, head_seq) = (log.head(), log.head_seq());
@@ -442,11 +443,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // within a sector: a chunk followed by anything else may
                 // have a length damaged at rest, which would pass over the
                 // chunks after it.
-                let (is_last_in_sector, suspect) = if sector == self.log.head() && next >= head_end
-                {
+                let (is_last_in_sector, suspect) = if sector == self.log.head() && next > head_end {
                     // No chunk reaches past the head's end but by a
                     // damaged length.
-                    (false, next > head_end)
+                    (false, true)
+                } else if sector == self.log.head() && next == head_end {
+                    // What lies past the head's sound end: a chunk whose
+                    // sequence skips one, written after this one tore (the
+                    // head walk resumed after it) and then torn itself.
+                    let gap = match self.log.slot_at(sector, next)? {
+                        Slot::Chunk(n) => n.header.seq != c.header.seq.wrapping_add(1),
+                        _ => false,
+                    };
+                    (false, gap)
                 } else {
                     let s = self.log.slot_at(sector, next)?;
                     let last = !matches!(s, Slot::Chunk(_));
@@ -469,10 +478,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 scanned_bytes = scanned_bytes.saturating_add(c.header.len);
                 self.mount_report.chunks_scanned += 1;
-                // Only the last chunk of a sector can be torn (the sector is
-                // sealed after any failed write); check it if it ends a batch,
-                // and check a suspect one. One that fails is left out, and
-                // the walk goes on at the next sound chunk after its start.
+                // A torn chunk is the last of its sector, or followed by a
+                // sequence gap where a mount wrote on after it (`log/open.rs`,
+                // "Torn head"); check the last if it ends a batch, and check
+                // a suspect one. One that fails is left out, and the walk goes
+                // on at the next sound chunk after its start.
                 if (is_last_in_sector && c.header.is_last() || suspect) && !self.log.crc_ok(&c)? {
                     self.mount_report.ignored_batches += 1;
                     self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));

@@ -100,6 +100,9 @@ pub struct MountReport {
     pub from_checkpoint: bool,
     /// Whether the head sector held damage (a torn write) and was sealed.
     pub sealed_head: bool,
+    /// Whether the head sector's last chunk was torn and writing goes on
+    /// after it, in the same sector (its end was known).
+    pub resumed_head: bool,
     /// Batches found damaged or uncommitted and ignored.
     pub ignored_batches: u32,
     /// Sectors inside the ring whose header is damaged but whose contents
