@@ -19,8 +19,9 @@
 //! more is written to it). The next mount may write on after the torn chunk
 //! in the same sector (`open.rs`, "Torn head"); the first chunk it writes
 //! there skips a batch sequence number, so a torn chunk is always the last
-//! chunk of its sector or followed by a sequence gap, and the scans check
-//! the CRC of a chunk in either place. A cut during a
+//! chunk of its sector or followed by a sequence gap (or is a header that
+//! does not decode, passed over as damage), and the scans check the CRC of
+//! a chunk in either place. A cut during a
 //! sector opening leaves an erased or partly erased sector without a valid
 //! header, which is erased again when it is next opened.
 //!
@@ -740,7 +741,8 @@ impl<F: NorFlash> Log<F> {
             *slot = slot.saturating_add(u64::from(self.batch_bytes));
         }
         if result.is_err() {
-            // Seal the head sector: a damaged chunk is always the last one.
+            // Seal the head sector for this mount: nothing is written after
+            // a damaged chunk until a mount has looked at it.
             self.write_pos = self.geo.sector_end(self.geo.sector_start(self.head));
         }
         result.map(|first| (first, seq))

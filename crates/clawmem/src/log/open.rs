@@ -28,12 +28,17 @@
 //! step 2), so a cut costs only what the torn chunk reached:
 //! - a chunk whose header decodes and whose CRC fails ends at its length
 //!   (a tear only programs bits from 1 to 0, so the length reads at least
-//!   as large as the true one); the next batch then skips a sequence number,
-//!   so every later walk and scan checks the torn chunk's CRC;
-//! - a header that does not decode was torn in its chunk's first program
-//!   piece (later pieces are written after it lands), so nothing past that
-//!   piece was programmed: writing goes on at the piece's end if everything
-//!   after is erased (a header rotted at rest over a longer chunk is not).
+//!   as large as the true one), and writing goes on there if everything
+//!   from there to the sector's end is erased (which also refuses a random
+//!   tear or a length rotted at rest that ends short); the next batch then
+//!   skips a sequence number, so every later walk and scan checks the torn
+//!   chunk's CRC;
+//! - a header that does not decode, and lies within one program piece, was
+//!   torn in its chunk's first piece (later pieces are written after it
+//!   lands), so nothing past that piece was programmed: writing goes on at
+//!   the piece's end if everything after is erased (a header rotted at rest
+//!   over a longer chunk is not); later walks and scans pass over it as
+//!   damage followed by a sound chunk.
 //!
 //! Anything else seals the head, as does a head of an older format.
 //!
@@ -209,9 +214,10 @@ impl<F: NorFlash> Log<F> {
         // 2. The head sector: the newest checkpoint in it, and where writing
         // goes on.
         let mut pos = geo.first_chunk(head);
-        // Walk the chunk headers. Only the last chunk can be torn (the sector
-        // is sealed after any failed write), so only its CRC is checked;
-        // damage elsewhere is found, and confined, when a record is read.
+        // Walk the chunk headers. A torn chunk is the last one or followed
+        // by a sequence gap or by damage (module docs), so only those are
+        // CRC-checked; damage elsewhere is found, and confined, when a
+        // record is read.
         let sector_end = geo.sector_start(head) + geo.sector;
         let mut last: Option<ChunkAt> = None;
         let mut checkpoints = [None::<u32>; 2];
@@ -236,6 +242,11 @@ impl<F: NorFlash> Log<F> {
                             let ok = self.crc_ok(&l)?;
                             last_ok = Some((l.address, ok));
                             if !ok {
+                                // A torn checkpoint written past is no
+                                // checkpoint: the one before it is.
+                                if checkpoints[1] == Some(l.address) {
+                                    checkpoints = [None, checkpoints[0]];
+                                }
                                 match self.resync(head, l.address + geo.write)? {
                                     Some(p) if p != pos => {
                                         pos = p;
@@ -264,6 +275,9 @@ impl<F: NorFlash> Log<F> {
                         if !ok {
                             if let Some(p) = self.resync_before(head, c.address + geo.write, pos)? {
                                 if p < pos {
+                                    if checkpoints[1] == Some(c.address) {
+                                        checkpoints = [None, checkpoints[0]];
+                                    }
                                     pos = p;
                                     continue;
                                 }
@@ -287,8 +301,9 @@ impl<F: NorFlash> Log<F> {
                     break;
                 }
                 Slot::Damaged => {
-                    // Damage at rest followed by sound chunks: go on after it.
-                    // Damage at the end is a torn write: seal the sector.
+                    // Damage at rest followed by sound chunks (or a torn
+                    // header a mount wrote on after): go on after it. Damage
+                    // at the end is a torn write (below).
                     let from = last.map_or(pos, |c| c.address) + geo.write;
                     match self.resync(head, from)? {
                         Some(p) if p > pos || last.is_none_or(|c| p > c.address) => {
@@ -319,15 +334,27 @@ impl<F: NorFlash> Log<F> {
             if checkpoints[1] == Some(c.address) {
                 checkpoints = [None, checkpoints[0]];
             }
-            // The torn chunk's header landed: its length, which a tear can
-            // only make read larger, bounds what was programmed. The next
-            // chunk's sequence number skips one, so that every later walk
-            // checks this one's CRC (a sequence gap makes a chunk suspect).
+            // The torn chunk's header landed: its length, which a tear that
+            // clears bits can only make read larger, bounds what was
+            // programmed; past it, to the sector's end, all must be erased
+            // (nothing is programmed after a torn write: this refuses a
+            // length rotted at rest, or a random tear, that ends short of
+            // programmed bytes). The next chunk's sequence number skips one,
+            // so that every later walk and scan checks this one's CRC.
             if let Some(skip) = c.header.seq.checked_add(2) {
-                if at_end && torn_piece.is_none() && pos == c.address + geo.chunk_size(c.header.len)
+                if at_end
+                    && torn_piece.is_none()
+                    && pos == c.address + geo.chunk_size(c.header.len)
+                    && pos < sector_end
                 {
-                    self.next_seq = self.next_seq.max(skip);
-                    resume = Some(pos);
+                    let mut io = Io {
+                        flash: &mut self.flash,
+                        geo: &self.geo,
+                    };
+                    if io.is_erased(pos, sector_end - pos, &mut self.buf)? {
+                        self.next_seq = self.next_seq.max(skip);
+                        resume = Some(pos);
+                    }
                 }
             }
         } else if let Some(at) = torn_piece {
@@ -336,8 +363,10 @@ impl<F: NorFlash> Log<F> {
             // after the header's has landed), so nothing past the end of
             // that piece was programmed. Damage at rest (a rotted header
             // of a longer chunk) shows as programmed bytes past it.
+            // A header that crosses into the next piece (write units of 1
+            // or 2 B) may have been torn by that piece's program: sealed.
             let piece_end = (at / STAGE as u32 + 1) * STAGE as u32;
-            if piece_end < sector_end {
+            if at + crate::layout::CHUNK_HEADER_LEN <= piece_end && piece_end < sector_end {
                 let mut io = Io {
                     flash: &mut self.flash,
                     geo: &self.geo,
@@ -348,7 +377,9 @@ impl<F: NorFlash> Log<F> {
             }
         }
         match resume {
-            Some(_) => report.resumed_head = true,
+            // (A head whose own header rotted stays sealed.)
+            Some(_) if !report.sealed_head => report.resumed_head = true,
+            Some(_) => {}
             None if torn_piece.is_some() || !last_sound => report.sealed_head = true,
             None => {}
         }
