@@ -392,23 +392,27 @@ fn torn_head_resumes<const W: usize, const E: usize, const M: bool>(
         )
     };
     let mount = |f| Store::<_, 8>::mount(f, config, MountMode::ExistingOnly).unwrap();
-    let used = mount(base.clone()).space().used_sectors;
-    for &(call, tear) in tears {
-        let what = format!("call {call}, {tear:?}");
-        let mut flash = base.clone();
+    // Mounts `flash`, runs `op` with power failing at its program call
+    // `call`, and returns the flash as the cut left it, power back.
+    let cut_during = |mut flash: Nor<W, E, M>, op: &Op, call: u64, tear: Tear, what: &str| {
         flash.flash_mut().arm_power_cut(PowerCut {
-            seed: 11,
+            seed: 11 + call,
             at: CutPoint::Op(call),
             tear,
         });
         let mut store = mount(flash);
         assert!(
-            run_op(&mut store, &torn).is_err(),
-            "{what}: the cut must hit the append"
+            run_op(&mut store, op).is_err(),
+            "{what}: the cut must hit {op:?}"
         );
         let mut flash = store.into_flash();
         flash.flash_mut().restore_power();
-        let mut store = mount(flash);
+        flash
+    };
+    let used = mount(base.clone()).space().used_sectors;
+    for &(call, tear) in tears {
+        let what = format!("call {call}, {tear:?}");
+        let mut store = mount(cut_during(base.clone(), &torn, call, tear, &what));
         let r = store.mount_report();
         assert!(r.resumed_head && !r.sealed_head, "{what}: {r:?}");
         assert_eq!(
@@ -437,30 +441,9 @@ fn torn_head_resumes<const W: usize, const E: usize, const M: bool>(
         store.check().unwrap();
 
         // A second cut tears the first write after the resume.
-        let mut flash = base.clone();
-        flash.flash_mut().arm_power_cut(PowerCut {
-            seed: 11,
-            at: CutPoint::Op(call),
-            tear,
-        });
-        let mut store = mount(flash);
-        assert!(run_op(&mut store, &torn).is_err());
-        let mut flash = store.into_flash();
-        flash.flash_mut().restore_power();
-        let mut flash = mount(flash).into_flash();
-        flash.flash_mut().arm_power_cut(PowerCut {
-            seed: 12,
-            at: CutPoint::Op(1),
-            tear: Tear::Prefix(0),
-        });
+        let flash = cut_during(base.clone(), &torn, call, tear, &what);
         let big = Op::Append(3, vec![b'y'; 600], RecordType::ToolResult);
-        let mut store = mount(flash);
-        assert!(
-            run_op(&mut store, &big).is_err(),
-            "{what}: the second cut must hit"
-        );
-        let mut flash = store.into_flash();
-        flash.flash_mut().restore_power();
+        let mut flash = cut_during(mount(flash).into_flash(), &big, 1, Tear::Prefix(0), &what);
         for _ in 0..2 {
             let mut store = mount(flash);
             assert_eq!(read_all(&mut store), model_, "{what}: after the second cut");
