@@ -170,6 +170,7 @@ pub const TOUR: &[(&str, &str, TourExpect)] = {
         ("session_info", "a missing session", O),
         ("gate", "no session", O),
         ("gate", "the largest session", O),
+        ("history", "the largest session, whole", O),
         ("check", "whole log", O),
         ("maintain", "until done", O),
         ("maintain_while", "a budget of one step", O),
@@ -214,7 +215,7 @@ pub const TOUR: &[(&str, &str, TourExpect)] = {
 };
 
 /// Size of the summary body before the per-sector erase counts.
-const SUMMARY_FIXED: usize = 4 * 13 + 8 * 3;
+const SUMMARY_FIXED: usize = 4 * 15 + 8 * 3;
 
 /// An op stream or its results that could not be made or read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1139,6 +1140,10 @@ pub struct Summary {
     pub sectors_erased_in_replay: u32,
     /// Stream ops executed.
     pub ops_done: u32,
+    /// The buffer the firmware streams every history through.
+    pub history_buffer_bytes: u32,
+    /// The largest buffer a history stream asked for.
+    pub history_buffer_needed_bytes: u32,
     /// Bytes programmed.
     pub programmed_bytes: u64,
     /// Bytes erased.
@@ -1166,6 +1171,8 @@ fn decode_result(r: &mut Reader<'_>) -> Result<Result<WireResult, Summary>, Stre
             replay_erases: r.u32()?,
             sectors_erased_in_replay: r.u32()?,
             ops_done: r.u32()?,
+            history_buffer_bytes: r.u32()?,
+            history_buffer_needed_bytes: r.u32()?,
             programmed_bytes: r.u64()?,
             erased_bytes: r.u64()?,
             read_bytes: r.u64()?,
@@ -1323,6 +1330,8 @@ pub fn encode_summary(s: &Summary) -> Vec<u8> {
         s.replay_erases,
         s.sectors_erased_in_replay,
         s.ops_done,
+        s.history_buffer_bytes,
+        s.history_buffer_needed_bytes,
     ] {
         put_u32(&mut out, v);
     }
@@ -1395,8 +1404,13 @@ pub struct QemuReport {
     pub turns: u64,
     /// Payload acknowledged (as replay counts it).
     pub user_bytes: u64,
-    /// Histories compared.
+    /// Histories compared (each streamed through the firmware's history
+    /// buffer, a record at a time).
     pub history_checks: u64,
+    /// The firmware's history buffer.
+    pub history_buffer_bytes: u64,
+    /// The largest buffer a history stream asked for (its longest record).
+    pub history_buffer_needed_bytes: u64,
     /// Histories that differed.
     pub history_mismatches: u64,
     /// The first difference.
@@ -1526,7 +1540,7 @@ fn retarget(targets: &mut [Target], item: u32, now: Target) {
 fn stack_kind(tag: u8) -> &'static str {
     match tag {
         TAG_APPEND => "append",
-        TAG_HISTORY => "history",
+        TAG_HISTORY => "history_stream",
         TAG_SESSION_DELETE | TAG_CLEANUP_DELETE | TAG_BLOCKED_DELETE => "session_delete",
         TAG_MEMORY_STORE => "memory_store",
         TAG_MEMORY_RECALL => "memory_recall",
@@ -1684,6 +1698,8 @@ pub fn check(
             turns: 0,
             user_bytes: 0,
             history_checks: 0,
+            history_buffer_bytes: 0,
+            history_buffer_needed_bytes: 0,
             history_mismatches: 0,
             first_mismatch: None,
             profile_checks: 0,
@@ -2016,6 +2032,8 @@ pub fn check(
             r.read_bytes = s.read_bytes;
             r.flash_rule_violations = u64::from(s.flash_rule_violations);
             r.engine_state_bytes = u64::from(s.engine_state_bytes);
+            r.history_buffer_bytes = u64::from(s.history_buffer_bytes);
+            r.history_buffer_needed_bytes = u64::from(s.history_buffer_needed_bytes);
             r.stack_region_bytes = u64::from(s.stack_region_bytes);
             r.call_site_depth_bytes = u64::from(s.call_site_depth_bytes);
             r.stack_overflow = s.stack_overflow != 0;

@@ -227,8 +227,34 @@ static bool history_is(clawmem_store_t *s, const char *session, int turns) {
         }
         k++;
     }
-    return k == 4 * turns && h.records == (uint32_t)k && cursor == h.used_bytes &&
-           h.damaged_records == 0;
+    if (!(k == 4 * turns && h.records == (uint32_t)k && cursor == h.used_bytes &&
+          h.damaged_records == 0)) {
+        return false;
+    }
+    /* The same records, streamed through a buffer of the longest one. */
+    {
+        static uint8_t one[512];
+        clawmem_history_stream_t st;
+        clawmem_history_stream_info_t si;
+        size_t total = 0;
+        int j = 0, rc;
+        if (clawmem_history_stream_open(s, session, CLAWMEM_FORMAT_OPENAI, one, sizeof one, &st,
+                                        &si) != CLAWMEM_OK ||
+            si.records != (uint32_t)k || si.damaged_records != 0 ||
+            si.buffer_bytes > sizeof one) {
+            return false;
+        }
+        while ((rc = clawmem_history_stream_next(s, &st, one, si.buffer_bytes, &r)) == 1) {
+            const char *want = BODIES[j % 4];
+            if (r.type_ != TYPES[j % 4] || r.body_len != strlen(want) ||
+                memcmp(r.body, want, r.body_len) != 0) {
+                return false;
+            }
+            total += r.body_len;
+            j++;
+        }
+        return rc == 0 && j == k && total == si.total_bytes;
+    }
 }
 
 /* Checks that `session` reads back `turns` turns of BODIES (none: not found). */
@@ -268,6 +294,53 @@ static void test_sessions(void) {
 
     /* A session that does not exist is not found. */
     expect_history(&store_a, "nobody", 0);
+
+    /* A history stream: a buffer too small, bad arguments, a stream that
+     * was never opened, and one voided by a write to its session. */
+    {
+        static uint8_t one[512];
+        clawmem_history_stream_t st;
+        clawmem_history_stream_info_t si;
+        clawmem_record_t r;
+        memset(&st, 0, sizeof st);
+        CHECK_RC(clawmem_history_stream_open(&store_a, "chat:telegram:42", CLAWMEM_FORMAT_OPENAI,
+                                             one, 4, &st, &si),
+                 CLAWMEM_ERR_BUFFER_TOO_SMALL);
+        CHECK(si.needed_bytes > 4);
+        CHECK_RC(clawmem_history_stream_next(&store_a, &st, one, sizeof one, &r),
+                 CLAWMEM_ERR_INVALID);
+        CHECK_RC(clawmem_history_stream_open(&store_a, "nobody", CLAWMEM_FORMAT_OPENAI, one,
+                                             sizeof one, &st, &si),
+                 CLAWMEM_ERR_NOT_FOUND);
+        CHECK_RC(clawmem_history_stream_open(&store_a, "cli:default", CLAWMEM_FORMAT_OPENAI, one,
+                                             sizeof one, &st, NULL),
+                 CLAWMEM_ERR_INVALID);
+        CHECK_RC(clawmem_history_stream_open(&store_a, "cli:default", CLAWMEM_FORMAT_OPENAI, one,
+                                             sizeof one, NULL, &si),
+                 CLAWMEM_ERR_INVALID);
+        CHECK_RC(clawmem_history_stream_open(&store_a, "cli:default", 9, one, sizeof one, &st,
+                                             &si),
+                 CLAWMEM_ERR_INVALID);
+        append_turn(&store_a, "stale", &rc);
+        OK(rc);
+        OK(clawmem_history_stream_open(&store_a, "stale", CLAWMEM_FORMAT_OPENAI, one, sizeof one,
+                                       &st, &si));
+        CHECK(si.records == 4 && si.buffer_bytes <= sizeof one && si.total_bytes > 0);
+        CHECK_RC(clawmem_history_stream_next(&store_a, &st, one, si.buffer_bytes - 1, &r),
+                 CLAWMEM_ERR_BUFFER_TOO_SMALL);
+        CHECK_RC(clawmem_history_stream_next(&store_a, NULL, one, sizeof one, &r),
+                 CLAWMEM_ERR_INVALID);
+        CHECK_RC(clawmem_history_stream_next(&store_a, &st, one, sizeof one, NULL),
+                 CLAWMEM_ERR_INVALID);
+        CHECK(clawmem_history_stream_next(&store_a, &st, one, sizeof one, &r) == 1);
+        CHECK(r.type_ == TYPES[0] && r.body_len == strlen(BODIES[0]));
+        append_turn(&store_a, "stale", &rc);
+        OK(rc);
+        CHECK_RC(clawmem_history_stream_next(&store_a, &st, one, sizeof one, &r),
+                 CLAWMEM_ERR_INVALID);
+        expect_history(&store_a, "stale", 2);
+        OK(clawmem_session_delete(&store_a, "stale"));
+    }
 
     /* A buffer that is too small says how large it must be. */
     {

@@ -62,6 +62,9 @@
 // `openai_responses`.
 #define CLAWMEM_FORMAT_OPENAI_RESPONSES 3
 
+// 64-bit words of a [`clawmem_history_stream_t`].
+#define CLAWMEM_HISTORY_STREAM_WORDS 128
+
 // Profile documents: `soul.md`.
 #define CLAWMEM_PROFILE_SOUL 0
 
@@ -314,6 +317,29 @@ typedef struct {
   // With CLAWMEM_ERR_BUFFER_TOO_SMALL: the buffer size needed.
   size_t needed_bytes;
 } clawmem_history_t;
+
+// A history read handed out a record at a time: opened by
+// clawmem_history_stream_open, read by clawmem_history_stream_next.
+// Declare one where the read runs (a task's stack or a static); it belongs
+// to the store it was opened on. It may be copied, and is never freed.
+typedef struct {
+  uint64_t opaque[CLAWMEM_HISTORY_STREAM_WORDS];
+} clawmem_history_stream_t;
+
+// What a history stream will give, known when it opens.
+typedef struct {
+  // Records it gives.
+  uint32_t records;
+  // Records left out because they failed their checks.
+  uint32_t damaged_records;
+  // Body bytes it gives in all (for a `Content-Length`).
+  size_t total_bytes;
+  // The buffer clawmem_history_stream_next needs: the longest record
+  // (with its rewrite, for a final answer of another backend).
+  size_t buffer_bytes;
+  // With CLAWMEM_ERR_BUFFER_TOO_SMALL: the buffer size needed.
+  size_t needed_bytes;
+} clawmem_history_stream_info_t;
 
 // A session's state.
 typedef struct {
@@ -703,6 +729,42 @@ int clawmem_history(clawmem_store_t *store, const char *session, uint8_t current
 // `history` NULL or filled by clawmem_history_t, its buffer unchanged since;
 // `cursor` and `rec` NULL or writable.
 int clawmem_history_next(const clawmem_history_t *history, size_t *cursor, clawmem_record_t *rec);
+
+// Opens a streaming read of `session`'s history for the `current_format`
+// backend: the records clawmem_history gives, handed out one at a time by
+// clawmem_history_stream_next into a buffer that holds the longest one,
+// never the whole session. `buf` is that buffer: the open uses it to check
+// every record and count what the stream gives (`info`, required). With
+// CLAWMEM_ERR_BUFFER_TOO_SMALL, `info->needed_bytes` is the size needed. A
+// session that does not exist, or is empty, is CLAWMEM_ERR_NOT_FOUND.
+//
+// Power loss: reads only.
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
+// `buf` NULL (with `cap` 0) or writable for `cap` bytes; `stream` NULL or
+// writable for a clawmem_history_stream_t; `info` writable (NULL is
+// refused).
+int clawmem_history_stream_open(clawmem_store_t *store, const char *session, uint8_t current_format, uint8_t *buf, size_t cap, clawmem_history_stream_t *stream, clawmem_history_stream_info_t *info);
+
+// The next record of a history stream, oldest first: returns 1 and fills
+// `rec` (its body points into `buf`, valid until the next call that
+// writes `buf`), or 0 after the last record. `cap` must be at least the
+// `buffer_bytes` the open gave (else CLAWMEM_ERR_BUFFER_TOO_SMALL, and the
+// stream stays where it was). A stream whose session was written to since
+// it opened, or whose sectors the store reclaimed, answers
+// CLAWMEM_ERR_INVALID: open it again. So does a stream never opened, or
+// opened on another store.
+//
+// Power loss: reads; after the last record, a read that met damage may
+// rewrite the session's index (one atomic write).
+//
+// # Safety
+// `store` NULL or a clawmem_store_t; `stream` NULL or a block that
+// clawmem_history_stream_open was given (and not written since but by
+// clawmem calls); `buf` NULL (with `cap` 0) or writable for `cap` bytes;
+// `rec` NULL or writable.
+int clawmem_history_stream_next(clawmem_store_t *store, clawmem_history_stream_t *stream, uint8_t *buf, size_t cap, clawmem_record_t *rec);
 
 // A session's state; CLAWMEM_ERR_NOT_FOUND if it does not exist.
 //

@@ -233,6 +233,35 @@ pub struct clawmem_history_t {
     pub needed_bytes: usize,
 }
 
+/// 64-bit words of a [`clawmem_history_stream_t`].
+pub const CLAWMEM_HISTORY_STREAM_WORDS: u32 = 128;
+
+/// A history read handed out a record at a time: opened by
+/// clawmem_history_stream_open, read by clawmem_history_stream_next.
+/// Declare one where the read runs (a task's stack or a static); it belongs
+/// to the store it was opened on. It may be copied, and is never freed.
+#[repr(C)]
+pub struct clawmem_history_stream_t {
+    opaque: [u64; CLAWMEM_HISTORY_STREAM_WORDS as usize],
+}
+
+/// What a history stream will give, known when it opens.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct clawmem_history_stream_info_t {
+    /// Records it gives.
+    pub records: u32,
+    /// Records left out because they failed their checks.
+    pub damaged_records: u32,
+    /// Body bytes it gives in all (for a `Content-Length`).
+    pub total_bytes: usize,
+    /// The buffer clawmem_history_stream_next needs: the longest record
+    /// (with its rewrite, for a final answer of another backend).
+    pub buffer_bytes: usize,
+    /// With CLAWMEM_ERR_BUFFER_TOO_SMALL: the buffer size needed.
+    pub needed_bytes: usize,
+}
+
 /// A session's state.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]

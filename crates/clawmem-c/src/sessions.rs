@@ -9,7 +9,7 @@
 use core::ffi::{c_char, c_int, c_void};
 
 use clawmem::chat::{self, ChatKey, SessionCommand};
-use clawmem::{BackendFormat, Error, Gate, History, Record, RecordType};
+use clawmem::{BackendFormat, Error, Gate, History, HistoryStream, Record, RecordType};
 
 use crate::clawmem_err_t::*;
 use crate::*;
@@ -239,6 +239,157 @@ pub unsafe extern "C" fn clawmem_history_next(
             None if *cursor == h.used_bytes => 0,
             None => CLAWMEM_ERR_INVALID as c_int,
         }
+    }
+}
+
+/// What a [`clawmem_history_stream_t`] holds: the stream, the store it
+/// belongs to, and a mark that it was opened.
+struct StreamInner {
+    magic: u32,
+    store: usize,
+    stream: HistoryStream,
+}
+
+const STREAM_MAGIC: u32 = 0x5354_524d;
+
+const _: () = assert!(size_of::<StreamInner>() <= size_of::<clawmem_history_stream_t>());
+const _: () = assert!(align_of::<StreamInner>() <= align_of::<clawmem_history_stream_t>());
+
+/// The block behind `p`, checked for NULL and alignment.
+fn stream_block(p: *mut clawmem_history_stream_t) -> R<*mut StreamInner> {
+    if p.is_null() {
+        return Err(arg("stream is NULL"));
+    }
+    if !(p as usize).is_multiple_of(align_of::<clawmem_history_stream_t>()) {
+        return Err(arg("stream is not aligned as clawmem_history_stream_t"));
+    }
+    Ok(p.cast())
+}
+
+/// Opens a streaming read of `session`'s history for the `current_format`
+/// backend: the records clawmem_history gives, handed out one at a time by
+/// clawmem_history_stream_next into a buffer that holds the longest one,
+/// never the whole session. `buf` is that buffer: the open uses it to check
+/// every record and count what the stream gives (`info`, required). With
+/// CLAWMEM_ERR_BUFFER_TOO_SMALL, `info->needed_bytes` is the size needed. A
+/// session that does not exist, or is empty, is CLAWMEM_ERR_NOT_FOUND.
+///
+/// Power loss: reads only.
+///
+/// # Safety
+/// `store` NULL or a clawmem_store_t; `session` NULL or NUL-terminated;
+/// `buf` NULL (with `cap` 0) or writable for `cap` bytes; `stream` NULL or
+/// writable for a clawmem_history_stream_t; `info` writable (NULL is
+/// refused).
+#[no_mangle]
+pub unsafe extern "C" fn clawmem_history_stream_open(
+    store: *mut clawmem_store_t,
+    session: *const c_char,
+    current_format: u8,
+    buf: *mut u8,
+    cap: usize,
+    stream: *mut clawmem_history_stream_t,
+    info: *mut clawmem_history_stream_info_t,
+) -> c_int {
+    with(store, |s| {
+        // SAFETY: as this function's contract.
+        unsafe {
+            if info.is_null() {
+                return Err(arg("info is NULL"));
+            }
+            info.write(clawmem_history_stream_info_t::default());
+            let block = stream_block(stream)?;
+            // Not opened until the open succeeds.
+            addr_of_mut!((*block).magic).write(0);
+            let session = text(session, "session is NULL")?;
+            let format = BackendFormat::try_from(current_format)
+                .map_err(|_| arg("format must be 0 to 3"))?;
+            let b = out_buf(buf, cap)?;
+            match s.history_stream(session, format, b) {
+                Ok(st) => {
+                    info.write(clawmem_history_stream_info_t {
+                        records: st.records(),
+                        damaged_records: st.damaged_records(),
+                        total_bytes: st.total_bytes(),
+                        buffer_bytes: st.buffer_bytes(),
+                        needed_bytes: 0,
+                    });
+                    block.write(StreamInner {
+                        magic: STREAM_MAGIC,
+                        store: store as usize,
+                        stream: st,
+                    });
+                    Ok(())
+                }
+                Err(e) => {
+                    if let Error::BufferTooSmall { needed } = e {
+                        (*info).needed_bytes = needed;
+                    }
+                    Err(e.into())
+                }
+            }
+        }
+    })
+}
+
+/// The next record of a history stream, oldest first: returns 1 and fills
+/// `rec` (its body points into `buf`, valid until the next call that
+/// writes `buf`), or 0 after the last record. `cap` must be at least the
+/// `buffer_bytes` the open gave (else CLAWMEM_ERR_BUFFER_TOO_SMALL, and the
+/// stream stays where it was). A stream whose session was written to since
+/// it opened, or whose sectors the store reclaimed, answers
+/// CLAWMEM_ERR_INVALID: open it again. So does a stream never opened, or
+/// opened on another store.
+///
+/// Power loss: reads; after the last record, a read that met damage may
+/// rewrite the session's index (one atomic write).
+///
+/// # Safety
+/// `store` NULL or a clawmem_store_t; `stream` NULL or a block that
+/// clawmem_history_stream_open was given (and not written since but by
+/// clawmem calls); `buf` NULL (with `cap` 0) or writable for `cap` bytes;
+/// `rec` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn clawmem_history_stream_next(
+    store: *mut clawmem_store_t,
+    stream: *mut clawmem_history_stream_t,
+    buf: *mut u8,
+    cap: usize,
+    rec: *mut clawmem_record_t,
+) -> c_int {
+    let mut got = false;
+    let code = with(store, |s| {
+        // SAFETY: as this function's contract.
+        unsafe {
+            if rec.is_null() {
+                return Err(arg("rec is NULL"));
+            }
+            let block = stream_block(stream)?;
+            // `magic` is a plain u32 (any bits valid); it is STREAM_MAGIC
+            // only after an open wrote the whole block, so `stream` is then
+            // initialised.
+            if addr_of!((*block).magic).read() != STREAM_MAGIC
+                || addr_of!((*block).store).read() != store as usize
+            {
+                return Err(arg("the stream was not opened on this store"));
+            }
+            let st = &mut *addr_of_mut!((*block).stream);
+            let b = out_buf(buf, cap)?;
+            if let Some(r) = s.history_next(st, b)? {
+                rec.write(clawmem_record_t {
+                    type_: r.kind as u8,
+                    format: r.format as u8,
+                    body: r.body.as_ptr(),
+                    body_len: r.body.len(),
+                });
+                got = true;
+            }
+            Ok(())
+        }
+    });
+    match (code, got) {
+        (0, true) => 1,
+        (c, _) => c,
     }
 }
 

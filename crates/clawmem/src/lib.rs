@@ -38,6 +38,7 @@ pub use error::{Error, NoLabel};
 pub use layout::{FORMAT_VERSION, MIN_FORMAT_VERSION};
 pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
 pub use store::{
-    Appended, Config, FlashUnits, Gate, History, Maintenance, MemoryConfig, MountMode, MountReport,
-    SessionInfo, Space, Store, Stored, UnknownLabelError, Work, WrittenBytes,
+    Appended, Config, FlashUnits, Gate, History, HistoryStream, Maintenance, MemoryConfig,
+    MountMode, MountReport, SessionInfo, Space, Store, Stored, UnknownLabelError, Work,
+    WrittenBytes,
 };

@@ -31,8 +31,8 @@ use clawmem::text::{self, Normalized};
 #[cfg(feature = "memory")]
 use clawmem::Stored;
 use clawmem::{
-    Appended, BackendFormat, Config, Error, Gate, History, Maintenance, MountMode, MountReport,
-    Record, SessionInfo, Space, Work, WrittenBytes,
+    Appended, BackendFormat, Config, Error, Gate, History, HistoryStream, Maintenance, MountMode,
+    MountReport, Record, SessionInfo, Space, Work, WrittenBytes,
 };
 
 use crate::flash::{FlashError, InternalFlash};
@@ -125,6 +125,25 @@ pub fn history<'b>(
     buf: &'b mut [u8],
 ) -> R<History<'b>> {
     store.history(session, current, buf)
+}
+
+#[inline(never)]
+pub fn history_stream(
+    store: &mut Engine,
+    session: &str,
+    current: BackendFormat,
+    buf: &mut [u8],
+) -> R<HistoryStream> {
+    store.history_stream(session, current, buf)
+}
+
+#[inline(never)]
+pub fn history_next<'b>(
+    store: &mut Engine,
+    stream: &mut HistoryStream,
+    buf: &'b mut [u8],
+) -> R<Option<Record<'b>>> {
+    store.history_next(stream, buf)
 }
 
 #[inline(never)]

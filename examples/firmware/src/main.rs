@@ -331,6 +331,21 @@ fn agent_turn(
         }
         Err(e) => return Err(e),
     }
+    // The same history streamed a record at a time, as a firmware writes
+    // it into the request body: the length is known before the first byte.
+    match api::history_stream(store, session, backend, work) {
+        Ok(mut stream) => {
+            let _ = writeln!(out, "Content-Length: {}", stream.total_bytes());
+            while let Some(record) = api::history_next(store, &mut stream, work)? {
+                let _ = writeln!(out, "{:?}: {} B", record.kind, record.body.len());
+            }
+        }
+        Err(Error::NotFound) => {}
+        Err(Error::BufferTooSmall { needed }) => {
+            let _ = writeln!(out, "a history record needs {needed} B");
+        }
+        Err(e) => return Err(e),
+    }
 
     // The user's message, normalized and wrapped as ESP-Claw does.
     let (text_buf, body_buf) = work.split_at_mut(WORK_BYTES / 2);
@@ -553,7 +568,11 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
         left = left.saturating_sub(1);
         left > 0
     })?;
-    let _ = writeln!(out, "idle: {} + {} steps, done {}", m.steps, more.steps, more.done);
+    let _ = writeln!(
+        out,
+        "idle: {} + {} steps, done {}",
+        m.steps, more.steps, more.done
+    );
     maintenance_rest(store, work, out, now, space)
 }
 

@@ -86,8 +86,12 @@ const ST_NOT_LIVE: u8 = 5;
 // ---- limits (opstream::limits on the host) ------------------------------------
 
 const OP_BUF: usize = 256 * 1024;
-/// History and profile buffer: a session over the 150 KiB limit fits.
+/// Profile buffer, and the tour's whole history read: a session over the
+/// 150 KiB limit fits.
 const HIST_BUF: usize = 1024 * 1024;
+/// The buffer every history of the trace is streamed through (issue 15:
+/// at most 8 KiB): a record at a time, never the whole session.
+pub(crate) const STREAM_BUF: usize = 8 * 1024;
 const MAX_RECORDS: usize = 64;
 const MAX_LABELS: usize = 16;
 const MAX_SLOTS: usize = 64 * 1024;
@@ -104,7 +108,8 @@ enum Target {
 }
 
 static mut OPS: [u8; OP_BUF] = [0; OP_BUF];
-static mut HIST: [u8; HIST_BUF] = [0; HIST_BUF];
+pub(crate) static mut HIST: [u8; HIST_BUF] = [0; HIST_BUF];
+static mut STREAM: [u8; STREAM_BUF] = [0; STREAM_BUF];
 static mut LIVE: [u32; MAX_SLOTS / 32] = [0; MAX_SLOTS / 32];
 static mut TARGETS: [Target; MAX_TARGETS] = [Target::Failed; MAX_TARGETS];
 static mut STORE: Option<S> = None;
@@ -306,6 +311,8 @@ struct Run {
     deepest_sp: usize,
     overflow: bool,
     ops_done: u32,
+    /// The largest buffer a history stream asked for.
+    stream_need: usize,
 }
 
 impl Run {
@@ -526,20 +533,51 @@ fn run_op(run: &mut Run, tag: u8, payload: &[u8]) -> Result<(), Fatal> {
         TAG_HISTORY => {
             let _slot = p.u32()?;
             let session = p.str()?;
-            // SAFETY: single core; the only reference to HIST while it lives.
-            let buf = unsafe { &mut *addr_of_mut!(HIST) };
-            let (r, used) = engine!(
+            // SAFETY: single core; the only reference to STREAM while it lives.
+            let buf = unsafe { &mut *addr_of_mut!(STREAM) };
+            // The history is streamed: opened (which checks every body and
+            // counts the records), then read a record at a time into the
+            // 8 KiB buffer. The stack figure is the deeper of the calls.
+            let (r, mut used) = engine!(
                 run,
-                store.history(session, BackendFormat::Unknown, &mut buf[..])
+                store.history_stream(session, BackendFormat::Unknown, &mut buf[..])
             );
             match r {
-                Ok(h) => {
+                Ok(mut st) => {
+                    run.stream_need = run.stream_need.max(st.buffer_bytes());
                     let mut d = Digester::new();
-                    for rec in h.iter() {
-                        d.record(rec.kind.as_u8(), rec.format.as_u8(), rec.body);
+                    let mut bytes = 0usize;
+                    let end = loop {
+                        let (r, u) = engine!(run, store.history_next(&mut st, &mut buf[..]));
+                        used = used.max(u);
+                        match r {
+                            Ok(Some(rec)) => {
+                                bytes += rec.body.len();
+                                d.record(rec.kind.as_u8(), rec.format.as_u8(), rec.body);
+                            }
+                            Ok(None) => break Ok(()),
+                            Err(e) => break Err(e),
+                        }
+                    };
+                    match end {
+                        Ok(()) if bytes != st.total_bytes() || st.given() != st.records() => {
+                            failed(
+                                tag,
+                                used,
+                                format_args!(
+                                    "the stream gave {} records and {bytes} B, it announced {} and {} B",
+                                    st.given(),
+                                    st.records(),
+                                    st.total_bytes()
+                                ),
+                            )
+                        }
+                        Ok(()) => {
+                            result(tag, ST_OK, used);
+                            d.write(out());
+                        }
+                        Err(e) => fail(tag, used, &e),
                     }
-                    result(tag, ST_OK, used);
-                    d.write(out());
                 }
                 Err(Error::NotFound) => {
                     result(tag, ST_OK, used);
@@ -549,7 +587,7 @@ fn run_op(run: &mut Run, tag: u8, payload: &[u8]) -> Result<(), Fatal> {
                     tag,
                     used,
                     format_args!(
-                        "history needs {needed} B, the firmware's buffer holds {HIST_BUF}"
+                        "a history stream needs {needed} B, the firmware's buffer holds {STREAM_BUF}"
                     ),
                 ),
                 Err(e) => fail(tag, used, &e),
@@ -817,6 +855,8 @@ fn summary(run: &Run, ops_crc: u32) {
         replay_erases,
         erased_sectors,
         run.ops_done,
+        STREAM_BUF as u32,
+        run.stream_need as u32,
     ] {
         o.u32(v);
     }
@@ -866,6 +906,7 @@ fn replay() -> Result<(), Fatal> {
         deepest_sp: stack::top(),
         overflow: false,
         ops_done: 0,
+        stream_need: 0,
     };
     hprintln!(
         "clawmem-qemu: flash and stack self-tests passed; {} ops, partition {} B ({} sectors \

@@ -208,6 +208,17 @@ fn session_calls(run: &mut Run, store: &mut S, session: &str) {
         used,
         u32::from(matches!(r, Gate::Blocked(_))),
     );
+    // The trace streams every history (`history_stream`, `history_next`);
+    // the whole read into one buffer is called here.
+    // SAFETY: single core; the only reference to HIST while it lives.
+    let buf = unsafe { &mut *core::ptr::addr_of_mut!(crate::HIST) };
+    let (r, used) = engine!(
+        run,
+        store.history(session, BackendFormat::Unknown, &mut buf[..])
+    );
+    report("history", "the largest session, whole", used, r, |h| {
+        h.len() as u32
+    });
     let (r, used) = engine!(run, store.check());
     report("check", "whole log", used, r, |n| *n);
     let (r, used) = engine!(run, store.maintain(u32::MAX));
@@ -220,7 +231,9 @@ fn session_calls(run: &mut Run, store: &mut S, session: &str) {
             left > 0
         })
     );
-    report("maintain_while", "a budget of one step", used, r, |m| m.steps);
+    report("maintain_while", "a budget of one step", used, r, |m| {
+        m.steps
+    });
     let empty = Record {
         kind: RecordType::AssistantFinal,
         format: BackendFormat::Unknown,
@@ -368,14 +381,19 @@ fn memory(run: &mut Run, store: &mut S) {
     report("write_memory_md", "counting sink", used, r, |_| sink.0);
     let mut sink = Count(0);
     let (r, used) = engine!(run, store.write_memory_list_json(&mut sink));
-    report("write_memory_list_json", "counting sink", used, r, |_| sink.0);
+    report("write_memory_list_json", "counting sink", used, r, |_| {
+        sink.0
+    });
     let now = run.tick();
     for (label, case, want_items) in [
         ("tour", "the tour label", true),
         ("not-a-label", "a label not in the catalog", false),
     ] {
         let mut sink = Count(0);
-        let (r, used) = engine!(run, store.write_memory_recall_json(&mut sink, &[label], 0, now));
+        let (r, used) = engine!(
+            run,
+            store.write_memory_recall_json(&mut sink, &[label], 0, now)
+        );
         match r {
             Ok(RecallReply::Items(n)) if want_items && n > 0 => {
                 ok("write_memory_recall_json", case, used, sink.0)
@@ -383,7 +401,12 @@ fn memory(run: &mut Run, store: &mut S) {
             Ok(RecallReply::InvalidLabel) if !want_items => {
                 ok("write_memory_recall_json", case, used, sink.0)
             }
-            Ok(other) => failed("write_memory_recall_json", case, used, format_args!("{other:?}")),
+            Ok(other) => failed(
+                "write_memory_recall_json",
+                case,
+                used,
+                format_args!("{other:?}"),
+            ),
             Err(e) => failed("write_memory_recall_json", case, used, format_args!("{e}")),
         }
     }

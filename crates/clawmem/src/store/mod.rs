@@ -27,8 +27,8 @@
 //!   repairs of damage at rest it can make there;
 //! - `checkpoint.rs`: full and delta checkpoints, written and read;
 //! - `gc.rs`: room, the reserves, and garbage collection of the tail sector;
-//! - `sessions.rs`: the session table, appends, compaction, history reads and
-//!   deletes;
+//! - `sessions.rs`: the session table, appends, compaction and deletes;
+//! - `history.rs`: history reads, whole or streamed;
 //! - `base.rs`: writing a session base (compaction, consolidation,
 //!   relocation);
 //! - `objects.rs`: stored objects (small whole documents) on flash;
@@ -55,6 +55,7 @@ mod chats;
 mod checkpoint;
 mod config;
 mod gc;
+mod history;
 mod memory;
 mod mount;
 mod objects;
@@ -68,6 +69,7 @@ mod work;
 pub use crate::error::UnknownLabelError;
 pub use config::{Config, FlashUnits, MountMode};
 pub(crate) use gc::Priority;
+pub use history::HistoryStream;
 pub use memory::{MemoryConfig, Stored};
 pub use objects::MAX_OBJECTS;
 pub use report::{

@@ -1,5 +1,5 @@
-//! Sessions: the RAM session table, appends, compaction, history reads and
-//! deletes (`docs/FORMAT.md`, "Session batch" and "Session history").
+//! Sessions: the RAM session table, appends, compaction and deletes (history
+//! reads are `history.rs`) (`docs/FORMAT.md`, "Session batch" and "Session history").
 //!
 //! A session is its root (its newest base, or its first batch) followed by
 //! the batches chained after it through their "previous" pointers, at most
@@ -26,13 +26,12 @@ use core::borrow::BorrowMut;
 use embedded_storage::nor_flash::NorFlash;
 
 use super::base::{Embed, Keep};
-use super::report::HIST_HEADER;
-use super::{Appended, Gate, History, Priority, SessionInfo, Store, Work};
-use crate::chdx::{BackendFormat, RecordType};
-use crate::cursor::{read_id, Records, VerifiedReader};
+use super::{Appended, Gate, Priority, SessionInfo, Store, Work};
+use crate::chdx::RecordType;
+use crate::cursor::{read_id, Records};
 use crate::error::SESSION_BLOCKED_WARNING;
 use crate::error::{Error, Fail};
-use crate::layout::{CRC, NO_ADDR};
+use crate::layout::NO_ADDR;
 use crate::log::{copy_from_parts, Io, Payload, Slices};
 use crate::naming::fnv1a32;
 use crate::session::{
@@ -59,7 +58,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Checks a session id against the configured length.
     #[inline(never)]
-    fn check_id(&self, id: &str) -> Result<(), Fail<F::Error>> {
+    pub(super) fn check_id(&self, id: &str) -> Result<(), Fail<F::Error>> {
         if id.is_empty() {
             return Err(Error::InvalidInput("session id is empty"));
         }
@@ -414,7 +413,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Out of line, so its cursor is off the caller's stack afterwards (a
     /// base written next).
     #[inline(never)]
-    fn each_record(
+    pub(super) fn each_record(
         &mut self,
         s: &Session,
         passes: u8,
@@ -431,182 +430,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         Ok(())
-    }
-
-    /// Reads a session's history into `buf`, oldest record first, applying
-    /// ESP-Claw's mixed-backend filter for the `current` backend (tool
-    /// records of another known backend are dropped; a final answer keeps
-    /// only its text). An empty or unknown session is [`Error::NotFound`].
-    ///
-    /// Reads about the bytes it returns: the session's index and bodies and
-    /// the meta of its recent batches, never the rest of the partition.
-    pub fn history<'b>(
-        &mut self,
-        session: &str,
-        current: BackendFormat,
-        buf: &'b mut [u8],
-    ) -> Result<History<'b>, Error<F::Error>> {
-        self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NotFound)?;
-        let s = self.sessions[i];
-        let mut needed =
-            (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
-        // The size a base states may be damaged at rest and claim more than
-        // its records hold: before asking for more room, count what they
-        // hold (the next read then repairs the base).
-        let mut resized = false;
-        if buf.len() < needed {
-            let held = self.history_len(&s)?;
-            if held < needed {
-                needed = held;
-                resized = true;
-            }
-            if buf.len() < needed {
-                return Err(Error::BufferTooSmall { needed });
-            }
-        }
-        let ring = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring))?;
-        let mut at = 0usize;
-        let mut count = 0u32;
-        let mut damaged = 0u32;
-        // Batch CRCs are checked as the batch is read: remember where each
-        // batch's output began, to drop it whole if its checksum fails.
-        let mut seg_start = 0usize;
-        let mut seg_records = 0u32;
-        let mut cur_seg = usize::MAX;
-        // A batch of the chain is read once, front to back, its CRCs checked
-        // on the way (meta included); a base's bodies have their own CRCs.
-        let mut reader: Option<VerifiedReader> = None;
-        let mut seg_broken = false;
-        loop {
-            let next = recs.next(&mut self.log.io())?;
-            let seg = next.map(|r| r.segment);
-            if seg != Some(cur_seg) {
-                // Close the previous batch.
-                if let Some(r) = reader.take() {
-                    if !r.finish() {
-                        damaged += seg_records;
-                        count -= seg_records;
-                        at = seg_start;
-                    }
-                }
-                if let Some(seg) = seg {
-                    cur_seg = seg;
-                    seg_start = at;
-                    seg_records = 0;
-                    seg_broken = false;
-                    let base_segment = seg == 0 && s.root_is_base;
-                    let damaged_meta = next.is_some_and(|r| r.damaged);
-                    if !base_segment && !damaged_meta {
-                        let addr = recs.chain().addrs[seg];
-                        reader = VerifiedReader::new(&mut self.log.io(), addr, SESSION_BATCH)?;
-                        // A batch whose header is gone: its records are lost.
-                        seg_broken = reader.is_none();
-                    }
-                }
-            }
-            let Some(r) = next else { break };
-            if r.damaged || seg_broken {
-                damaged += 1;
-                continue;
-            }
-            let body = at + HIST_HEADER;
-            let end = body.saturating_add(r.len as usize);
-            if end > buf.len() {
-                if buf.len() < needed {
-                    return Err(Error::BufferTooSmall { needed });
-                }
-                // `needed` holds the whole session: a record that does not
-                // fit has a length damaged at rest. In a batch, whose bodies
-                // follow one another, the batch is dropped (the reader will
-                // not finish it); a base's entries stand alone, so only that
-                // record is lost. The rest is still read.
-                seg_broken |= !(r.segment == 0 && s.root_is_base);
-                damaged += 1;
-                continue;
-            }
-            let dst = &mut buf[body..end];
-            match reader.as_mut() {
-                Some(v) => {
-                    // Skip (and check) the meta before the first body.
-                    let mut skip = r.offset.saturating_sub(v.read_total());
-                    while skip > 0 {
-                        let (mut io, buf) = self.log.io_buf();
-                        let n = (skip as usize).min(buf.len());
-                        v.read(&mut io, &mut buf[..n])?;
-                        skip -= n as u32;
-                    }
-                    v.read(&mut self.log.io(), dst)?;
-                }
-                None => self.log.io().read_stream(r.addr, dst)?,
-            }
-            if let Some(crc) = r.crc {
-                if CRC.checksum(dst) != crc {
-                    damaged += 1;
-                    continue;
-                }
-            }
-            // The mixed-backend filter.
-            let mut len = r.len as usize;
-            match crate::backend::history_action(current, r.format, r.kind) {
-                crate::backend::HistoryAction::Keep => {}
-                crate::backend::HistoryAction::Drop => continue,
-                crate::backend::HistoryAction::KeepTextOnly => {
-                    let (head, tail) = buf.split_at_mut(end);
-                    match crate::backend::degrade_assistant_final(&head[body..end], tail) {
-                        Ok(crate::backend::Degraded::Unchanged) | Err(_) => {}
-                        Ok(crate::backend::Degraded::Dropped) => continue,
-                        Ok(crate::backend::Degraded::Rewritten { len_bytes }) => {
-                            buf.copy_within(end..end + len_bytes, body);
-                            len = len_bytes;
-                        }
-                    }
-                }
-            }
-            let l = (len as u32).to_le_bytes();
-            buf[at..body].copy_from_slice(&[
-                r.kind.as_u8(),
-                r.format.as_u8(),
-                l[0],
-                l[1],
-                l[2],
-                l[3],
-            ]);
-            at = body + len;
-            count += 1;
-            seg_records += 1;
-        }
-        if recs.degraded() || damaged > 0 || resized {
-            // The index or the chain was damaged: rebuild the index from what
-            // the log still holds, so that the next read is whole again and
-            // nothing points at the damage. A failure here (no room) leaves
-            // the session as it is; the read still answers.
-            let _ = self.rewrite_base(i, Keep::All, None, Embed::None, Priority::Maintenance);
-        }
-        if count == 0 {
-            return Err(Error::NotFound);
-        }
-        Ok(History {
-            buf: &buf[..at],
-            records: count,
-            damaged,
-        })
-    }
-
-    /// Bytes a history read of `s` returns at most: every record's header
-    /// and body, as the index and batch metas give them (a length beyond
-    /// the partition is damage, and not counted).
-    #[inline(never)]
-    fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
-        let capacity = self.log.geo().capacity();
-        let mut total = 0usize;
-        self.each_record(s, 1, &mut |_, _, len| {
-            if len <= capacity {
-                total += HIST_HEADER + len as usize;
-            }
-        })?;
-        Ok(total)
     }
 
     /// Deletes a session and all its records.

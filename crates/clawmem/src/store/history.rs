@@ -1,0 +1,566 @@
+//! History reads: a session's records, oldest first, through ESP-Claw's
+//! mixed-backend filter (`docs/FORMAT.md`, "Session history"), either whole
+//! into one buffer ([`Store::history`]) or one record at a time
+//! ([`Store::history_stream`], [`Store::history_next`]).
+//!
+//! Owns: [`HistCursor`], the one walk both reads share (the session's
+//! records, each batch read once front to back through its checksums, each
+//! base body checked against its own CRC, the filter applied), and
+//! [`HistoryStream`], a read in progress that the caller keeps between
+//! calls.
+//!
+//! Invariants: nothing is handed out that failed a check. The whole read
+//! writes a batch's records as it reads them and takes them back if the
+//! batch fails its CRC at the end. The stream cannot take back what it has
+//! handed out, so it checks the whole session first (one pass that reads
+//! every body and counts what the filter keeps: the total it reports in
+//! advance) and then reads it again, record by record; its records are
+//! therefore read twice. A stream is tied to the session as it was when it
+//! was opened: any write to the session, or a sector reclaimed by the ring
+//! since, makes the next call fail with [`Error::InvalidInput`] rather than
+//! read moved bytes.
+//!
+//! Power loss: reads write nothing, except that a read which met damage
+//! rebuilds the session's index afterwards (one base, atomic: a cut leaves
+//! the old index or the new one, with the same records).
+
+use core::borrow::BorrowMut;
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::base::{Embed, Keep};
+use super::report::HIST_HEADER;
+use super::{History, Priority, Store, Work};
+use crate::backend::ScanError;
+use crate::backend::{degrade_assistant_final, history_action, Degraded, HistoryAction};
+use crate::chdx::{BackendFormat, RecordType};
+use crate::cursor::{RecordInfo, Records, VerifiedReader};
+use crate::error::{Error, Fail};
+use crate::layout::CRC;
+use crate::session::{Record, Session, SESSION_BATCH};
+
+/// Where a history read is in a session.
+pub(crate) struct HistCursor {
+    recs: Records,
+    /// The batch being read, through its checksums.
+    reader: Option<VerifiedReader>,
+    /// Chain segment of the record handled last (`usize::MAX` before the
+    /// first, and after a segment closed).
+    seg: usize,
+    /// The current batch lost its header or a record's length: its
+    /// remaining records are lost.
+    broken: bool,
+    /// The record fetched when the previous segment closed.
+    pending: Option<RecordInfo>,
+    current: BackendFormat,
+    root_is_base: bool,
+}
+
+impl HistCursor {
+    /// Back to the first record (segments found damaged stay skipped).
+    fn rewind(&mut self) {
+        self.recs.rewind();
+        self.reader = None;
+        self.seg = usize::MAX;
+        self.broken = false;
+        self.pending = None;
+    }
+}
+
+/// One step of a history walk.
+enum Step {
+    /// A record the filter keeps: its body is the first `len` bytes of the
+    /// buffer; `used` bytes of it were needed (the stored body and, for a
+    /// rewritten one, the rewrite).
+    Kept {
+        kind: RecordType,
+        format: BackendFormat,
+        len: usize,
+        used: usize,
+    },
+    /// A sound record the filter leaves out.
+    Dropped,
+    /// A record lost to damage.
+    Damaged,
+    /// A record longer than the buffer.
+    TooLarge,
+    /// A record of another backend whose rewrite (`out` bytes) did not fit
+    /// after its `len` stored bytes.
+    NoRoom { len: usize, out: usize },
+    /// Segment `seg` (the base or a batch) has ended; `ok` is false when the
+    /// batch failed its checksums, and every record it gave is void.
+    SegmentEnd { seg: usize, ok: bool },
+    /// No more records.
+    End,
+}
+
+/// A history read handed out one record at a time: opened by
+/// [`Store::history_stream`], read by [`Store::history_next`]. It knows in
+/// advance how many records and bytes it will give, so that a firmware can
+/// send a `Content-Length` before it streams the bodies.
+pub struct HistoryStream {
+    cursor: HistCursor,
+    /// The session as it was at open: any change voids the stream.
+    session: Session,
+    tail_seq: u32,
+    records: u32,
+    bytes: usize,
+    damaged: u32,
+    need: usize,
+    given: u32,
+    given_bytes: usize,
+    done: bool,
+}
+
+impl HistoryStream {
+    /// Records the stream gives in all.
+    pub fn records(&self) -> u32 {
+        self.records
+    }
+
+    /// Body bytes the stream gives in all (the sum of every record's body
+    /// length).
+    pub fn total_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Records damaged on flash and left out.
+    pub fn damaged_records(&self) -> u32 {
+        self.damaged
+    }
+
+    /// The smallest buffer [`Store::history_next`] takes for this stream:
+    /// its longest record (a record of another backend that is rewritten
+    /// needs its stored body and the rewrite).
+    pub fn buffer_bytes(&self) -> usize {
+        self.need
+    }
+
+    /// Records given so far.
+    pub fn given(&self) -> u32 {
+        self.given
+    }
+}
+
+impl core::fmt::Debug for HistoryStream {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HistoryStream")
+            .field("records", &self.records)
+            .field("bytes", &self.bytes)
+            .field("given", &self.given)
+            .finish()
+    }
+}
+
+/// The error a stream answers once its session changed under it.
+const STREAM_STALE: &str =
+    "the session changed since its history stream was opened: open the stream again";
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// A walk over `s`'s records for the `current` backend.
+    fn hist_cursor(
+        &mut self,
+        s: &Session,
+        current: BackendFormat,
+    ) -> Result<HistCursor, Fail<F::Error>> {
+        let ring = self.ring_view();
+        Ok(HistCursor {
+            recs: Records::new(&mut self.log.io(), s, Some(ring))?,
+            reader: None,
+            seg: usize::MAX,
+            broken: false,
+            pending: None,
+            current,
+            root_is_base: s.root_is_base,
+        })
+    }
+
+    /// The next step of walk `c`, reading a record's body into `dst`.
+    #[inline(never)]
+    fn hist_step(&mut self, c: &mut HistCursor, dst: &mut [u8]) -> Result<Step, Fail<F::Error>> {
+        let next = match c.pending.take() {
+            Some(r) => Some(r),
+            None => c.recs.next(&mut self.log.io())?,
+        };
+        if next.map(|r| r.segment) != Some(c.seg) {
+            if c.seg != usize::MAX {
+                // Close the segment: a batch counts only if every chunk of
+                // it, read to its end, checked out.
+                let ok = c.reader.take().is_none_or(|r| r.finish());
+                let seg = c.seg;
+                c.seg = usize::MAX;
+                c.pending = next;
+                return Ok(Step::SegmentEnd { seg, ok });
+            }
+            if let Some(r) = next {
+                c.seg = r.segment;
+                c.broken = false;
+                // A base's bodies have their own CRCs; a batch is read once,
+                // front to back, its CRCs checked on the way (meta included).
+                let base = r.segment == 0 && c.root_is_base;
+                if !base && !r.damaged {
+                    let addr = c.recs.chain().addrs[r.segment];
+                    c.reader = VerifiedReader::new(&mut self.log.io(), addr, SESSION_BATCH)?;
+                    // A batch whose header is gone: its records are lost.
+                    c.broken = c.reader.is_none();
+                }
+            }
+        }
+        let Some(r) = next else {
+            return Ok(Step::End);
+        };
+        if r.damaged || c.broken {
+            return Ok(Step::Damaged);
+        }
+        let len = r.len as usize;
+        if len > dst.len() {
+            // In a batch, whose bodies follow one another, the rest of the
+            // batch cannot be found any more (and the reader will not finish
+            // it); a base's entries stand alone.
+            c.broken |= !(r.segment == 0 && c.root_is_base);
+            return Ok(Step::TooLarge);
+        }
+        let (body, tail) = dst.split_at_mut(len);
+        match c.reader.as_mut() {
+            Some(v) => {
+                // Skip (and check) the meta before the first body.
+                let mut skip = r.offset.saturating_sub(v.read_total());
+                while skip > 0 {
+                    let (mut io, scratch) = self.log.io_buf();
+                    let n = (skip as usize).min(scratch.len());
+                    v.read(&mut io, &mut scratch[..n])?;
+                    skip -= n as u32;
+                }
+                v.read(&mut self.log.io(), body)?;
+            }
+            None => self.log.io().read_stream(r.addr, body)?,
+        }
+        if r.crc.is_some_and(|crc| CRC.checksum(body) != crc) {
+            return Ok(Step::Damaged);
+        }
+        let kept = Step::Kept {
+            kind: r.kind,
+            format: r.format,
+            len,
+            used: len,
+        };
+        Ok(match history_action(c.current, r.format, r.kind) {
+            HistoryAction::Keep => kept,
+            HistoryAction::Drop => Step::Dropped,
+            HistoryAction::KeepTextOnly => match degrade_assistant_final(body, tail) {
+                // A body that is not JSON is kept as stored.
+                Ok(Degraded::Unchanged) | Err(ScanError::Malformed { .. }) => kept,
+                Ok(Degraded::Dropped) => Step::Dropped,
+                Ok(Degraded::Rewritten { len_bytes }) => {
+                    dst.copy_within(len..len + len_bytes, 0);
+                    Step::Kept {
+                        kind: r.kind,
+                        format: r.format,
+                        len: len_bytes,
+                        used: len + len_bytes,
+                    }
+                }
+                Err(ScanError::BufferTooSmall { needed_bytes }) => Step::NoRoom {
+                    len,
+                    out: needed_bytes,
+                },
+            },
+        })
+    }
+
+    /// Reads a session's history into `buf`, oldest record first, applying
+    /// ESP-Claw's mixed-backend filter for the `current` backend (tool
+    /// records of another known backend are dropped; a final answer keeps
+    /// only its text). An empty or unknown session is [`Error::NotFound`].
+    ///
+    /// A buffer too small is [`Error::BufferTooSmall`] with the size that
+    /// holds the session as stored; a final answer of another backend is
+    /// rewritten in the buffer after its body, so a session holding such
+    /// answers may ask again, for more, until every rewrite fits.
+    ///
+    /// Reads about the bytes it returns: the session's index and bodies and
+    /// the meta of its recent batches, never the rest of the partition.
+    pub fn history<'b>(
+        &mut self,
+        session: &str,
+        current: BackendFormat,
+        buf: &'b mut [u8],
+    ) -> Result<History<'b>, Error<F::Error>> {
+        self.check_id(session)?;
+        let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let s = self.sessions[i];
+        let mut needed =
+            (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
+        // The size a base states may be damaged at rest and claim more than
+        // its records hold: before asking for more room, count what they
+        // hold (the next read then repairs the base).
+        let mut resized = false;
+        if buf.len() < needed {
+            let held = self.history_len(&s)?;
+            if held < needed {
+                needed = held;
+                resized = true;
+            }
+            if buf.len() < needed {
+                return Err(Error::BufferTooSmall { needed });
+            }
+        }
+        let mut c = self.hist_cursor(&s, current)?;
+        let mut at = 0usize;
+        let mut count = 0u32;
+        let mut damaged = 0u32;
+        // Where the current segment's output began, to take it back whole
+        // if its checksum fails.
+        let mut seg_start = 0usize;
+        let mut seg_records = 0u32;
+        loop {
+            let body = at + HIST_HEADER;
+            let dst = buf.get_mut(body..).unwrap_or_default();
+            match self.hist_step(&mut c, dst)? {
+                Step::Kept {
+                    kind, format, len, ..
+                } => {
+                    let l = (len as u32).to_le_bytes();
+                    buf[at..body].copy_from_slice(&[
+                        kind.as_u8(),
+                        format.as_u8(),
+                        l[0],
+                        l[1],
+                        l[2],
+                        l[3],
+                    ]);
+                    at = body + len;
+                    count += 1;
+                    seg_records += 1;
+                }
+                Step::Dropped => {}
+                Step::Damaged => damaged += 1,
+                Step::TooLarge => {
+                    if buf.len() < needed {
+                        return Err(Error::BufferTooSmall { needed });
+                    }
+                    // `needed` holds the whole session: a record that does
+                    // not fit has a length damaged at rest.
+                    damaged += 1;
+                }
+                Step::NoRoom { out, .. } => {
+                    return Err(Error::BufferTooSmall {
+                        needed: buf.len() + out,
+                    })
+                }
+                Step::SegmentEnd { ok, .. } => {
+                    if !ok {
+                        damaged += seg_records;
+                        count -= seg_records;
+                        at = seg_start;
+                    }
+                    seg_start = at;
+                    seg_records = 0;
+                }
+                Step::End => break,
+            }
+        }
+        if c.recs.degraded() || damaged > 0 || resized {
+            self.repair_index(i);
+        }
+        if count == 0 {
+            return Err(Error::NotFound);
+        }
+        Ok(History {
+            buf: &buf[..at],
+            records: count,
+            damaged,
+        })
+    }
+
+    /// Rebuilds session `i`'s index from what the log still holds, after a
+    /// read found damage, so that the next read is whole again and nothing
+    /// points at the damage. A failure (no room) leaves the session as it
+    /// is; the read still answers.
+    #[inline(never)]
+    fn repair_index(&mut self, i: usize) {
+        let _ = self.rewrite_base(i, Keep::All, None, Embed::None, Priority::Maintenance);
+    }
+
+    /// Bytes a history read of `s` returns at most: every record's header
+    /// and body, as the index and batch metas give them (a length beyond
+    /// the partition is damage, and not counted).
+    #[inline(never)]
+    fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
+        let capacity = self.log.geo().capacity();
+        let mut total = 0usize;
+        self.each_record(s, 1, &mut |_, _, len| {
+            if len <= capacity {
+                total += HIST_HEADER + len as usize;
+            }
+        })?;
+        Ok(total)
+    }
+
+    /// Opens a streaming read of a session's history: the same records,
+    /// filter and checks as [`history`](Self::history), handed out one at a
+    /// time by [`history_next`](Self::history_next) into a buffer that holds
+    /// one record. `buf` is that buffer: it must hold the session's longest
+    /// record (or [`Error::BufferTooSmall`] says how much is needed), and the
+    /// open uses it to check every body and count what the read will give
+    /// ([`HistoryStream::records`], [`HistoryStream::total_bytes`]). An
+    /// empty or unknown session is [`Error::NotFound`].
+    ///
+    /// Reads the session's bodies once here and once more as they are
+    /// handed out; holds nothing of the session in RAM but the stream.
+    pub fn history_stream(
+        &mut self,
+        session: &str,
+        current: BackendFormat,
+        buf: &mut [u8],
+    ) -> Result<HistoryStream, Error<F::Error>> {
+        self.check_id(session)?;
+        let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let s = self.sessions[i];
+        let mut c = self.hist_cursor(&s, current)?;
+        // The longest record, from the index and batch metas: a length
+        // beyond the session's size is damage (found and counted below).
+        // The walk's own cursor, rewound after: no second one on the stack.
+        let mut longest = 0u32;
+        while let Some(r) = c.recs.next(&mut self.log.io())? {
+            if !r.damaged && r.len <= s.size {
+                longest = longest.max(r.len);
+            }
+        }
+        c.recs.rewind();
+        if buf.len() < longest as usize {
+            return Err(Error::BufferTooSmall {
+                needed: longest as usize,
+            });
+        }
+        let (mut records, mut bytes, mut damaged, mut need) = (0u32, 0usize, 0u32, 0usize);
+        let (mut seg_records, mut seg_bytes) = (0u32, 0usize);
+        loop {
+            match self.hist_step(&mut c, buf)? {
+                Step::Kept { len, used, .. } => {
+                    seg_records += 1;
+                    seg_bytes += len;
+                    need = need.max(used);
+                }
+                Step::NoRoom { len, out } => {
+                    seg_records += 1;
+                    seg_bytes += out;
+                    need = need.max(len + out);
+                }
+                Step::Dropped => {}
+                Step::Damaged | Step::TooLarge => damaged += 1,
+                Step::SegmentEnd { seg, ok } => {
+                    if ok {
+                        records += seg_records;
+                        bytes += seg_bytes;
+                    } else {
+                        // Left out of the second pass whole.
+                        damaged += seg_records;
+                        c.recs.skip_segment(seg);
+                    }
+                    (seg_records, seg_bytes) = (0, 0);
+                }
+                Step::End => break,
+            }
+        }
+        // Bodies the filter drops are read (and checked) too.
+        let need = need.max(longest as usize);
+        if buf.len() < need {
+            return Err(Error::BufferTooSmall { needed: need });
+        }
+        if records == 0 {
+            if c.recs.degraded() || damaged > 0 {
+                self.repair_index(i);
+            }
+            return Err(Error::NotFound);
+        }
+        c.rewind();
+        Ok(HistoryStream {
+            cursor: c,
+            session: s,
+            tail_seq: self.log.tail_seq(),
+            records,
+            bytes,
+            damaged,
+            need,
+            given: 0,
+            given_bytes: 0,
+            done: false,
+        })
+    }
+
+    /// The next record of a history stream, oldest first, its body in `buf`
+    /// (at least [`HistoryStream::buffer_bytes`] long, or
+    /// [`Error::BufferTooSmall`], and the stream stays where it was);
+    /// `None` after the last. A stream whose session was written to, or
+    /// whose sectors the ring reclaimed, since it was opened answers
+    /// [`Error::InvalidInput`]: open it again.
+    ///
+    /// After the last record, a read that met damage rebuilds the
+    /// session's index, as [`history`](Self::history) does.
+    pub fn history_next<'b>(
+        &mut self,
+        stream: &mut HistoryStream,
+        buf: &'b mut [u8],
+    ) -> Result<Option<Record<'b>>, Error<F::Error>> {
+        if stream.done {
+            return Ok(None);
+        }
+        if buf.len() < stream.need {
+            return Err(Error::BufferTooSmall {
+                needed: stream.need,
+            });
+        }
+        let was = stream.session;
+        let i = self
+            .index_of(was.uid)
+            .filter(|&i| {
+                let s = &self.sessions[i];
+                s.head == was.head && s.root == was.root && s.records == was.records
+            })
+            .filter(|_| self.log.tail_seq() == stream.tail_seq)
+            .ok_or(Fail::InvalidInput(STREAM_STALE))?;
+        // The pre-pass checked all of this: a difference now is the flash
+        // changing under the read.
+        let changed = Error::Corrupted {
+            address: was.root,
+            what: "a session's history changed on flash while it was streamed",
+        };
+        let (kind, format, len) = loop {
+            match self.hist_step(&mut stream.cursor, buf)? {
+                Step::Kept {
+                    kind, format, len, ..
+                } => break (kind, format, len),
+                // A length beyond the buffer (which holds the longest
+                // sound record) is damage the open counted.
+                Step::Dropped | Step::Damaged | Step::TooLarge => {}
+                Step::SegmentEnd { ok: true, .. } => {}
+                Step::NoRoom { .. } | Step::SegmentEnd { ok: false, .. } => {
+                    stream.done = true;
+                    return Err(changed);
+                }
+                Step::End => {
+                    stream.done = true;
+                    if stream.given != stream.records || stream.given_bytes != stream.bytes {
+                        return Err(changed);
+                    }
+                    if stream.cursor.recs.degraded() || stream.damaged > 0 {
+                        self.repair_index(i);
+                    }
+                    return Ok(None);
+                }
+            }
+        };
+        stream.given += 1;
+        stream.given_bytes += len;
+        if stream.given > stream.records || stream.given_bytes > stream.bytes {
+            stream.done = true;
+            return Err(changed);
+        }
+        Ok(Some(Record {
+            kind,
+            format,
+            body: &buf[..len],
+        }))
+    }
+}
