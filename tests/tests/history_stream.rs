@@ -451,3 +451,36 @@ fn a_stream_reads_the_session_twice_and_no_more() {
         );
     }
 }
+
+/// A flash error part-way through a stream loses its place: every later
+/// call says so, and none answers the end for records it did not give.
+#[test]
+fn a_flash_error_part_way_fails_the_stream_for_good() {
+    use clawmem_sim::{InjectedError, OpKind};
+    let mut store = mixed_store();
+    let (want, _) = whole(&mut store, "chat:0", OA).unwrap();
+    let mut buf = vec![0u8; 8 * 1024];
+    let mut st = store.history_stream("chat:0", OA, &mut buf).unwrap();
+    for _ in 0..3 {
+        store.history_next(&mut st, &mut buf).unwrap().unwrap();
+    }
+    store.flash_mut().flash_mut().inject_error(InjectedError {
+        op: OpKind::Read,
+        at_call: 0,
+        persistent: false,
+    });
+    assert!(matches!(
+        store.history_next(&mut st, &mut buf),
+        Err(Error::Flash(_))
+    ));
+    store.flash_mut().flash_mut().clear_faults();
+    for _ in 0..2 {
+        match store.history_next(&mut st, &mut buf) {
+            Err(Error::InvalidInput(why)) => assert!(why.contains("failed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Opened again, it reads whole.
+    let (got, _, _) = streamed(&mut store, "chat:0", OA).unwrap();
+    assert_eq!(got, want);
+}

@@ -145,7 +145,9 @@ pub unsafe extern "C" fn clawmem_compact_with_summary(
 /// `current_format` backend (records of the other format are left out),
 /// into `buf`; walk it with clawmem_history_next. A session that does not
 /// exist, or is empty, is CLAWMEM_ERR_NOT_FOUND; `out` is required. With CLAWMEM_ERR_BUFFER_TOO_SMALL,
-/// `out->needed_bytes` is the size needed.
+/// `out->needed_bytes` is the size needed: the session as stored, or more
+/// when final answers of another backend are rewritten after their bodies
+/// (a call with that size may then ask again, for more).
 ///
 /// Power loss: reads, and may rewrite the session's index to repair
 /// damage found at rest (one atomic write).
@@ -338,8 +340,9 @@ pub unsafe extern "C" fn clawmem_history_stream_open(
 /// `buffer_bytes` the open gave (else CLAWMEM_ERR_BUFFER_TOO_SMALL, and the
 /// stream stays where it was). A stream whose session was written to since
 /// it opened, or whose sectors the store reclaimed, answers
-/// CLAWMEM_ERR_INVALID: open it again. So does a stream never opened, or
-/// opened on another store.
+/// CLAWMEM_ERR_INVALID: open it again. So does a stream after a call of it
+/// failed part-way (a flash error: its place is lost), and one whose last
+/// open failed or that was opened on another store.
 ///
 /// Power loss: reads; after the last record, a read that met damage may
 /// rewrite the session's index (one atomic write).

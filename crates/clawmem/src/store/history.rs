@@ -54,6 +54,8 @@ pub(crate) struct HistCursor {
     pending: Option<RecordInfo>,
     current: BackendFormat,
     root_is_base: bool,
+    /// The longest body read so far (kept, dropped or damaged).
+    read_max: usize,
 }
 
 impl HistCursor {
@@ -109,7 +111,13 @@ pub struct HistoryStream {
     need: usize,
     given: u32,
     given_bytes: usize,
+    /// The buffer the open was given: the reads use no more of theirs, so
+    /// that a record too long for one pass is too long for the other.
+    open_len: usize,
     done: bool,
+    /// A call failed part-way (a flash error, or the flash changed): the
+    /// stream's place is lost, and every later call says so.
+    failed: bool,
 }
 
 impl HistoryStream {
@@ -152,9 +160,15 @@ impl core::fmt::Debug for HistoryStream {
     }
 }
 
+/// A record a stream gives: its kind, format and body length.
+type Given = (RecordType, BackendFormat, usize);
+
 /// The error a stream answers once its session changed under it.
 const STREAM_STALE: &str =
     "the session changed since its history stream was opened: open the stream again";
+
+/// The error a stream answers after a call of it failed part-way.
+const STREAM_FAILED: &str = "a read of this history stream failed part-way: open the stream again";
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// A walk over `s`'s records for the `current` backend.
@@ -172,6 +186,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             pending: None,
             current,
             root_is_base: s.root_is_base,
+            read_max: 0,
         })
     }
 
@@ -220,6 +235,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             c.broken |= !(r.segment == 0 && c.root_is_base);
             return Ok(Step::TooLarge);
         }
+        c.read_max = c.read_max.max(len);
         let (body, tail) = dst.split_at_mut(len);
         match c.reader.as_mut() {
             Some(v) => {
@@ -463,8 +479,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Step::End => break,
             }
         }
-        // Bodies the filter drops are read (and checked) too.
-        let need = need.max(longest as usize);
+        // Every body the open read (one the filter drops, or a damaged
+        // one, included) must fit the reads too: they decide alike.
+        let need = need.max(longest as usize).max(c.read_max);
         if buf.len() < need {
             return Err(Error::BufferTooSmall { needed: need });
         }
@@ -485,7 +502,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             need,
             given: 0,
             given_bytes: 0,
+            open_len: buf.len(),
             done: false,
+            failed: false,
         })
     }
 
@@ -494,7 +513,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`Error::BufferTooSmall`], and the stream stays where it was);
     /// `None` after the last. A stream whose session was written to, or
     /// whose sectors the ring reclaimed, since it was opened answers
-    /// [`Error::InvalidInput`]: open it again.
+    /// [`Error::InvalidInput`]: open it again. So does a stream after one of
+    /// its calls failed part-way (a flash error): its place is lost, and it
+    /// never answers `None` for the records it did not give.
     ///
     /// After the last record, a read that met damage rebuilds the
     /// session's index, as [`history`](Self::history) does.
@@ -503,6 +524,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         stream: &mut HistoryStream,
         buf: &'b mut [u8],
     ) -> Result<Option<Record<'b>>, Error<F::Error>> {
+        if stream.failed {
+            return Err(Error::InvalidInput(STREAM_FAILED));
+        }
         if stream.done {
             return Ok(None);
         }
@@ -520,47 +544,64 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             })
             .filter(|_| self.log.tail_seq() == stream.tail_seq)
             .ok_or(Fail::InvalidInput(STREAM_STALE))?;
-        // The pre-pass checked all of this: a difference now is the flash
+        let cap = buf.len().min(stream.open_len);
+        match self.stream_step(stream, &mut buf[..cap], i) {
+            Ok(Some((kind, format, len))) => Ok(Some(Record {
+                kind,
+                format,
+                body: &buf[..len],
+            })),
+            Ok(None) => Ok(None),
+            Err(e) => {
+                stream.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// The next record `stream` gives, read into `buf`: its kind, format
+    /// and length; `None` at the end (session `i`'s index repaired then if
+    /// the read met damage).
+    fn stream_step(
+        &mut self,
+        stream: &mut HistoryStream,
+        buf: &mut [u8],
+        i: usize,
+    ) -> Result<Option<Given>, Error<F::Error>> {
+        // The open checked all of this: a difference now is the flash
         // changing under the read.
         let changed = Error::Corrupted {
-            address: was.root,
+            address: stream.session.root,
             what: "a session's history changed on flash while it was streamed",
         };
-        let (kind, format, len) = loop {
+        loop {
             match self.hist_step(&mut stream.cursor, buf)? {
                 Step::Kept {
                     kind, format, len, ..
-                } => break (kind, format, len),
-                // A length beyond the buffer (which holds the longest
-                // sound record) is damage the open counted.
+                } => {
+                    stream.given += 1;
+                    stream.given_bytes += len;
+                    if stream.given > stream.records || stream.given_bytes > stream.bytes {
+                        return Err(changed);
+                    }
+                    return Ok(Some((kind, format, len)));
+                }
+                // A length beyond the open's buffer is damage the open
+                // counted.
                 Step::Dropped | Step::Damaged | Step::TooLarge => {}
                 Step::SegmentEnd { ok: true, .. } => {}
-                Step::NoRoom { .. } | Step::SegmentEnd { ok: false, .. } => {
-                    stream.done = true;
-                    return Err(changed);
-                }
+                Step::NoRoom { .. } | Step::SegmentEnd { ok: false, .. } => return Err(changed),
                 Step::End => {
-                    stream.done = true;
                     if stream.given != stream.records || stream.given_bytes != stream.bytes {
                         return Err(changed);
                     }
+                    stream.done = true;
                     if stream.cursor.recs.degraded() || stream.damaged > 0 {
                         self.repair_index(i);
                     }
                     return Ok(None);
                 }
             }
-        };
-        stream.given += 1;
-        stream.given_bytes += len;
-        if stream.given > stream.records || stream.given_bytes > stream.bytes {
-            stream.done = true;
-            return Err(changed);
         }
-        Ok(Some(Record {
-            kind,
-            format,
-            body: &buf[..len],
-        }))
     }
 }
