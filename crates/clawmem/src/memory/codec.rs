@@ -2,45 +2,86 @@
 //! record payload. This file owns the layout; the storage layer owns the
 //! framing and CRC around it.
 //!
-//! Version 1, all integers little-endian, no padding:
+//! [`Item::encode`] writes version 2; [`Item::decode`] reads versions 1
+//! and 2. All integers are little-endian, with no padding. Both versions
+//! begin with the version byte, a flags byte and the id (bytes 2..6), which
+//! the storage layer reads in place.
+//!
+//! Version 2 leaves out what the other fields already hold:
 //!
 //! ```text
 //! offset size field
-//!      0    1 version          = 1
-//!      1    1 flags            = 0 (reserved; any other value is rejected)
+//!      0    1 version          = 2
+//!      1    1 flags            bit 0 updated_at present (else = created_at)
+//!                              bit 1 access_count present (else 0)
+//!                              bits 2-3 source: 0 written out, 1 "auto_llm",
+//!                              2 "manual" (3 is invalid)
+//!                              bits 4-5 keyword pieces (0..=3)
+//!                              bit 6 keywords written out whole
+//!                              bit 7 zero
 //!      2    4 id               u32
 //!      6    4 created_at       u32 seconds
-//!     10    4 updated_at       u32 seconds
-//!     14    2 access_count     u16
-//!     16    1 source_len       <= 16
-//!     17    2 content_len      u16, 1..=256
-//!     19    1 tags_len         <= 96
-//!     20    1 keywords_len     <= 128
-//!     21    1 label_count      <= 3
-//!     22    . source, content, tags, keywords bytes (UTF-8), in that order
-//!      .    . label_count x { u8 len (1..=32), UTF-8 bytes }
+//!      .    4 updated_at       u32, if flags bit 0
+//!      .    2 access_count     u16, if flags bit 1
+//!      .    . source           u8 len (1..=16) + UTF-8, if source code 0
+//!      .    1 content_len - 1  u8 (content is 1..=256 bytes)
+//!      .    . content          UTF-8
+//!      .    1 tags_len         u8, <= 96
+//!      .    . tags             UTF-8
+//!      .    1 label_count      <= 3
+//!      .    . keywords         whole: u8 len (<= 128) + UTF-8;
+//!                              else one reference per piece (the list
+//!                              split on ','):
+//!                                0x00..=0x7E  a literal of that many bytes
+//!                                0x80 + i     tag term i (i < 3)
+//!                                0xC0 off len the content's bytes off..off+len
+//!                                0xC1 off len the same, ASCII lowercased
+//!      .    . labels           label_count references:
+//!                                i << 6 | len  the first len bytes (1..=32)
+//!                                              of tag term i (i < 3)
+//!                                0xC0 | len    a literal of len bytes
 //! ```
 //!
-//! The payload ends exactly after the last label: trailing bytes are an
+//! A tag term is a term of the tags list as [`terms`] splits it, which is
+//! how labels are derived from tags; a label is always a prefix of one, so
+//! it costs one byte. Keywords are grounded in the content or the tags, so
+//! they are mostly references. The encoder's choices are fixed: the first
+//! tag term that fits, else the first exact occurrence in the content (3
+//! bytes or longer), else the first lowercased one, else a literal; the
+//! keywords are written whole only if some piece is longer than 126 bytes
+//! or there are more than three pieces.
+//!
+//! Version 1 (read only): version 1, flags 0, id u32, created_at u32,
+//! updated_at u32, access_count u16, source_len u8, content_len u16,
+//! tags_len u8, keywords_len u8, label_count u8, then source, content,
+//! tags, keywords and each label as u8 len + bytes.
+//!
+//! The payload ends exactly after the last field: trailing bytes are an
 //! error. [`Item::decode`] never panics and accepts only byte strings that
-//! [`Item::encode`] can produce from an item satisfying the item invariants
-//! (non-empty trimmed content, non-empty source, unique non-empty labels), so
-//! a record that passes its CRC but was written by a buggy or foreign encoder
-//! is still caught. A format change bumps the version byte.
+//! an encoder of that version produces from an item satisfying the item
+//! invariants (non-empty trimmed content, non-empty source, unique
+//! non-empty labels): a version 2 payload must be exactly what
+//! [`Item::encode`] writes for the item it decodes to, so a record that
+//! passes its CRC but was written by a buggy or foreign encoder is still
+//! caught. A format change bumps the version byte.
 
 use core::fmt;
 
 use super::item::{Item, ItemId, Label};
-use super::text::trim_c;
+use heapless::string::StringView;
+
+use super::text::{terms, trim_c};
 use super::{
     CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, SOURCE_MAX_BYTES,
     TAGS_MAX_BYTES,
 };
+use super::{SOURCE_AUTO_LLM, SOURCE_MANUAL};
 
 /// The encoding version written by [`Item::encode`].
-pub const ITEM_FORMAT_VERSION: u8 = 1;
+pub const ITEM_FORMAT_VERSION: u8 = 2;
 
-/// Size of the fixed header of an encoded item.
+/// Size of the fixed header of a version 1 item, the largest fixed part of
+/// any version.
 pub const ITEM_HEADER_BYTES: usize = 22;
 
 /// The largest encoded item: a buffer of this size always suffices for
@@ -114,6 +155,12 @@ pub enum DecodeError {
     DuplicateLabel,
     /// Bytes follow the last field.
     TrailingBytes,
+    /// A reference of a version 2 item names bytes that are not there
+    /// (a tag term or a part of the content it does not have).
+    BadReference(ItemField),
+    /// A version 2 item is not written as the encoder writes its fields
+    /// (another choice of references, flags, or a field left out).
+    NotCanonical,
 }
 
 impl fmt::Display for DecodeError {
@@ -133,24 +180,56 @@ impl fmt::Display for DecodeError {
             Self::UntrimmedContent => f.write_str("memory item content is not trimmed"),
             Self::DuplicateLabel => f.write_str("memory item repeats a label"),
             Self::TrailingBytes => f.write_str("memory item record has trailing bytes"),
+            Self::BadReference(field) => {
+                write!(
+                    f,
+                    "memory item {field} refers to bytes the item does not hold"
+                )
+            }
+            Self::NotCanonical => {
+                f.write_str("memory item record is not encoded as this format writes it")
+            }
         }
     }
 }
 
-/// Writes fields into a caller buffer, checking nothing (the caller checked
-/// the total length first).
-struct Writer<'a> {
-    buf: &'a mut [u8],
-    pos: usize,
+/// Where [`Item::emit`] sends the bytes: it counts them, writes them, or
+/// compares them with a payload being decoded (one function for all three,
+/// so the layout is written down once).
+enum Dst<'a> {
+    Count,
+    Write(&'a mut [u8]),
+    Compare(&'a [u8]),
 }
 
-impl Writer<'_> {
+struct Sink<'a> {
+    dst: Dst<'a>,
+    pos: usize,
+    /// Every byte so far matched (compare mode).
+    same: bool,
+}
+
+impl Sink<'_> {
     fn put(&mut self, bytes: &[u8]) {
         let end = self.pos.saturating_add(bytes.len());
-        if let Some(dst) = self.buf.get_mut(self.pos..end) {
-            dst.copy_from_slice(bytes);
+        match &mut self.dst {
+            Dst::Count => {}
+            Dst::Write(buf) => {
+                if let Some(dst) = buf.get_mut(self.pos..end) {
+                    dst.copy_from_slice(bytes);
+                }
+            }
+            Dst::Compare(have) => {
+                if have.get(self.pos..end) != Some(bytes) {
+                    self.same = false;
+                }
+            }
         }
         self.pos = end;
+    }
+
+    fn byte(&mut self, b: u8) {
+        self.put(&[b]);
     }
 }
 
@@ -175,6 +254,15 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
 
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn str(&mut self, len: usize, field: ItemField) -> Result<&'a str, DecodeError> {
+        core::str::from_utf8(self.take(len)?).map_err(|_| DecodeError::InvalidUtf8(field))
+    }
+
     /// One text field into `out` (a view: compiled once for every
     /// capacity).
     fn text(
@@ -183,8 +271,7 @@ impl<'a> Reader<'a> {
         len: usize,
         field: ItemField,
     ) -> Result<(), DecodeError> {
-        let bytes = self.take(len)?;
-        let text = core::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8(field))?;
+        let text = self.str(len, field)?;
         out.clear();
         out.push_str(text).map_err(|_| DecodeError::TooLong(field))
     }
@@ -198,16 +285,102 @@ fn check_len(len: usize, max: usize, field: ItemField) -> Result<usize, DecodeEr
     }
 }
 
+/// Flags of a version 2 item.
+const F_UPDATED: u8 = 1;
+const F_ACCESS: u8 = 2;
+const F_SOURCE_SHIFT: u8 = 2;
+const F_PIECES_SHIFT: u8 = 4;
+const F_KEYWORDS_WHOLE: u8 = 0x40;
+/// Source codes of a version 2 item.
+const SOURCE_CODES: [&str; 2] = [SOURCE_AUTO_LLM, SOURCE_MANUAL];
+/// Keyword references of a version 2 item.
+const KW_LITERAL_MAX: usize = 0x7E;
+const KW_TAG: u8 = 0x80;
+const KW_CONTENT: u8 = 0xC0;
+const KW_CONTENT_LOWER: u8 = 0xC1;
+/// A label reference's literal marker.
+const LABEL_LITERAL: u8 = 0xC0;
+/// Pieces of the keywords list referenced one by one, at most.
+const PIECES_MAX: usize = 3;
+/// Tag terms a reference can name.
+const TAG_REFS: usize = 3;
+/// The shortest keyword piece worth a content reference.
+const CONTENT_REF_MIN: usize = 3;
+
+/// The tag term `i` of `tags`, if it is one of the first [`TAG_REFS`].
+fn tag_term(tags: &str, i: usize) -> Option<&str> {
+    if i < TAG_REFS {
+        terms(tags).nth(i)
+    } else {
+        None
+    }
+}
+
+/// The first offset at which `needle` occurs in `hay`, byte for byte or
+/// (`lower`) with `hay`'s ASCII letters lowercased.
+fn find_at(hay: &str, needle: &str, lower: bool) -> Option<usize> {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.is_empty() || n.len() > h.len() {
+        return None;
+    }
+    (0..=h.len() - n.len()).find(|&o| {
+        h[o..o + n.len()].iter().zip(n).all(|(a, b)| {
+            if lower {
+                a.to_ascii_lowercase() == *b
+            } else {
+                a == b
+            }
+        })
+    })
+}
+
+fn push_keywords(out: &mut StringView, s: &str) -> Result<(), DecodeError> {
+    out.push_str(s)
+        .map_err(|_| DecodeError::TooLong(ItemField::Keywords))
+}
+
+/// One keyword piece of a version 2 item, appended to `out`.
+fn decode_piece(
+    r: &mut Reader<'_>,
+    content: &str,
+    tags: &str,
+    out: &mut StringView,
+) -> Result<(), DecodeError> {
+    let b = r.u8()?;
+    let bad = DecodeError::BadReference(ItemField::Keywords);
+    if usize::from(b) <= KW_LITERAL_MAX {
+        return push_keywords(out, r.str(usize::from(b), ItemField::Keywords)?);
+    }
+    if (KW_TAG..KW_TAG + TAG_REFS as u8).contains(&b) {
+        return push_keywords(out, tag_term(tags, usize::from(b - KW_TAG)).ok_or(bad)?);
+    }
+    if b != KW_CONTENT && b != KW_CONTENT_LOWER {
+        return Err(bad);
+    }
+    let at = usize::from(r.u8()?);
+    let len = usize::from(r.u8()?);
+    let part = content.get(at..at + len).ok_or(bad)?;
+    if b == KW_CONTENT {
+        return push_keywords(out, part);
+    }
+    for c in part.chars() {
+        let mut tmp = [0u8; 4];
+        push_keywords(out, c.to_ascii_lowercase().encode_utf8(&mut tmp))?;
+    }
+    Ok(())
+}
+
 impl Item {
     /// The length of this item's encoding, at most
     /// [`ITEM_ENCODED_MAX_BYTES`].
     pub fn encoded_len(&self) -> usize {
-        ITEM_HEADER_BYTES
-            + self.source.len()
-            + self.content.len()
-            + self.tags.len()
-            + self.keywords.len()
-            + self.labels.iter().map(|l| 1 + l.len()).sum::<usize>()
+        let mut sink = Sink {
+            dst: Dst::Count,
+            pos: 0,
+            same: true,
+        };
+        self.emit(&mut sink);
+        sink.pos
     }
 
     /// Encodes the item into the start of `buf` and returns the number of
@@ -218,34 +391,115 @@ impl Item {
         if buf.len() < needed {
             return Err(EncodeError::BufferTooSmall { needed });
         }
-        let mut w = Writer { buf, pos: 0 };
-        // The `as` casts below cannot truncate: the const assertions above
-        // bound every capacity by its length field.
-        w.put(&[ITEM_FORMAT_VERSION, 0]);
-        w.put(&self.id.get().to_le_bytes());
-        w.put(&self.created_at.to_le_bytes());
-        w.put(&self.updated_at.to_le_bytes());
-        w.put(&self.access_count.to_le_bytes());
-        w.put(&[self.source.len() as u8]);
-        w.put(&(self.content.len() as u16).to_le_bytes());
-        w.put(&[
-            self.tags.len() as u8,
-            self.keywords.len() as u8,
-            self.labels.len() as u8,
-        ]);
-        w.put(self.source.as_bytes());
-        w.put(self.content.as_bytes());
-        w.put(self.tags.as_bytes());
-        w.put(self.keywords.as_bytes());
-        for label in &self.labels {
-            w.put(&[label.len() as u8]);
-            w.put(label.as_bytes());
-        }
-        Ok(w.pos)
+        let mut sink = Sink {
+            dst: Dst::Write(buf),
+            pos: 0,
+            same: true,
+        };
+        self.emit(&mut sink);
+        Ok(sink.pos)
     }
 
-    /// Decodes an item written by [`Item::encode`], validating every byte.
-    /// Returns an error (never panics) for any other input.
+    /// Whether `bytes` is exactly this item's version 2 encoding.
+    fn encodes_to(&self, bytes: &[u8]) -> bool {
+        let mut sink = Sink {
+            dst: Dst::Compare(bytes),
+            pos: 0,
+            same: true,
+        };
+        self.emit(&mut sink);
+        sink.same && sink.pos == bytes.len()
+    }
+
+    /// The version 2 layout (module docs), into `w`.
+    #[inline(never)]
+    fn emit(&self, w: &mut Sink<'_>) {
+        let tags: &str = &self.tags;
+        let keywords: &str = &self.keywords;
+        let source = SOURCE_CODES
+            .iter()
+            .position(|&c| c == self.source.as_str())
+            .map_or(0, |k| k as u8 + 1);
+        let pieces = if keywords.is_empty() {
+            0
+        } else {
+            keywords.split(',').count()
+        };
+        let whole = pieces > PIECES_MAX || keywords.split(',').any(|p| p.len() > KW_LITERAL_MAX);
+        let mut flags = source << F_SOURCE_SHIFT;
+        if self.updated_at != self.created_at {
+            flags |= F_UPDATED;
+        }
+        if self.access_count != 0 {
+            flags |= F_ACCESS;
+        }
+        if whole {
+            flags |= F_KEYWORDS_WHOLE;
+        } else {
+            flags |= (pieces as u8) << F_PIECES_SHIFT;
+        }
+        // The `as` casts below cannot truncate: the const assertions above
+        // bound every capacity by its length field.
+        w.put(&[ITEM_FORMAT_VERSION, flags]);
+        w.put(&self.id.get().to_le_bytes());
+        w.put(&self.created_at.to_le_bytes());
+        if flags & F_UPDATED != 0 {
+            w.put(&self.updated_at.to_le_bytes());
+        }
+        if flags & F_ACCESS != 0 {
+            w.put(&self.access_count.to_le_bytes());
+        }
+        if source == 0 {
+            w.byte(self.source.len() as u8);
+            w.put(self.source.as_bytes());
+        }
+        w.byte(self.content.len().saturating_sub(1) as u8);
+        w.put(self.content.as_bytes());
+        w.byte(tags.len() as u8);
+        w.put(tags.as_bytes());
+        w.byte(self.labels.len() as u8);
+        if whole {
+            w.byte(keywords.len() as u8);
+            w.put(keywords.as_bytes());
+        } else if pieces > 0 {
+            for piece in keywords.split(',') {
+                self.emit_piece(w, piece);
+            }
+        }
+        for label in &self.labels {
+            let tag = (0..TAG_REFS).find(|&i| {
+                tag_term(tags, i).is_some_and(|t| t.as_bytes().starts_with(label.as_bytes()))
+            });
+            match tag {
+                Some(i) => w.byte((i as u8) << 6 | label.len() as u8),
+                None => {
+                    w.byte(LABEL_LITERAL | label.len() as u8);
+                    w.put(label.as_bytes());
+                }
+            }
+        }
+    }
+
+    /// One piece of the keywords list: a tag term, a part of the content,
+    /// or a literal (module docs).
+    fn emit_piece(&self, w: &mut Sink<'_>, piece: &str) {
+        if let Some(i) = (0..TAG_REFS).find(|&i| tag_term(&self.tags, i) == Some(piece)) {
+            return w.byte(KW_TAG + i as u8);
+        }
+        if piece.len() >= CONTENT_REF_MIN {
+            for (marker, lower) in [(KW_CONTENT, false), (KW_CONTENT_LOWER, true)] {
+                if let Some(at) = find_at(&self.content, piece, lower) {
+                    return w.put(&[marker, at as u8, piece.len() as u8]);
+                }
+            }
+        }
+        w.byte(piece.len() as u8);
+        w.put(piece.as_bytes());
+    }
+
+    /// Decodes an item written by [`Item::encode`] (or by version 1),
+    /// validating every byte. Returns an error (never panics) for any other
+    /// input.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut item = Item::empty();
         item.decode_from(bytes)?;
@@ -256,6 +510,126 @@ impl Item {
     /// stack). On an error `self` holds some of the fields read; it is a
     /// valid value but not a meaningful item.
     pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
+        match bytes.first() {
+            None => Err(DecodeError::Truncated),
+            Some(1) => self.decode_v1(bytes),
+            Some(2) => self.decode_v2(bytes),
+            Some(&v) => Err(DecodeError::UnsupportedVersion(v)),
+        }
+    }
+
+    /// The item invariants every version checks last.
+    fn check_invariants(&self) -> Result<(), DecodeError> {
+        if self.source.is_empty() {
+            return Err(DecodeError::Empty(ItemField::Source));
+        }
+        if self.content.is_empty() {
+            return Err(DecodeError::Empty(ItemField::Content));
+        }
+        if trim_c(&self.content).len() != self.content.len() {
+            return Err(DecodeError::UntrimmedContent);
+        }
+        for (k, label) in self.labels.iter().enumerate() {
+            if label.is_empty() {
+                return Err(DecodeError::Empty(ItemField::Label));
+            }
+            if self.labels[..k].contains(label) {
+                return Err(DecodeError::DuplicateLabel);
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_v2(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
+        let mut r = Reader { bytes, pos: 1 };
+        let flags = r.u8()?;
+        if flags & 0x80 != 0 {
+            return Err(DecodeError::ReservedFlags(flags));
+        }
+        self.id = ItemId::new(r.u32()?);
+        self.created_at = r.u32()?;
+        self.updated_at = if flags & F_UPDATED != 0 {
+            r.u32()?
+        } else {
+            self.created_at
+        };
+        self.access_count = if flags & F_ACCESS != 0 {
+            let b = r.take(2)?;
+            u16::from_le_bytes([b[0], b[1]])
+        } else {
+            0
+        };
+        match (flags >> F_SOURCE_SHIFT) & 3 {
+            0 => {
+                let len = check_len(usize::from(r.u8()?), SOURCE_MAX_BYTES, ItemField::Source)?;
+                r.text(self.source.as_mut_view(), len, ItemField::Source)?;
+            }
+            code => {
+                let name = SOURCE_CODES
+                    .get(usize::from(code) - 1)
+                    .ok_or(DecodeError::ReservedFlags(flags))?;
+                self.source.clear();
+                let _ = self.source.push_str(name);
+            }
+        }
+        let content_len = usize::from(r.u8()?) + 1;
+        r.text(self.content.as_mut_view(), content_len, ItemField::Content)?;
+        let tags_len = check_len(usize::from(r.u8()?), TAGS_MAX_BYTES, ItemField::Tags)?;
+        r.text(self.tags.as_mut_view(), tags_len, ItemField::Tags)?;
+        let label_count = r.u8()?;
+        if usize::from(label_count) > MAX_SUMMARY_LABELS {
+            return Err(DecodeError::TooManyLabels(label_count));
+        }
+        self.keywords.clear();
+        if flags & F_KEYWORDS_WHOLE != 0 {
+            let len = check_len(
+                usize::from(r.u8()?),
+                KEYWORDS_MAX_BYTES,
+                ItemField::Keywords,
+            )?;
+            r.text(self.keywords.as_mut_view(), len, ItemField::Keywords)?;
+        } else {
+            let pieces = (flags >> F_PIECES_SHIFT) & 3;
+            for k in 0..pieces {
+                let out = self.keywords.as_mut_view();
+                if k > 0 {
+                    push_keywords(out, ",")?;
+                }
+                decode_piece(&mut r, &self.content, &self.tags, out)?;
+            }
+        }
+        self.labels.clear();
+        for _ in 0..label_count {
+            let b = r.u8()?;
+            let mut label = Label::new();
+            let text = if b & 0xC0 == LABEL_LITERAL {
+                let len = usize::from(b & 0x3F);
+                let len = check_len(len, LABEL_MAX_BYTES, ItemField::Label)?;
+                r.str(len, ItemField::Label)?
+            } else {
+                let len = usize::from(b & 0x3F);
+                tag_term(&self.tags, usize::from(b >> 6))
+                    .and_then(|t| t.get(..len))
+                    .ok_or(DecodeError::BadReference(ItemField::Label))?
+            };
+            label
+                .push_str(text)
+                .map_err(|_| DecodeError::TooLong(ItemField::Label))?;
+            self.labels
+                .push(label)
+                .map_err(|_| DecodeError::TooManyLabels(label_count))?;
+        }
+        if r.pos != bytes.len() {
+            return Err(DecodeError::TrailingBytes);
+        }
+        self.check_invariants()?;
+        if !self.encodes_to(bytes) {
+            return Err(DecodeError::NotCanonical);
+        }
+        Ok(())
+    }
+
+    fn decode_v1(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
         // The fixed header, copied once; each field is `Truncated` if the
         // bytes end before it, checked in field order as a reader would.
         let mut h = [0u8; ITEM_HEADER_BYTES];
@@ -269,10 +643,6 @@ impl Item {
             }
         };
         let word = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-        need(1)?;
-        if h[0] != ITEM_FORMAT_VERSION {
-            return Err(DecodeError::UnsupportedVersion(h[0]));
-        }
         need(2)?;
         if h[1] != 0 {
             return Err(DecodeError::ReservedFlags(h[1]));
@@ -330,256 +700,9 @@ impl Item {
         if r.pos != bytes.len() {
             return Err(DecodeError::TrailingBytes);
         }
-        if self.source.is_empty() {
-            return Err(DecodeError::Empty(ItemField::Source));
-        }
-        if self.content.is_empty() {
-            return Err(DecodeError::Empty(ItemField::Content));
-        }
-        if trim_c(&self.content).len() != self.content.len() {
-            return Err(DecodeError::UntrimmedContent);
-        }
-        Ok(())
+        self.check_invariants()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    extern crate std;
-    use std::vec;
-    use std::vec::Vec;
-
-    use super::super::item::{ItemInput, LabelLimit};
-    use super::*;
-
-    fn sample() -> Item {
-        let mut item = Item::new(
-            ItemId::new(0x0102_0304),
-            &ItemInput::new("User 喜欢绿茶 and \"tea\"")
-                .tags("drinks, 饮食偏好; health")
-                .keywords("绿茶")
-                .source("auto_llm"),
-            0x0A0B_0C0D,
-            LabelLimit::DEFAULT,
-        )
-        .unwrap();
-        item.set_access_count(0x1234);
-        item.set_updated_at(0x1122_3344);
-        item
-    }
-
-    fn encode(item: &Item) -> Vec<u8> {
-        let mut buf = vec![0u8; ITEM_ENCODED_MAX_BYTES];
-        let n = item.encode(&mut buf).unwrap();
-        assert_eq!(n, item.encoded_len());
-        buf.truncate(n);
-        buf
-    }
-
-    #[test]
-    fn roundtrip() {
-        let item = sample();
-        let bytes = encode(&item);
-        assert_eq!(Item::decode(&bytes), Ok(item));
-    }
-
-    #[test]
-    fn header_layout_is_little_endian() {
-        let bytes = encode(&sample());
-        assert_eq!(bytes[0], ITEM_FORMAT_VERSION);
-        assert_eq!(bytes[1], 0);
-        assert_eq!(&bytes[2..6], &[4, 3, 2, 1]);
-        assert_eq!(&bytes[6..10], &[0x0D, 0x0C, 0x0B, 0x0A]);
-        assert_eq!(&bytes[10..14], &[0x44, 0x33, 0x22, 0x11]);
-        assert_eq!(&bytes[14..16], &[0x34, 0x12]);
-        assert_eq!(bytes[16], 8); // "auto_llm"
-        assert_eq!(&bytes[22..30], b"auto_llm");
-    }
-
-    #[test]
-    fn largest_item_fits_the_max_size() {
-        let content = "x".repeat(CONTENT_MAX_BYTES);
-        let tags = std::format!("{},{},{}", "a".repeat(31), "b".repeat(31), "c".repeat(31));
-        let keywords = std::format!(
-            "{0},{1}",
-            content.get(..64).unwrap(),
-            content.get(..63).unwrap()
-        );
-        let item = Item::new(
-            ItemId::new(u32::MAX),
-            &ItemInput::new(&content)
-                .tags(&tags)
-                .keywords(&keywords)
-                .source("sixteen_bytes_xx"),
-            u32::MAX,
-            LabelLimit::DEFAULT,
-        )
-        .unwrap();
-        assert_eq!(item.tags().len(), TAGS_MAX_BYTES - 1);
-        let bytes = encode(&item);
-        assert!(bytes.len() <= ITEM_ENCODED_MAX_BYTES);
-        assert_eq!(Item::decode(&bytes), Ok(item));
-    }
-
-    #[test]
-    fn items_filling_the_capacities_still_decode() {
-        // Items written before fields were cut as ESP-Claw's arrays hold them
-        // (255/95/127/15 bytes) may fill the capacities: they still decode.
-        let mut item =
-            Item::new(ItemId::new(7), &ItemInput::new("x"), 1, LabelLimit::DEFAULT).unwrap();
-        item.content = crate::memory::Content::new();
-        let _ = item.content.push_str(&"y".repeat(CONTENT_MAX_BYTES));
-        item.tags = crate::memory::Tags::new();
-        let _ = item.tags.push_str(&"t".repeat(TAGS_MAX_BYTES));
-        item.keywords = crate::memory::Keywords::new();
-        let _ = item.keywords.push_str(&"k".repeat(KEYWORDS_MAX_BYTES));
-        item.source = crate::memory::Source::new();
-        let _ = item.source.push_str(&"s".repeat(SOURCE_MAX_BYTES));
-        let bytes = encode(&item);
-        assert!(bytes.len() <= ITEM_ENCODED_MAX_BYTES);
-        assert_eq!(Item::decode(&bytes), Ok(item));
-    }
-
-    #[test]
-    fn short_buffer_is_an_error_and_untouched() {
-        let item = sample();
-        let mut buf = vec![0xAAu8; item.encoded_len() - 1];
-        assert_eq!(
-            item.encode(&mut buf),
-            Err(EncodeError::BufferTooSmall {
-                needed: item.encoded_len()
-            })
-        );
-        assert!(buf.iter().all(|&b| b == 0xAA));
-    }
-
-    #[test]
-    fn every_truncation_is_rejected() {
-        let bytes = encode(&sample());
-        for len in 0..bytes.len() {
-            assert!(
-                Item::decode(&bytes[..len]).is_err(),
-                "prefix {len} accepted"
-            );
-        }
-    }
-
-    #[test]
-    fn specific_corruptions_are_named() {
-        let good = encode(&sample());
-        let with = |at: usize, value: u8| {
-            let mut b = good.clone();
-            b[at] = value;
-            Item::decode(&b)
-        };
-        assert_eq!(with(0, 2), Err(DecodeError::UnsupportedVersion(2)));
-        assert_eq!(with(1, 0x80), Err(DecodeError::ReservedFlags(0x80)));
-        assert_eq!(with(16, 17), Err(DecodeError::TooLong(ItemField::Source)));
-        assert_eq!(
-            with(18, 0xFF),
-            Err(DecodeError::TooLong(ItemField::Content))
-        );
-        assert_eq!(with(19, 97), Err(DecodeError::TooLong(ItemField::Tags)));
-        assert_eq!(
-            with(20, 129),
-            Err(DecodeError::TooLong(ItemField::Keywords))
-        );
-        assert_eq!(with(21, 4), Err(DecodeError::TooManyLabels(4)));
-        // An invalid UTF-8 byte inside the content.
-        assert_eq!(
-            with(22 + 8, 0xFF),
-            Err(DecodeError::InvalidUtf8(ItemField::Content))
-        );
-        // Leading space in the content.
-        assert_eq!(with(22 + 8, b' '), Err(DecodeError::UntrimmedContent));
-
-        let mut trailing = good.clone();
-        trailing.push(0);
-        assert_eq!(Item::decode(&trailing), Err(DecodeError::TrailingBytes));
-    }
-
-    #[test]
-    fn invariant_violations_are_rejected() {
-        // Hand-built: empty source, 1-byte content, no tags/keywords/labels.
-        let mut b = vec![1, 0];
-        b.extend_from_slice(&[0; 12]);
-        b.extend_from_slice(&[0, 0]);
-        b.push(0); // source_len
-        b.extend_from_slice(&1u16.to_le_bytes());
-        b.extend_from_slice(&[0, 0, 0]);
-        b.push(b'x');
-        assert_eq!(Item::decode(&b), Err(DecodeError::Empty(ItemField::Source)));
-
-        // Empty content.
-        let mut b = vec![1, 0];
-        b.extend_from_slice(&[0; 14]);
-        b.push(1);
-        b.extend_from_slice(&0u16.to_le_bytes());
-        b.extend_from_slice(&[0, 0, 0]);
-        b.push(b'm');
-        assert_eq!(
-            Item::decode(&b),
-            Err(DecodeError::Empty(ItemField::Content))
-        );
-
-        // Two equal labels, then an empty one.
-        let mut base = vec![1, 0];
-        base.extend_from_slice(&[0; 14]);
-        base.push(1);
-        base.extend_from_slice(&1u16.to_le_bytes());
-        base.extend_from_slice(&[0, 0, 2]);
-        base.extend_from_slice(b"mx");
-        let mut dup = base.clone();
-        dup.extend_from_slice(&[1, b'a', 1, b'a']);
-        assert_eq!(Item::decode(&dup), Err(DecodeError::DuplicateLabel));
-        let mut empty = base.clone();
-        empty.extend_from_slice(&[1, b'a', 0]);
-        assert_eq!(
-            Item::decode(&empty),
-            Err(DecodeError::Empty(ItemField::Label))
-        );
-        let mut too_long = base;
-        too_long.extend_from_slice(&[33]);
-        too_long.extend_from_slice(&[b'a'; 33]);
-        assert_eq!(
-            Item::decode(&too_long),
-            Err(DecodeError::TooLong(ItemField::Label))
-        );
-    }
-
-    #[test]
-    fn no_byte_pattern_panics() {
-        // Every single-byte change and a deterministic pseudo-random sweep:
-        // decode returns, and anything it accepts re-encodes to the same bytes.
-        let good = encode(&sample());
-        let check = |bytes: &[u8]| {
-            if let Ok(item) = Item::decode(bytes) {
-                assert_eq!(encode(&item), bytes);
-            }
-        };
-        for at in 0..good.len() {
-            for value in [0u8, 1, 0x7F, 0x80, 0xC3, 0xFF] {
-                let mut b = good.clone();
-                b[at] = value;
-                check(&b);
-            }
-        }
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let len = (state % 96) as usize;
-            let mut b: Vec<u8> = (0..len)
-                .map(|i| (state.rotate_left(i as u32 * 5) & 0xFF) as u8)
-                .collect();
-            if let Some(v) = b.first_mut() {
-                *v = 1;
-            }
-            if let Some(f) = b.get_mut(1) {
-                *f = 0;
-            }
-            check(&b);
-        }
-    }
-}
+mod tests;
