@@ -420,12 +420,15 @@ impl Item {
             .iter()
             .position(|&c| c == self.source.as_str())
             .map_or(0, |k| k as u8 + 1);
-        let pieces = if keywords.is_empty() {
-            0
-        } else {
-            keywords.split(',').count()
-        };
-        let whole = pieces > PIECES_MAX || keywords.split(',').any(|p| p.len() > KW_LITERAL_MAX);
+        // The keywords' pieces (none for an empty list) and the longest.
+        let (mut pieces, mut longest) = (0, 0);
+        if !keywords.is_empty() {
+            for piece in keywords.split(',') {
+                pieces += 1;
+                longest = longest.max(piece.len());
+            }
+        }
+        let whole = pieces > PIECES_MAX || longest > KW_LITERAL_MAX;
         let mut flags = source << F_SOURCE_SHIFT;
         if self.updated_at != self.created_at {
             flags |= F_UPDATED;
@@ -602,12 +605,13 @@ impl Item {
         for _ in 0..label_count {
             let b = r.u8()?;
             let mut label = Label::new();
+            let len = usize::from(b & 0x3F);
             let text = if b & 0xC0 == LABEL_LITERAL {
-                let len = usize::from(b & 0x3F);
-                let len = check_len(len, LABEL_MAX_BYTES, ItemField::Label)?;
-                r.str(len, ItemField::Label)?
+                r.str(
+                    check_len(len, LABEL_MAX_BYTES, ItemField::Label)?,
+                    ItemField::Label,
+                )?
             } else {
-                let len = usize::from(b & 0x3F);
                 tag_term(&self.tags, usize::from(b >> 6))
                     .and_then(|t| t.get(..len))
                     .ok_or(DecodeError::BadReference(ItemField::Label))?

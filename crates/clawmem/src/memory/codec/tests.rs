@@ -23,6 +23,17 @@ fn sample() -> Item {
     item
 }
 
+/// An item stored from this content, tags and keywords at time 100.
+fn stored(id: u32, content: &str, tags: &str, keywords: &str, limit: LabelLimit) -> Item {
+    Item::new(
+        ItemId::new(id),
+        &ItemInput::new(content).tags(tags).keywords(keywords),
+        100,
+        limit,
+    )
+    .unwrap()
+}
+
 fn encode(item: &Item) -> Vec<u8> {
     let mut buf = vec![0u8; ITEM_ENCODED_MAX_BYTES];
     let n = item.encode(&mut buf).unwrap();
@@ -111,15 +122,13 @@ fn version_1_items_still_decode() {
 fn references_replace_what_the_item_holds_twice() {
     // Keywords from the content (exact and lowercased), from the tags,
     // and one literal; labels from the tags.
-    let item = Item::new(
-        ItemId::new(9),
-        &ItemInput::new("Michael lives in Seattle and likes hiking")
-            .tags("first_time_inquiry, customer")
-            .keywords("michael, seattle, customer"),
-        100,
+    let item = stored(
+        9,
+        "Michael lives in Seattle and likes hiking",
+        "first_time_inquiry, customer",
+        "michael, seattle, customer",
         LabelLimit::DEFAULT,
-    )
-    .unwrap();
+    );
     assert_eq!(item.keywords(), "michael,seattle,customer");
     let bytes = encode(&item);
     let content = item.content.len();
@@ -137,15 +146,13 @@ fn references_replace_what_the_item_holds_twice() {
 
     // An exact occurrence wins over a lowercased one; a piece of two
     // bytes is a literal; ESP-Claw's 8-character labels are prefixes.
-    let item = Item::new(
-        ItemId::new(10),
-        &ItemInput::new("tea: green tea, TEA")
-            .tags("dietary_preferences")
-            .keywords("tea, gr"),
-        100,
+    let item = stored(
+        10,
+        "tea: green tea, TEA",
+        "dietary_preferences",
+        "tea, gr",
         LabelLimit::ESP_CLAW,
-    )
-    .unwrap();
+    );
     let bytes = encode(&item);
     let kw = 10 + 1 + item.content.len() + 1 + item.tags.len() + 1;
     assert_eq!(&bytes[kw..], &[KW_CONTENT, 0, 3, 2, b'g', b'r', KW_TAG, 8]);
@@ -171,15 +178,7 @@ fn fields_that_fit_no_reference_are_written_out() {
 
 #[test]
 fn another_choice_of_references_is_refused() {
-    let item = Item::new(
-        ItemId::new(9),
-        &ItemInput::new("likes hiking")
-            .tags("hiking")
-            .keywords("hiking"),
-        100,
-        LabelLimit::DEFAULT,
-    )
-    .unwrap();
+    let item = stored(9, "likes hiking", "hiking", "hiking", LabelLimit::DEFAULT);
     let good = encode(&item);
     // The keyword as a literal instead of a tag reference.
     let kw = good.len() - 2;
