@@ -499,7 +499,7 @@ fn a_damaged_memory_item_is_confined() {
 fn a_rotten_memory_record_header_loses_only_that_record() {
     let image = six_notes("the user collects stamps from {n} countries", "stamps");
     let kind_at = put_header_before(&image, b"note 2: the user");
-    // 0x30 -> 0x70: no kind at all.
+    // 0x34 -> 0x74: no kind at all.
     let mut store = mount_flipped(&image, kind_at, 6, config()).unwrap();
     let mut listed = Vec::new();
     store
@@ -578,8 +578,8 @@ fn a_rotten_memory_link_loses_only_that_record() {
 }
 
 /// Where the chunk header of the memory put holding `content` starts: the
-/// last word-aligned MEM_PUT kind byte (with its first-and-last flags)
-/// before the content.
+/// last word-aligned put kind byte (0x30 or, for an item that replaced
+/// none, 0x34; with its first-and-last flags) before the content.
 fn put_header_before(image: &SimFlash, content: &[u8]) -> usize {
     let bytes = image.image();
     let at = bytes
@@ -588,7 +588,7 @@ fn put_header_before(image: &SimFlash, content: &[u8]) -> usize {
         .expect("the content is on flash");
     (at.saturating_sub(96)..at)
         .rev()
-        .find(|&p| p % 4 == 0 && bytes[p] == 0x30 && bytes[p + 1] == 0x03)
+        .find(|&p| p % 4 == 0 && matches!(bytes[p], 0x30 | 0x34) && bytes[p + 1] == 0x03)
         .expect("a memory put header before it")
 }
 

@@ -3,7 +3,7 @@
 
 use clawmem::memory::{ItemId, ItemInput, SOURCE_AUTO_LLM};
 use clawmem::{Config, Error, MemoryConfig, MountMode, Store};
-use clawmem_sim::{Esp32Flash, Preset, SimFlash, Stm32l4Flash};
+use clawmem_sim::{CutPoint, Esp32Flash, PowerCut, Preset, SimFlash, Stm32l4Flash, Tear};
 
 type S = Store<Esp32Flash, 8>;
 
@@ -369,7 +369,7 @@ fn catalog_prompt_and_memory_md() {
 
 #[test]
 fn memory_survives_many_compactions_and_ring_wraps() {
-    let mut store = S::format(flash(24), config()).unwrap();
+    let mut store = S::format(flash(20), config()).unwrap();
     let mut live = std::collections::BTreeMap::new();
     for n in 0..600u32 {
         let s = store
@@ -984,4 +984,114 @@ fn scrub_of_a_nearly_full_store_moves_only_what_shares_its_sectors() {
     assert!(matches!(store.memory_get(id), Err(Error::NotFound)));
     assert_eq!(contents_of(&mut store), ["User likes tea"]);
     store.check().unwrap();
+}
+
+/// Memory that never compacts on its own (ESP-Claw's trigger off): only
+/// the chain's length and a full active set write an index.
+fn no_trigger() -> Config {
+    Config {
+        memory: MemoryConfig {
+            compact_after_changes: u16::MAX,
+            compact_after_bytes: u32::MAX,
+            ..MemoryConfig::default()
+        },
+        ..config()
+    }
+}
+
+fn fact(n: u32) -> String {
+    format!("item {n:04} of the long chain")
+}
+
+/// A cut between an update's new item and its tombstone leaves both
+/// active. Were the set as full as stores let it get (159 items: a store
+/// finding 159 compacts first), that would be one item more than any store
+/// makes, and the next update would add one to it, past what the active
+/// set holds. So an update finding 159 items compacts before its put too
+/// (evicting down to the item limit), whatever the chain's length: after a
+/// cut at any point of such an update, the next update, store and recall
+/// all answer and at most 159 items are active.
+#[test]
+fn an_update_that_finds_the_active_set_full_compacts_first() {
+    let cfg = no_trigger();
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..159u32 {
+        let s = store
+            .memory_store(&ItemInput::new(&fact(n)).tags("chain"), n * 3600, false)
+            .unwrap();
+        assert!(s.changed);
+        ids.push(s.item.id());
+    }
+    assert_eq!(store.memory_len().unwrap(), 159);
+    let base = store.into_flash();
+    let mut clean = base.clone();
+    clean.flash_mut().arm_power_cut(PowerCut {
+        seed: 0,
+        at: CutPoint::Op(u64::MAX),
+        tear: Tear::Prefix(0),
+    });
+    let mut store = S::mount(clean, cfg, MountMode::ExistingOnly).unwrap();
+    store
+        .memory_update(ids[158], &ItemInput::new("item 0158 updated once"), 600_000)
+        .unwrap()
+        .unwrap();
+    assert!(store.memory_len().unwrap() <= 159);
+    let total = store.flash().flash().ops_since_arm();
+    for cut in 0..total {
+        let mut flash = base.clone();
+        flash.flash_mut().arm_power_cut(PowerCut {
+            seed: cut,
+            at: CutPoint::Op(cut),
+            tear: Tear::Prefix(0),
+        });
+        let mut store = S::mount(flash, cfg, MountMode::ExistingOnly).unwrap();
+        let _ = store.memory_update(ids[158], &ItemInput::new("item 0158 updated once"), 600_000);
+        let mut flash = store.into_flash();
+        flash.flash_mut().restore_power();
+        let mut store = S::mount(flash, cfg, MountMode::ExistingOnly).unwrap();
+        let len = store.memory_len().unwrap();
+        assert!((128..=159).contains(&len), "cut {cut}: {len} items");
+        // Another update, a store and a recall: each answers, and what is
+        // active afterwards reads back the same after a remount.
+        store
+            .memory_update(ids[157], &ItemInput::new("item 0157 updated once"), 600_100)
+            .unwrap_or_else(|e| panic!("cut {cut}: update: {e:?}"));
+        store
+            .memory_store(&ItemInput::new(&fact(900)).tags("chain"), 600_200, false)
+            .unwrap_or_else(|e| panic!("cut {cut}: store: {e:?}"));
+        store
+            .memory_recall(&["chain"], 8, 600_300, |_| {})
+            .unwrap_or_else(|e| panic!("cut {cut}: recall: {e:?}"));
+        let got = contents(&mut store);
+        assert!(got.len() <= 159, "cut {cut}: {} items", got.len());
+        assert!(got.iter().any(|c| c == "item 0157 updated once"));
+        let mut store = S::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+        assert_eq!(contents(&mut store), got, "cut {cut}");
+    }
+}
+
+/// The chain after an index holds up to 128 records: every access record
+/// of a chain that long is applied, after a remount too, and the index
+/// written when it is full keeps the counts.
+#[test]
+fn a_full_memory_chain_is_applied_whole_after_a_remount() {
+    let cfg = no_trigger();
+    let mut store = S::format(flash(64), cfg).unwrap();
+    let id = store
+        .memory_store(&ItemInput::new(&fact(1)).tags("chain"), 1, false)
+        .unwrap()
+        .item
+        .id();
+    for round in 0..300u32 {
+        store
+            .memory_recall(&["chain"], 8, 10 + round, |_| {})
+            .unwrap();
+        if round % 97 == 0 {
+            store = S::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+        }
+        let item = store.memory_get(id).unwrap();
+        assert_eq!(item.access_count(), (round + 1) as u16, "round {round}");
+        assert_eq!(item.updated_at(), 10 + round, "round {round}");
+    }
 }

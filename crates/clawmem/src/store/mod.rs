@@ -169,6 +169,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             session_bases: of(SESSION_BASE),
             session_other: of(SESSION_DELETE) + of(SESSION_BLOCK),
             objects: of(objects::OBJECT),
+            // Plain puts share the slot of puts (`usage_slot`).
             memory_items: of(MEM_PUT),
             memory_other: of(MEM_FORGET) + of(MEM_ACCESS) + of(MEM_INDEX),
         }

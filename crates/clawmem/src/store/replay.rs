@@ -34,7 +34,9 @@ use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
 use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
-use crate::store::memory::{MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT};
+use crate::store::memory::{
+    MEM_ACCESS, MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN,
+};
 use crate::store::objects::OBJECT;
 
 /// Why [`apply`](Store::apply) left a batch out: it failed a check, or
@@ -59,7 +61,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // the session they name and by their readers.)
         let destructive = matches!(
             h.kind,
-            SESSION_DELETE | SESSION_BLOCK | MEM_FORGET | MEM_ACCESS
+            SESSION_DELETE | SESSION_BLOCK | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED
         );
         if destructive && self.log.verify(addr)?.is_none() {
             // A record failed its checksum.
@@ -185,7 +187,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 };
                 Self::upsert_session(&mut self.sessions, s)?;
             }
-            MEM_PUT | MEM_FORGET | MEM_ACCESS | MEM_INDEX => self.mem_apply(addr, h, sector_seq)?,
+            MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED | MEM_INDEX => {
+                self.mem_apply(addr, h, sector_seq)?
+            }
             OBJECT => {
                 let mut b = [0u8; OBJ_FIXED as usize];
                 self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;

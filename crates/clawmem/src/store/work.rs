@@ -4,8 +4,9 @@
 //! Owns: the active sets of long-term memory (one for the public operation
 //! in progress, one for a compaction that garbage collection starts under
 //! it), a scratch area, the buffer an item's put is read into or encoded
-//! in, three item slots, and what a session base being written walks (its
-//! chain and three sweeps; no base is written while another is).
+//! in, three item slots, the memory chain a read walks, and what a session
+//! base being written walks (its chain and three sweeps; no base is written
+//! while another is).
 //!
 //! Invariants: nothing in it outlives the operation that filled it; every
 //! reader fills what it reads first. The operation level ([`OP`]) is never
@@ -25,7 +26,7 @@ use super::base::BaseWork;
 #[cfg(any(feature = "memory", feature = "chat", feature = "profiles"))]
 use super::memory::SCRATCH_BYTES;
 #[cfg(feature = "memory")]
-use super::memory::{Active, ACTIVE_CAP, PUT_FIXED};
+use super::memory::{Active, ChainList, ACTIVE_CAP, PUT_FIXED};
 #[cfg(feature = "memory")]
 use crate::memory::{Item, ITEM_ENCODED_MAX_BYTES};
 
@@ -61,6 +62,9 @@ pub struct Work {
     /// write may start.
     #[cfg(feature = "memory")]
     pub(crate) items: [Item; 3],
+    /// The memory chain a read of the active set walks.
+    #[cfg(feature = "memory")]
+    pub(crate) chain: ChainList,
     /// The session chain and the three sweeps of a base being written.
     pub(crate) base: BaseWork,
 }
@@ -77,6 +81,8 @@ impl Work {
             enc: [0; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
             #[cfg(feature = "memory")]
             items: [Item::empty(), Item::empty(), Item::empty()],
+            #[cfg(feature = "memory")]
+            chain: ChainList::EMPTY,
             base: BaseWork::EMPTY,
         }
     }

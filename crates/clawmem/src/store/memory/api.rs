@@ -9,7 +9,7 @@
 //! Power loss: each function says what a cut during it leaves.
 
 use super::*;
-use super::{MEM_ACCESS, MEM_INDEX};
+use super::{MEM_ACCESS_PACKED, MEM_INDEX};
 use crate::memory::{MAX_SUMMARY_LABELS, RECALL_DEFAULT_LIMIT};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
@@ -99,9 +99,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             stored.changed = false;
             return Ok(());
         }
-        if self.work.borrow_mut().active[OP].len() >= ACTIVE_CAP - 1 {
-            self.mem_compact_with(None, Priority::User)?;
-        }
+        self.mem_room_for_one()?;
         self.mem.next_id = self.mem.next_id.wrapping_add(1);
         self.mem_put(item, (0, 0), Priority::User)?;
         self.stage_touch(item);
@@ -130,6 +128,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         self.mem_maybe_compact()?;
         stored.replaced = replaced;
+        Ok(())
+    }
+
+    /// Makes room in the active set for one more item before a put of a
+    /// new id: with active set [`OP`] as just read holding `ACTIVE_CAP - 1`
+    /// items or more, memory is compacted first (evicting down to the item
+    /// limit). Only such puts grow the set, so it never outgrows
+    /// `ACTIVE_CAP`, however long the chain.
+    fn mem_room_for_one(&mut self) -> Result<(), Fail<F::Error>> {
+        if self.work.borrow().active[OP].len() >= ACTIVE_CAP - 1 {
+            self.mem_compact_with(None, Priority::User)?;
+        }
         Ok(())
     }
 
@@ -536,19 +546,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(Ok(0));
         }
         self.mem_before_write(Priority::User)?;
-        self.prepare_write(8 + 4 * matched as u32, Priority::User)?;
-        // The access record, built in the scratch area once room is made.
+        // The packed record's length, counted before room is made (the
+        // scratch area is not held across that).
+        let mut coder = IdCoder::new(true);
+        let mut tmp = [0u8; PACKED_ID_MAX];
+        let n = 8 + self.work.borrow().active[OP]
+            .iter()
+            .map(|a| coder.put(a.id, &mut tmp))
+            .sum::<usize>();
+        self.prepare_write(n as u32, Priority::User)?;
+        // The access record, built in the scratch area once room is made,
+        // after the matched ids as words (read again below).
         let prev = self.mem_prev();
         let work: &mut Work = self.work.borrow_mut();
         let ids = &mut work.scratch;
-        set_word(ids, 0, prev);
-        set_word(ids, 1, now);
         for (k, a) in work.active[OP].iter().enumerate() {
             set_word(ids, 2 + k, a.id);
         }
-        let n = 8 + 4 * matched;
-        let mut payload = crate::log::Slices([&self.work.borrow().scratch[..n]]);
-        let (addr, _) = self.log.write_batch(MEM_ACCESS, &mut payload)?;
+        let (_, rec) = ids.split_at_mut(ACCESS_AT);
+        set_word(rec, 0, prev);
+        set_word(rec, 1, now);
+        let mut coder = IdCoder::new(true);
+        let mut at = 8;
+        for a in work.active[OP].iter() {
+            at += coder.put(a.id, &mut rec[at..]);
+        }
+        let mut payload =
+            crate::log::Slices([&self.work.borrow().scratch[ACCESS_AT..ACCESS_AT + n]]);
+        let (addr, _) = self.log.write_batch(MEM_ACCESS_PACKED, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(n as u32);
         self.mem_written(addr, n as u32, 0);
         // Read back through the (possibly relocated) active set: the access
@@ -604,6 +629,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // The answer is the existing item.
             new.clone_from(self.slot(0));
         } else {
+            self.mem_room_for_one()?;
             self.mem.next_id = self.mem.next_id.wrapping_add(1);
             self.mem_put(&new, (id.get(), root), Priority::User)?;
         }

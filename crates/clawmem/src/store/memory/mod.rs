@@ -5,9 +5,12 @@
 //!
 //! - `MEM_PUT`: one item (its own batch, so it can be scrubbed alone);
 //!   a put of an id that exists replaces it (merges, relocation copies);
+//!   `MEM_PUT_PLAIN` is the same without the lineage words, for an item
+//!   that replaced none (most of them);
 //! - `MEM_FORGET`: a tombstone;
 //! - `MEM_ACCESS`: the ids a recall returned, whose access counts grow by
-//!   one without the items being rewritten;
+//!   one without the items being rewritten; `MEM_ACCESS_PACKED` holds the
+//!   same with the ids packed (what this version writes);
 //! - `MEM_INDEX`: compaction's result, a list of the active items with their
 //!   applied access counts (16 bytes an item), pointing at their puts where
 //!   they are. It replaces everything before it.
@@ -74,29 +77,46 @@ pub(crate) const MEM_FORGET: u8 = 0x31;
 pub(crate) const MEM_ACCESS: u8 = 0x32;
 /// The compacted index of active memory items.
 pub(crate) const MEM_INDEX: u8 = 0x33;
+/// A long-term memory item with no lineage (format version 7 on): `prev`
+/// and the item, without the two lineage words of [`MEM_PUT`], which is
+/// written only for an item that replaced another.
+pub(crate) const MEM_PUT_PLAIN: u8 = 0x34;
+/// The ids a recall returned, packed (format version 7 on): `prev`, the
+/// time, then the ids as variable-length differences ([`IdCoder`]), where
+/// [`MEM_ACCESS`] spends four bytes on each.
+pub(crate) const MEM_ACCESS_PACKED: u8 = 0x35;
 const _: () = {
     use crate::layout::kind::{defined_in, CLASS_MEMORY};
     assert!(defined_in(MEM_PUT, CLASS_MEMORY) && defined_in(MEM_FORGET, CLASS_MEMORY));
     assert!(defined_in(MEM_ACCESS, CLASS_MEMORY) && defined_in(MEM_INDEX, CLASS_MEMORY));
+    assert!(defined_in(MEM_PUT_PLAIN, CLASS_MEMORY) && defined_in(MEM_ACCESS_PACKED, CLASS_MEMORY));
 };
 
 #[cfg(feature = "memory")]
 /// The `prev` of a put outside the chain (a merge or a relocation copy).
 pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
 
-/// Most records in the memory chain before it is compacted regardless.
-pub(crate) const MEM_CHAIN_MAX: usize = 32;
+/// Most records in the memory chain before it is compacted regardless
+/// (format version 7 on; 32 before). The index an item costs 16 bytes, so
+/// the longer the chain, the less of what memory writes is index: on
+/// `bfcl-memory.jsonl --repeat 5` the index is 101 KB of 1.36 MB written
+/// at 32 records and 21 KB at 128. A read applies the chain to the index,
+/// so it reads at most this many records after it.
+pub(crate) const MEM_CHAIN_MAX: usize = 128;
 #[cfg(feature = "memory")]
-/// Most active items between two compactions.
-pub(crate) const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + MEM_CHAIN_MAX;
+/// Most active items: an index holds at most [`MAX_ACTIVE_ITEMS`], and a
+/// store or an update that finds the set nearly this full compacts before
+/// its put (`Store::mem_room_for_one`), whatever the chain's length.
+pub(crate) const ACTIVE_CAP: usize = MAX_ACTIVE_ITEMS + 32;
 #[cfg(feature = "memory")]
 /// Bytes of a label delta in the scratch area: hash u32, put address u32,
 /// change i16, used u8, zero u8.
 const DELTA_BYTES: usize = 12;
 #[cfg(feature = "memory")]
-/// Most label deltas a catalog read tracks: the chain's records changed
-/// at most three labels each, on both sides of a replacement.
-const DELTAS_MAX: usize = 6 * MEM_CHAIN_MAX;
+/// Most label deltas a catalog read tracks (the labels the chain's records
+/// changed, three at most each, on both sides of a replacement); a chain
+/// that changed more has its catalog counted from the items instead.
+const DELTAS_MAX: usize = 192;
 /// Bytes of the work area's scratch: the largest of a catalog read's label
 /// deltas or label hashes, a compaction's keys (4 B an item) or catalog,
 /// a recall's access record, and a chat's session map.
@@ -106,10 +126,14 @@ pub(crate) const SCRATCH_BYTES: usize = DELTA_BYTES * DELTAS_MAX;
 #[cfg(all(not(feature = "memory"), any(feature = "chat", feature = "profiles")))]
 pub(crate) const SCRATCH_BYTES: usize = crate::chat::MAP_ENCODED_MAX_BYTES;
 #[cfg(feature = "memory")]
+/// Where in the scratch area a recall builds its access record, after the
+/// matched ids as words (at most [`ACTIVE_CAP`] of them, after two words).
+pub(crate) const ACCESS_AT: usize = 8 + 4 * ACTIVE_CAP;
+#[cfg(feature = "memory")]
 const _: () = assert!(
     SCRATCH_BYTES >= CATALOG_MAX
         && SCRATCH_BYTES >= 4 * ACTIVE_CAP * crate::memory::MAX_SUMMARY_LABELS
-        && SCRATCH_BYTES >= 8 + 4 * MAX_ACTIVE_ITEMS
+        && SCRATCH_BYTES >= ACCESS_AT + 8 + ops::PACKED_ID_MAX * ACTIVE_CAP
         && SCRATCH_BYTES >= crate::chat::MAP_ENCODED_MAX_BYTES
 );
 
@@ -126,8 +150,23 @@ fn set_word(b: &mut [u8], k: usize, v: u32) {
 
 #[cfg(feature = "memory")]
 /// A put's payload before the item: prev u32, origin u32 (the id it
-/// replaces), root u32 (the first id of its lineage).
+/// replaces), root u32 (the first id of its lineage); a plain put
+/// ([`MEM_PUT_PLAIN`]) holds only prev ([`PLAIN_FIXED`]).
 pub(crate) const PUT_FIXED: u32 = 12;
+#[cfg(feature = "memory")]
+/// A plain put's payload before the item: prev u32.
+pub(crate) const PLAIN_FIXED: u32 = 4;
+
+#[cfg(feature = "memory")]
+/// The bytes before the item in a put of kind `k` (either kind of put),
+/// `None` for any other kind.
+pub(crate) fn put_fixed(k: u8) -> Option<u32> {
+    match k {
+        MEM_PUT => Some(PUT_FIXED),
+        MEM_PUT_PLAIN => Some(PLAIN_FIXED),
+        _ => None,
+    }
+}
 #[cfg(feature = "memory")]
 /// An index's payload before its entries: prev, next id, count, oldest,
 /// catalog length (`NO_ADDR`: no catalog, it did not fit).
@@ -242,6 +281,52 @@ impl MemState {
             next_id: word(b, 5),
         };
         (s.chain as usize <= MEM_CHAIN_MAX && s.next_id >= 1).then_some(s)
+    }
+}
+
+#[cfg(feature = "memory")]
+/// The memory chain after the root as a read walks it (the work area's, so
+/// that a long chain costs no stack): each record's address and kind.
+/// One more than [`MEM_CHAIN_MAX`] fits, so a chain longer than a sound one
+/// is seen for the damage it is.
+pub(crate) struct ChainList {
+    addr: [u32; MEM_CHAIN_MAX + 1],
+    kind: [u8; MEM_CHAIN_MAX + 1],
+    /// Records listed.
+    pub len: usize,
+}
+
+#[cfg(feature = "memory")]
+impl ChainList {
+    pub const EMPTY: ChainList = ChainList {
+        addr: [0; MEM_CHAIN_MAX + 1],
+        kind: [0; MEM_CHAIN_MAX + 1],
+        len: 0,
+    };
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Lists a record; `false` if the list is full.
+    pub fn push(&mut self, addr: u32, kind: u8) -> bool {
+        let Some(slot) = self.addr.get_mut(self.len) else {
+            return false;
+        };
+        *slot = addr;
+        self.kind[self.len] = kind;
+        self.len += 1;
+        true
+    }
+
+    /// The `i`th record listed: address and kind.
+    pub fn get(&self, i: usize) -> (u32, u8) {
+        (self.addr[i], self.kind[i])
+    }
+
+    pub fn reverse(&mut self) {
+        self.addr[..self.len].reverse();
+        self.kind[..self.len].reverse();
     }
 }
 

@@ -40,8 +40,84 @@ impl Marks {
 
 /// The record kinds of the memory chain after its index.
 pub(super) fn is_chain_kind(k: u8) -> bool {
-    matches!(k, MEM_PUT | MEM_FORGET | MEM_ACCESS)
+    matches!(
+        k,
+        MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED
+    )
 }
+
+/// The ids of an access record after its prev and time, one byte at a
+/// time: in a [`MEM_ACCESS`] record each a `u32`; in a
+/// [`MEM_ACCESS_PACKED`] one, the first id then each id's difference from
+/// the one before, zigzag-coded (`d << 1` for a step up, `(-d << 1) - 1`
+/// down) as LEB128 (seven bits a byte, low first, the top bit set on every
+/// byte but the last; five bytes at most). Recalls return ids close to each
+/// other, so most take a byte.
+pub(crate) struct IdCoder {
+    packed: bool,
+    last: u32,
+    acc: u32,
+    shift: u32,
+}
+
+impl IdCoder {
+    pub(crate) fn new(packed: bool) -> IdCoder {
+        IdCoder {
+            packed,
+            last: 0,
+            acc: 0,
+            shift: 0,
+        }
+    }
+
+    /// Takes the next byte: `Ok(Some(id))` when it completes an id, `Err`
+    /// for a packed id longer than five bytes.
+    pub(crate) fn feed(&mut self, b: u8) -> Result<Option<u32>, ()> {
+        if !self.packed {
+            self.acc |= u32::from(b) << self.shift;
+            self.shift += 8;
+            if self.shift < 32 {
+                return Ok(None);
+            }
+            let id = self.acc;
+            (self.acc, self.shift) = (0, 0);
+            return Ok(Some(id));
+        }
+        if self.shift >= 35 || (self.shift == 28 && b > 0x0F) {
+            return Err(());
+        }
+        self.acc |= u32::from(b & 0x7F) << self.shift;
+        if b & 0x80 != 0 {
+            self.shift += 7;
+            return Ok(None);
+        }
+        let z = self.acc;
+        (self.acc, self.shift) = (0, 0);
+        let d = (z >> 1) ^ (z & 1).wrapping_neg();
+        self.last = self.last.wrapping_add(d);
+        Ok(Some(self.last))
+    }
+
+    /// Writes the next id packed into `out`; returns the bytes written.
+    pub(crate) fn put(&mut self, id: u32, out: &mut [u8]) -> usize {
+        let d = id.wrapping_sub(self.last) as i32;
+        self.last = id;
+        let mut z = ((d << 1) ^ (d >> 31)) as u32;
+        let mut n = 0;
+        loop {
+            let more = z >= 0x80;
+            out[n] = (z as u8 & 0x7F) | if more { 0x80 } else { 0 };
+            n += 1;
+            z >>= 7;
+            if !more {
+                return n;
+            }
+        }
+    }
+}
+
+/// Most bytes a packed id takes.
+pub(crate) const PACKED_ID_MAX: usize = 5;
 
 /// Most merges one compaction does (the rest wait for the next).
 pub(super) const MAX_MERGES: usize = 8;
@@ -110,33 +186,47 @@ pub(super) fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usi
     Some(len + need)
 }
 
-/// The payload length of a put of `item`.
-pub(super) fn put_len<E>(item: &Item) -> Result<u32, Fail<E>> {
+/// The kind of a put with lineage `origin`: a plain put without one.
+pub(super) fn put_kind(origin: Lineage) -> u8 {
+    if origin == (0, 0) {
+        MEM_PUT_PLAIN
+    } else {
+        MEM_PUT
+    }
+}
+
+/// The payload length of a put of `item` with lineage `origin`.
+pub(super) fn put_len<E>(item: &Item, origin: Lineage) -> Result<u32, Fail<E>> {
     let n = item.encoded_len();
     if n > ITEM_ENCODED_MAX_BYTES {
         return Err(Error::LogicBug("item larger than its encoding"));
     }
-    Ok(PUT_FIXED + n as u32)
+    let fixed = put_fixed(put_kind(origin)).unwrap_or(PUT_FIXED);
+    Ok(fixed + n as u32)
 }
 
-/// Encodes a put of `item` (after `prev` and its lineage `origin`) into
-/// `enc`; returns its length.
+/// Encodes a put of `item` (after `prev` and its lineage `origin`, if
+/// any) into `enc`; returns its length and kind.
 pub(super) fn put_encode<E>(
     enc: &mut [u8],
     prev: u32,
-    origin: (u32, u32),
+    origin: Lineage,
     item: &Item,
-) -> Result<u32, Fail<E>> {
-    let len = put_len(item)?;
+) -> Result<(u32, u8), Fail<E>> {
+    let len = put_len(item, origin)?;
+    let kind = put_kind(origin);
+    let fixed = put_fixed(kind).unwrap_or(PUT_FIXED) as usize;
     for (k, v) in [prev, origin.0, origin.1].into_iter().enumerate() {
-        set_word(enc, k, v);
+        if 4 * k < fixed {
+            set_word(enc, k, v);
+        }
     }
     let out = enc
-        .get_mut(PUT_FIXED as usize..)
+        .get_mut(fixed..)
         .ok_or(Error::LogicBug("put buffer too small"))?;
     item.encode(out)
         .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
-    Ok(len)
+    Ok((len, kind))
 }
 
 /// An item's lineage: the id it replaced and the first id of its lineage
@@ -275,5 +365,94 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
             };
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::{IdCoder, PACKED_ID_MAX};
+
+    fn pack(ids: &[u32]) -> std::vec::Vec<u8> {
+        let mut c = IdCoder::new(true);
+        let mut out = std::vec::Vec::new();
+        for &id in ids {
+            let mut b = [0u8; PACKED_ID_MAX];
+            let n = c.put(id, &mut b);
+            out.extend_from_slice(&b[..n]);
+        }
+        out
+    }
+
+    fn unpack(packed: bool, bytes: &[u8]) -> Result<std::vec::Vec<u32>, ()> {
+        let mut c = IdCoder::new(packed);
+        let mut out = std::vec::Vec::new();
+        for &b in bytes {
+            if let Some(id) = c.feed(b)? {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn packed_ids_round_trip_in_their_order() {
+        let cases: [&[u32]; 6] = [
+            &[],
+            &[1],
+            &[17, 12, 13, 90, 3],
+            &[0, u32::MAX, 0, 0x8000_0000, 0x7FFF_FFFF],
+            &[70_000, 5, 1 << 20, (1 << 20) + 1],
+            &[128, 127, 255, 256, 16_383, 16_384],
+        ];
+        for ids in cases {
+            assert_eq!(unpack(true, &pack(ids)).unwrap(), ids);
+        }
+        // A pseudo-random sweep.
+        let mut x = 0x2545_F491u32;
+        for _ in 0..2000 {
+            let ids: std::vec::Vec<u32> = (0..(x % 9))
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    if x & 1 == 0 {
+                        x % 300
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            assert_eq!(unpack(true, &pack(&ids)).unwrap(), ids);
+        }
+    }
+
+    #[test]
+    fn close_ids_take_a_byte_and_none_more_than_five() {
+        // A recall's ids, a few apart: a byte each after the first.
+        assert_eq!(pack(&[100, 103, 98, 140]).len(), 2 + 1 + 1 + 1);
+        assert_eq!(pack(&[u32::MAX / 2 + 3]).len(), PACKED_ID_MAX);
+        assert_eq!(pack(&[0, 0x8000_0000]).len(), 1 + PACKED_ID_MAX);
+    }
+
+    #[test]
+    fn an_id_longer_than_five_bytes_is_refused() {
+        assert!(unpack(true, &[0x80, 0x80, 0x80, 0x80, 0x10]).is_err());
+        assert!(unpack(true, &[0x80, 0x80, 0x80, 0x80, 0x80, 0x00]).is_err());
+        assert_eq!(
+            unpack(true, &[0xFE, 0xFF, 0xFF, 0xFF, 0x0F]).unwrap(),
+            [0x7FFF_FFFF]
+        );
+        assert_eq!(
+            unpack(true, &[0xFF, 0xFF, 0xFF, 0xFF, 0x0F]).unwrap(),
+            [0x8000_0000]
+        );
+    }
+
+    #[test]
+    fn unpacked_ids_are_words() {
+        let bytes = [1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 7];
+        // A trailing part of a word is no id.
+        assert_eq!(unpack(false, &bytes).unwrap(), [1, u32::MAX]);
     }
 }

@@ -9,21 +9,33 @@
 //! Power loss: nothing here writes.
 
 use super::*;
-use super::{MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT};
+use super::{MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Checks the memory record at `addr` (its kind, and the CRC of the
     /// whole batch); returns its payload length.
     pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Fail<F::Error>> {
+        Ok(self.mem_check_kind(addr, want)?.0)
+    }
+
+    /// [`mem_check`](Self::mem_check), also returning the record's kind:
+    /// [`MEM_PUT`] wanted accepts either kind of put.
+    pub(super) fn mem_check_kind(
+        &mut self,
+        addr: u32,
+        want: u8,
+    ) -> Result<(usize, u8), Fail<F::Error>> {
         let h = self.log.io().chunk_header(addr)?;
         let bad = Error::Corrupted {
             address: addr,
             what: "a memory record is damaged",
         };
-        if h.is_none_or(|h| h.kind != want || !h.is_first()) {
+        let Some(h) = h else { return Err(bad) };
+        let kind_ok = h.kind == want || (want == MEM_PUT && h.kind == MEM_PUT_PLAIN);
+        if !kind_ok || !h.is_first() {
             return Err(bad);
         }
-        Ok(self.log.verify(addr)?.ok_or(bad)? as usize)
+        Ok((self.log.verify(addr)?.ok_or(bad)? as usize, h.kind))
     }
 
     /// Reads a memory record's payload (CRC checked) into `buf`; returns its
@@ -48,22 +60,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// stack.
     #[inline(never)]
     pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Fail<F::Error>> {
-        let len = self.mem_check(addr, MEM_PUT)?;
+        // Either kind of put: a plain one has no lineage words.
+        let (len, kind) = self.mem_check_kind(addr, MEM_PUT)?;
+        let fixed = put_fixed(kind).unwrap_or(PUT_FIXED) as usize;
         let w: &mut Work = self.work.borrow_mut();
         let n = len.min(w.enc.len());
         self.log
             .io()
             .read_stream(addr + CHUNK_HEADER_LEN, &mut w.enc[..n])?;
         let item = &mut w.items[slot];
-        let decoded = w
-            .enc
-            .get(PUT_FIXED as usize..len)
-            .map(|body| item.decode_from(body));
+        let decoded = w.enc.get(fixed..len).map(|body| item.decode_from(body));
         if !matches!(decoded, Some(Ok(()))) {
             return Err(Error::Corrupted {
                 address: addr,
                 what: "a memory item does not decode",
             });
+        }
+        if kind == MEM_PUT_PLAIN {
+            return Ok((0, 0));
         }
         Ok((word(&w.enc, 1), word(&w.enc, 2)))
     }
@@ -73,13 +87,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &self.work.borrow().items[slot]
     }
 
-    /// The memory chain after the root, oldest first, into `out` (empty).
+    /// The memory chain after the root, oldest first, into the work area's
+    /// chain list (emptied first).
     // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
-    pub(super) fn mem_chain(
-        &mut self,
-        out: &mut Vec<(u32, u8), { MEM_CHAIN_MAX + 1 }>,
-    ) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_chain(&mut self) -> Result<(), Fail<F::Error>> {
+        self.work.borrow_mut().chain.clear();
         let mut at = self.mem.head;
         // Bounded: each step either records a link or crosses a damaged
         // one, and the chain holds at most `MEM_CHAIN_MAX` records.
@@ -99,7 +112,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             };
             match sound {
                 Some(h) => {
-                    if out.push((at, h.kind)).is_err() {
+                    if !self.work.borrow_mut().chain.push(at, h.kind) {
                         self.mem_damaged = self.mem_damaged.saturating_add(1);
                         break;
                     }
@@ -121,7 +134,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 None => break,
             }
         }
-        out.reverse();
+        self.work.borrow_mut().chain.reverse();
         Ok(())
     }
 
@@ -258,11 +271,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else if root != NO_ADDR {
             self.mem_salvage_index(root, lvl)?;
         }
-        let mut chain = Vec::new();
-        self.mem_chain(&mut chain)?;
-        for &(addr, k) in chain.iter() {
+        self.mem_chain()?;
+        for i in 0..self.work.borrow().chain.len {
+            let (addr, k) = self.work.borrow().chain.get(i);
             match k {
-                MEM_PUT => {
+                MEM_PUT | MEM_PUT_PLAIN => {
                     let r = self.mem_read(addr, 0);
                     if self.mem_tolerate(r)?.is_none() {
                         continue;
@@ -290,35 +303,47 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 }
                 _ => {
-                    // Checked whole, then read a few ids at a time.
-                    let r = self.mem_check(addr, MEM_ACCESS);
+                    // Either kind of access record: checked whole, then
+                    // read a few ids at a time.
+                    let r = self.mem_check(addr, k);
                     let Some(len) = self.mem_tolerate(r)? else {
                         continue;
                     };
+                    let packed = k == MEM_ACCESS_PACKED;
                     // A recall lists at most the whole active set.
-                    let len = len.min(8 + 4 * ACTIVE_CAP) as u32;
+                    let most = if packed { PACKED_ID_MAX } else { 4 };
+                    let len = len.min(8 + most * ACTIVE_CAP) as u32;
                     let start = addr + CHUNK_HEADER_LEN;
                     let mut b = [0u8; 64];
-                    let mut pos = 4;
-                    let mut now = 0;
-                    while pos + 4 <= len {
-                        let n = (len - pos).min(b.len() as u32) / 4 * 4;
+                    let mut now = [0u8; 4];
+                    if len < 8 {
+                        continue;
+                    }
+                    let at = self.log.io().stream_advance(start, 4);
+                    self.log.io().read_stream(at, &mut now)?;
+                    let now = u32::from_le_bytes(now);
+                    let mut coder = IdCoder::new(packed);
+                    let mut pos = 8;
+                    'record: while pos < len {
+                        let n = (len - pos).min(b.len() as u32) as usize;
                         let at = self.log.io().stream_advance(start, pos);
-                        self.log.io().read_stream(at, &mut b[..n as usize])?;
-                        let mut ids = b[..n as usize].chunks_exact(4);
-                        if pos == 4 {
-                            now = ids.next().map_or(0, |t| word(t, 0));
-                        }
+                        self.log.io().read_stream(at, &mut b[..n])?;
                         let out = &mut self.work.borrow_mut().active[lvl];
-                        for id in ids {
-                            let id = word(id, 0);
+                        for &byte in &b[..n] {
+                            let id = match coder.feed(byte) {
+                                Ok(Some(id)) => id,
+                                Ok(None) => continue,
+                                // Not what a writer packs: the rest is
+                                // left out.
+                                Err(()) => break 'record,
+                            };
                             if let Some(k) = position_of(out, id) {
                                 let x = &mut out[k];
                                 x.access = x.access.saturating_add(1);
                                 x.updated_at = x.updated_at.max(now);
                             }
                         }
-                        pos += n;
+                        pos += n as u32;
                     }
                 }
             }

@@ -15,8 +15,8 @@ use core::borrow::BorrowMut;
 use embedded_storage::nor_flash::NorFlash;
 
 use super::{
-    MemState, CATALOG_MAX, INDEX_ENTRY, INDEX_FIXED, MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT,
-    UNCHAINED,
+    put_fixed, MemState, CATALOG_MAX, INDEX_ENTRY, INDEX_FIXED, MEM_ACCESS, MEM_ACCESS_PACKED,
+    MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN, UNCHAINED,
 };
 use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::store::replay::Skip;
@@ -32,7 +32,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         sector_seq: u32,
     ) -> Result<(), Skip> {
         match h.kind {
-            MEM_PUT | MEM_FORGET | MEM_ACCESS => {
+            MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED => {
                 let mut b = [0u8; 20];
                 // A batch split over sectors continues in the next one, so
                 // its first chunk may hold fewer than 20 bytes of the
@@ -40,19 +40,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // flash), so the stream is read on into the next sector.
                 // Forgets (8 bytes) and short access records read only
                 // their own length.
-                let n = match h.kind {
-                    MEM_PUT => 20,
-                    _ => (h.len as usize).min(8),
+                let fixed = put_fixed(h.kind);
+                let n = match fixed {
+                    Some(f) => f as usize + 6,
+                    None => (h.len as usize).min(8),
                 };
                 self.log
                     .io()
                     .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
-                if h.kind == MEM_PUT {
-                    // The item's id follows prev, origin, root and the
-                    // encoding's version and flags bytes.
-                    self.mem.next_id = self.mem.next_id.max(u32_at(&b, 14).wrapping_add(1));
+                if let Some(f) = fixed {
+                    // The item's id follows prev (and the lineage words of
+                    // a put that has them) and the encoding's version and
+                    // flags bytes.
+                    let id = u32_at(&b, f as usize + 2);
+                    self.mem.next_id = self.mem.next_id.max(id.wrapping_add(1));
                 }
-                if h.kind == MEM_PUT && u32_at(&b, 0) == UNCHAINED {
+                if fixed.is_some() && u32_at(&b, 0) == UNCHAINED {
                     // A merge or relocation copy: the index after it, if it
                     // landed, points at it.
                     return Ok(());
@@ -99,7 +102,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.scan_damaged = NO_ADDR;
                 self.mem.head = addr;
                 self.mem.chain = self.mem.chain.saturating_add(1);
-                if h.kind != MEM_ACCESS {
+                if !matches!(h.kind, MEM_ACCESS | MEM_ACCESS_PACKED) {
                     self.mem.changes = self.mem.changes.saturating_add(1);
                 }
                 self.mem.bytes = self.mem.bytes.saturating_add(h.len);
@@ -220,10 +223,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // link, say) fails the CRC: it was the head when `addr` was
         // written, so the record before it is the head now. Remember that
         // link (the one on flash is not to be trusted) until the next index.
-        let chain_header =
-            self.log.io().chunk_header(prev)?.is_some_and(|h| {
-                h.is_first() && matches!(h.kind, MEM_PUT | MEM_FORGET | MEM_ACCESS)
-            });
+        let chain_header = self
+            .log
+            .io()
+            .chunk_header(prev)?
+            .is_some_and(|h| h.is_first() && super::ops::is_chain_kind(h.kind));
         if chain_header && self.mem_links.push((prev, head)).is_ok() {
             return Ok(true);
         }

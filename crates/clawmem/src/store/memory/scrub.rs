@@ -6,7 +6,6 @@
 //! Power loss: the tombstone and a compaction commit first; each step after
 //! is safe to cut, and calling again with the same id finishes.
 
-use super::MEM_PUT;
 use super::*;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
@@ -28,13 +27,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     crate::log::Slot::Chunk(c) => c,
                     _ => break,
                 };
-                if c.header.kind == MEM_PUT && c.header.is_first() {
+                let fixed = put_fixed(c.header.kind);
+                if let (Some(fixed), true) = (fixed, c.header.is_first()) {
+                    // The item's id follows the version and flags bytes.
                     let mut b = [0u8; PUT_FIXED as usize + 6];
-                    let n = (c.header.len as usize).min(b.len());
+                    let want = fixed as usize + 6;
+                    let n = (c.header.len as usize).min(want);
                     self.log
                         .io()
                         .read_stream(pos + CHUNK_HEADER_LEN, &mut b[..n])?;
-                    if n == b.len() && u32_at(&b, PUT_FIXED as usize + 2) == id {
+                    if n == want && u32_at(&b, fixed as usize + 2) == id {
                         f(pos, c.header.len);
                         // A put that spans sectors goes on in the first
                         // chunk of each next one, with the same sequence.
@@ -47,7 +49,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                             at = geo.next(at);
                             let next = geo.first_chunk(at);
                             match self.log.io().chunk_header(next)? {
-                                Some(n) if n.seq == h.seq && n.kind == MEM_PUT && !n.is_first() => {
+                                Some(n) if n.seq == h.seq && n.kind == h.kind && !n.is_first() => {
                                     f(next, n.len);
                                     h = n;
                                 }

@@ -12,7 +12,7 @@
 //! lands.
 
 use super::*;
-use super::{MEM_FORGET, MEM_INDEX, MEM_PUT};
+use super::{MEM_FORGET, MEM_INDEX};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Makes room in the chain for one more record.
@@ -57,10 +57,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         p: Priority,
     ) -> Result<u32, Fail<F::Error>> {
         self.mem_before_write(p)?;
-        self.prepare_write(put_len(item)?, p)?;
+        self.prepare_write(put_len(item, origin)?, p)?;
         let prev = self.mem_prev();
-        let len = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
-        self.mem_put_encoded(len, true)
+        let (len, kind) = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
+        self.mem_put_encoded(len, kind, true)
     }
 
     /// A put of the item in the work area's slot `slot`. A chained one
@@ -81,22 +81,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else if !self.in_gc {
             return Err(Error::LogicBug("an unchained put outside a compaction"));
         }
-        let len = put_len(&self.work.borrow().items[slot])?;
+        let len = put_len(&self.work.borrow().items[slot], origin)?;
         self.prepare_write(len, p)?;
         let prev = if chained { self.mem_prev() } else { UNCHAINED };
         let w: &mut Work = self.work.borrow_mut();
-        put_encode(&mut w.enc, prev, origin, &w.items[slot])?;
-        self.mem_put_encoded(len, chained)
+        let (len, kind) = put_encode(&mut w.enc, prev, origin, &w.items[slot])?;
+        self.mem_put_encoded(len, kind, chained)
     }
 
-    /// Writes the put encoded in the work area, `len` bytes.
+    /// Writes the put of kind `kind` encoded in the work area, `len` bytes.
     pub(super) fn mem_put_encoded(
         &mut self,
         len: u32,
+        kind: u8,
         chained: bool,
     ) -> Result<u32, Fail<F::Error>> {
         let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
-        let (addr, _) = self.log.write_batch(MEM_PUT, &mut payload)?;
+        let (addr, _) = self.log.write_batch(kind, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         if chained {
             self.mem_written(addr, len, 1);
