@@ -74,8 +74,11 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # which leaves out what an item's other fields hold (references for labels
 # and keywords), while version 1 is still read, 2,276 B; by format 7's
 # plain puts, packed access records and a memory chain of 128 records
-# kept in the work area, with the old record kinds still read, 952 B.)
-bash scripts/firmware-size.sh --ceiling 81408
+# kept in the work area, with the old record kinds still read, 952 B; by
+# a read that keeps the items compaction would keep when damage shows more
+# than the active set holds, and a scrub that reads a put's id on into the
+# next sector, 238 B.)
+bash scripts/firmware-size.sh --ceiling 81664
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

@@ -1095,3 +1095,48 @@ fn a_full_memory_chain_is_applied_whole_after_a_remount() {
         assert_eq!(item.updated_at(), 10 + round, "round {round}");
     }
 }
+
+/// A scrub finds a copy by the item id near the start of its put. An
+/// updated item's put (with its lineage words, 18 bytes before the id's
+/// end) may start at a sector's end with only 16 or 17 bytes in its first
+/// chunk: the id is read on in the next sector, and the copy is found.
+/// The padding before the update moves its put over 100 head positions.
+#[test]
+fn scrub_finds_an_updated_item_whose_put_starts_at_a_sectors_end() {
+    let secret = "the safe in the attic opens with 2718";
+    for pad in 3850..3950usize {
+        let mut store = S::format(flash(8), config()).unwrap();
+        let old = store
+            .memory_store(&ItemInput::new("a placeholder note").tags("home"), 1, false)
+            .unwrap()
+            .item
+            .id();
+        let body = format!("{{\"pad\":\"{}\"}}", "q".repeat(pad));
+        store
+            .append(
+                "chat:pad",
+                &[clawmem::Record {
+                    kind: clawmem::RecordType::User,
+                    format: clawmem::BackendFormat::Unknown,
+                    body: body.as_bytes(),
+                }],
+                false,
+            )
+            .unwrap();
+        let new = store
+            .memory_update(old, &ItemInput::new(secret), 2)
+            .unwrap()
+            .unwrap()
+            .item
+            .id();
+        assert!(on_flash(store.flash().flash(), secret));
+        store.memory_forget_scrub(new).unwrap();
+        assert!(
+            !on_flash(store.flash().flash(), secret),
+            "pad {pad}: a copy of the content is still on flash"
+        );
+        let mut store = remount(store);
+        assert!(matches!(store.memory_get(new), Err(Error::NotFound)));
+        store.check().unwrap();
+    }
+}

@@ -419,7 +419,7 @@ pub(crate) mod kind {
     pub const CLASS_MEMORY: u8 = 0x30;
     /// The kinds the format defines, as the first and last of each class.
     const DEFINED: [(u8, u8); 4] = [(0x01, 0x01), (0x10, 0x13), (0x20, 0x20), (0x30, 0x35)];
-    /// Kinds a class may hold.
+    /// Slots a class has in the written-bytes table ([`usage_slot`]).
     pub const PER_CLASS: usize = 4;
 
     /// Whether `k` is a kind this format defines.

@@ -41,6 +41,8 @@ mod read;
 mod replay;
 #[cfg(feature = "memory")]
 mod scrub;
+#[cfg(all(test, feature = "memory"))]
+mod tests;
 #[cfg(feature = "memory")]
 mod write;
 

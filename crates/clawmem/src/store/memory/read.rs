@@ -285,9 +285,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let out = &mut w.active[lvl];
                     match position_of(out, a.id) {
                         Some(x) => out[x] = a,
-                        None => out
-                            .push(a)
-                            .map_err(|_| Error::LogicBug("active set overflow"))?,
+                        None => {
+                            if let Err(a) = out.push(a) {
+                                // Stores and updates keep the set below its
+                                // bound; only damage seen by one mount and
+                                // not another (a link repaired in RAM) can
+                                // show more. The item compaction would
+                                // evict first then goes now, so that every
+                                // read still answers and the next store
+                                // writes a sound index.
+                                let set: &[Active] = out;
+                                let low = (0..set.len())
+                                    .min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()));
+                                if let Some(k) = low {
+                                    if out[k].rank().eviction_cmp(&a.rank()).is_lt() {
+                                        out[k] = a;
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
                 MEM_FORGET => {

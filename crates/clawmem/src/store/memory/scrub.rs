@@ -32,7 +32,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // The item's id follows the version and flags bytes.
                     let mut b = [0u8; PUT_FIXED as usize + 6];
                     let want = fixed as usize + 6;
-                    let n = (c.header.len as usize).min(want);
+                    // A put that goes on in the next sector may hold fewer
+                    // bytes than that in this chunk: the stream reads on.
+                    let n = if c.header.is_last() {
+                        (c.header.len as usize).min(want)
+                    } else {
+                        want
+                    };
                     self.log
                         .io()
                         .read_stream(pos + CHUNK_HEADER_LEN, &mut b[..n])?;
