@@ -22,6 +22,15 @@ fn remount(store: S) -> S {
     S::mount(store.into_flash(), config(), MountMode::ExistingOnly).unwrap()
 }
 
+/// A user record of `body`, in no backend's format.
+fn rec(body: &[u8]) -> clawmem::Record<'_> {
+    clawmem::Record {
+        kind: clawmem::RecordType::User,
+        format: clawmem::BackendFormat::Unknown,
+        body,
+    }
+}
+
 fn contents(store: &mut S) -> Vec<String> {
     let mut out = Vec::new();
     store
@@ -914,13 +923,6 @@ fn scrub_of_a_nearly_full_store_moves_only_what_shares_its_sectors() {
     let model = Model::custom(Geometry::new(32, 4096, 48).unwrap(), WriteRule::Once, t);
     let cfg = config();
     let mut store = Store::<W, 8>::format(W::new(SimFlash::new(model)).unwrap(), cfg).unwrap();
-    fn rec(body: &[u8]) -> clawmem::Record<'_> {
-        clawmem::Record {
-            kind: clawmem::RecordType::User,
-            format: clawmem::BackendFormat::Unknown,
-            body,
-        }
-    }
     // Six sessions filled in turns until the store refuses.
     let mut appended = 0;
     'fill: for n in 0..10_000 {
@@ -1113,15 +1115,7 @@ fn scrub_finds_an_updated_item_whose_put_starts_at_a_sectors_end() {
             .id();
         let body = format!("{{\"pad\":\"{}\"}}", "q".repeat(pad));
         store
-            .append(
-                "chat:pad",
-                &[clawmem::Record {
-                    kind: clawmem::RecordType::User,
-                    format: clawmem::BackendFormat::Unknown,
-                    body: body.as_bytes(),
-                }],
-                false,
-            )
+            .append("chat:pad", &[rec(body.as_bytes())], false)
             .unwrap();
         let new = store
             .memory_update(old, &ItemInput::new(secret), 2)

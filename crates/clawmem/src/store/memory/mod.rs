@@ -99,11 +99,10 @@ const _: () = {
 pub(crate) const UNCHAINED: u32 = 0xFFFF_FFFE;
 
 /// Most records in the memory chain before it is compacted regardless
-/// (format version 7 on; 32 before). The index an item costs 16 bytes, so
-/// the longer the chain, the less of what memory writes is index: on
-/// `bfcl-memory.jsonl --repeat 5` the index is 101 KB of 1.36 MB written
-/// at 32 records and 21 KB at 128. A read applies the chain to the index,
-/// so it reads at most this many records after it.
+/// (format version 7 on; 32 before). The index costs 16 bytes an item, so
+/// the longer the chain, the less of what memory writes is index
+/// (`memory_other` in a replay's `written_by_kind`). A read applies the
+/// chain to the index, so it reads at most this many records after it.
 pub(crate) const MEM_CHAIN_MAX: usize = 128;
 #[cfg(feature = "memory")]
 /// Most active items: an index holds at most [`MAX_ACTIVE_ITEMS`], and a

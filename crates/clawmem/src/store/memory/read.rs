@@ -283,25 +283,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let w: &mut Work = self.work.borrow_mut();
                     let a = Active::of(&w.items[0], addr);
                     let out = &mut w.active[lvl];
-                    match position_of(out, a.id) {
-                        Some(x) => out[x] = a,
-                        None => {
-                            if let Err(a) = out.push(a) {
-                                // Stores and updates keep the set below its
-                                // bound; only damage seen by one mount and
-                                // not another (a link repaired in RAM) can
-                                // show more. The item compaction would
-                                // evict first then goes now, so that every
-                                // read still answers and the next store
-                                // writes a sound index.
-                                let set: &[Active] = out;
-                                let low = (0..set.len())
-                                    .min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()));
-                                if let Some(k) = low {
-                                    if out[k].rank().eviction_cmp(&a.rank()).is_lt() {
-                                        out[k] = a;
-                                    }
-                                }
+                    let full = match position_of(out, a.id) {
+                        Some(x) => {
+                            out[x] = a;
+                            false
+                        }
+                        None => out.push(a).is_err(),
+                    };
+                    // Stores and updates keep the set below its bound; only
+                    // damage seen by one mount and not another (a link
+                    // repaired in RAM) can show more. The item compaction
+                    // would evict first then goes now, so that every read
+                    // still answers and the next store writes a sound index.
+                    if full {
+                        if let Some(k) = self.mem_lowest(lvl) {
+                            let out = &mut self.work.borrow_mut().active[lvl];
+                            if out[k].rank().eviction_cmp(&a.rank()).is_lt() {
+                                out[k] = a;
                             }
                         }
                     }
