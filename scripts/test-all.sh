@@ -77,8 +77,10 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # kept in the work area, with the old record kinds still read, 952 B; by
 # a read that keeps the items compaction would keep when damage shows more
 # than the active set holds, and a scrub that reads a put's id on into the
-# next sector, 238 B.)
-bash scripts/firmware-size.sh --ceiling 81664
+# next sector, 238 B; by reads that find a chain again by scanning the log
+# when a batch reached through a pointer fails its check (its pointer may
+# have led past sound batches), 544 B.)
+bash scripts/firmware-size.sh --ceiling 82176
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

@@ -85,14 +85,17 @@ impl Chain {
     /// Finds a session's chain again by scanning the log (the ring from the
     /// tail to the head) for the batches of its uid after its root: the
     /// repair when a "previous" pointer is damaged. Bounded by the ring.
+    /// Fills `self` in place (no second chain on the stack).
     pub fn scan<F: NorFlash>(
+        &mut self,
         io: &mut Io<'_, F>,
         s: &Session,
         ring: RingView,
-    ) -> Result<Chain, Fail<F::Error>> {
-        let mut addrs = [0u32; CHAIN_CAP];
+    ) -> Result<(), Fail<F::Error>> {
+        let addrs = &mut self.addrs;
         addrs[0] = s.root;
         let mut n = 1;
+        self.len = n;
         let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
         let geo = *io.geo;
         let used = ring
@@ -124,14 +127,15 @@ impl Chain {
                 let size = geo.chunk_size(h.len);
                 // Sequence numbers grow by one from chunk to chunk in a
                 // sector: anything else after this chunk may mean its length
-                // is damaged. Such a chunk, or one found while resyncing, is
-                // trusted only if its CRC checks out; else the search goes on
-                // after its start.
+                // is damaged. Such a chunk, one that reaches the sector's end
+                // (a length damaged to reach it passes over everything after
+                // it), or one found while resyncing, is trusted only if its
+                // CRC checks out; else the search goes on after its start.
                 let follows = !resync
-                    && (pos + size + CHUNK_HEADER_LEN > end
-                        || io
-                            .chunk_header(pos + size)?
-                            .is_some_and(|next| next.seq == h.seq.wrapping_add(1)));
+                    && pos + size + CHUNK_HEADER_LEN <= end
+                    && io
+                        .chunk_header(pos + size)?
+                        .is_some_and(|next| next.seq == h.seq.wrapping_add(1));
                 if !follows && !io.chunk_crc_ok(pos, &h, &mut scratch)? {
                     resync = true;
                     pos += geo.write;
@@ -144,12 +148,13 @@ impl Chain {
                     if BatchFixed::decode(&f).is_some_and(|f| f.uid == s.uid) && n < CHAIN_CAP {
                         addrs[n] = pos;
                         n += 1;
+                        self.len = n;
                     }
                 }
                 pos += size;
             }
         }
-        Ok(Chain { addrs, len: n })
+        Ok(())
     }
 }
 

@@ -514,6 +514,8 @@ impl BatchMeta {
 pub(crate) struct Records {
     chain: Chain,
     pos: RecPos,
+    /// The chain was found by scanning the log (it is not scanned twice).
+    scanned: bool,
 }
 
 /// Where a pass over a session's records is, apart from the chain it walks:
@@ -547,15 +549,16 @@ impl Records {
         ring: Option<RingView>,
     ) -> Result<Records, Fail<F::Error>> {
         let mut degraded = false;
-        let chain = match (Chain::collect(io, s), ring) {
-            (Ok(c), _) => c,
+        let mut chain = Chain::EMPTY;
+        match (Chain::collect(io, s), ring) {
+            (Ok(c), _) => chain = c,
             (Err(Error::Flash(e)), _) => return Err(Error::Flash(e)),
             (Err(e), None) => return Err(e),
             (Err(_), Some(ring)) => {
                 degraded = true;
-                Chain::scan(io, s, ring)?
+                chain.scan(io, s, ring)?;
             }
-        };
+        }
         let base = if s.root_is_base {
             match read_base(io, s.root) {
                 Ok(b) => {
@@ -584,7 +587,34 @@ impl Records {
                 degraded,
                 skip: [0; CHAIN_CAP.div_ceil(32)],
             },
+            scanned: degraded,
         })
+    }
+
+    /// Finds the chain again by scanning the log, when chain segment `seg`
+    /// (a batch reached through the "previous" pointer of the one after it)
+    /// failed its check: its own pointer is damaged too, perhaps, and may
+    /// have led the walk to an older batch of the session past sound ones,
+    /// with no sign of it. Once only, and not for the root (reached through
+    /// the table): `false` then, and nothing changes. After a rescan the
+    /// walk starts over, no segment skipped.
+    #[inline(never)]
+    pub fn rescan<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+        s: &Session,
+        ring: RingView,
+        seg: usize,
+    ) -> Result<bool, Fail<F::Error>> {
+        if seg == 0 || self.scanned {
+            return Ok(false);
+        }
+        self.chain.scan(io, s, ring)?;
+        self.scanned = true;
+        self.pos.degraded = true;
+        self.pos.skip = [0; CHAIN_CAP.div_ceil(32)];
+        self.pos.rewind();
+        Ok(true)
     }
 
     /// The chain and the position, apart (for passes that share a chain).

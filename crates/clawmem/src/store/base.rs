@@ -203,15 +203,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let ring_view = self.ring_view();
         let mut recs = Records::new(&mut self.log.io(), &s, Some(ring_view))?;
         // Check the batches whose bodies will be referenced or copied; a
-        // damaged one is left out (its records are lost, the rest kept).
-        for k in 0..recs.chain().len {
+        // damaged one is left out (its records are lost, the rest kept),
+        // after the chain is found again by a scan of the log, as a read
+        // does, in case the damage reached its pointer.
+        let mut k = 0;
+        while k < recs.chain().len {
             let addr = recs.chain().addrs[k];
-            if k == 0 && s.root_is_base {
-                continue;
-            }
-            if self.log.verify(addr)?.is_none() {
+            if !(k == 0 && s.root_is_base) && self.log.verify(addr)?.is_none() {
+                if recs.rescan(&mut self.log.io(), &s, ring_view, k)? {
+                    k = 0;
+                    continue;
+                }
                 recs.skip_segment(k);
             }
+            k += 1;
         }
         // A scrub rewrites only a session with a byte in its sector: a batch
         // of its chain there, or a body (below).

@@ -190,6 +190,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         })
     }
 
+    /// After segment `seg` of walk `c` failed its check, finds `s`'s chain
+    /// again by scanning the log ([`Records::rescan`]) and rewinds the walk:
+    /// `false` if that is not done (the root, or scanned already).
+    fn hist_rescan(
+        &mut self,
+        c: &mut HistCursor,
+        s: &Session,
+        seg: usize,
+    ) -> Result<bool, Fail<F::Error>> {
+        let ring = self.ring_view();
+        let again = c.recs.rescan(&mut self.log.io(), s, ring, seg)?;
+        if again {
+            c.rewind();
+        }
+        Ok(again)
+    }
+
     /// The next step of walk `c`, reading a record's body into `dst`.
     #[inline(never)]
     fn hist_step(&mut self, c: &mut HistCursor, dst: &mut [u8]) -> Result<Step, Fail<F::Error>> {
@@ -364,7 +381,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         needed: buf.len() + out,
                     })
                 }
-                Step::SegmentEnd { ok, .. } => {
+                Step::SegmentEnd { seg, ok } => {
+                    if !ok && self.hist_rescan(&mut c, &s, seg)? {
+                        // The chain was found again: read it all afresh.
+                        (at, count, damaged, seg_start, seg_records) = (0, 0, 0, 0, 0);
+                        continue;
+                    }
                     if !ok {
                         damaged += seg_records;
                         count -= seg_records;
@@ -434,51 +456,58 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let i = self.find(session)?.ok_or(Fail::NotFound)?;
         let s = self.sessions[i];
         let mut c = self.hist_cursor(&s, current)?;
-        // The longest record, from the index and batch metas: a length
-        // beyond the session's size is damage (found and counted below).
-        // The walk's own cursor, rewound after: no second one on the stack.
-        let mut longest = 0u32;
-        while let Some(r) = c.recs.next(&mut self.log.io())? {
-            if !r.damaged && r.len <= s.size {
-                longest = longest.max(r.len);
+        // Once more from the start if a rescan finds the chain again.
+        let (records, bytes, damaged, need, longest) = 'walk: loop {
+            // The longest record, from the index and batch metas: a length
+            // beyond the session's size is damage (found and counted
+            // below). The walk's own cursor, rewound after: no second one
+            // on the stack.
+            let mut longest = 0u32;
+            while let Some(r) = c.recs.next(&mut self.log.io())? {
+                if !r.damaged && r.len <= s.size {
+                    longest = longest.max(r.len);
+                }
             }
-        }
-        c.recs.rewind();
-        if buf.len() < longest as usize {
-            return Err(Error::BufferTooSmall {
-                needed: longest as usize,
-            });
-        }
-        let (mut records, mut bytes, mut damaged, mut need) = (0u32, 0usize, 0u32, 0usize);
-        let (mut seg_records, mut seg_bytes) = (0u32, 0usize);
-        loop {
-            match self.hist_step(&mut c, buf)? {
-                Step::Kept { len, used, .. } => {
-                    seg_records += 1;
-                    seg_bytes += len;
-                    need = need.max(used);
-                }
-                Step::NoRoom { len, out } => {
-                    seg_records += 1;
-                    seg_bytes += out;
-                    need = need.max(len + out);
-                }
-                Step::Dropped => {}
-                Step::Damaged | Step::TooLarge => damaged += 1,
-                Step::SegmentEnd { seg, ok } => {
-                    if ok {
+            c.recs.rewind();
+            if buf.len() < longest as usize {
+                return Err(Error::BufferTooSmall {
+                    needed: longest as usize,
+                });
+            }
+            let (mut records, mut bytes, mut damaged, mut need) = (0u32, 0usize, 0u32, 0usize);
+            let (mut seg_records, mut seg_bytes) = (0u32, 0usize);
+            loop {
+                match self.hist_step(&mut c, buf)? {
+                    Step::Kept { len, used, .. } => {
+                        seg_records += 1;
+                        seg_bytes += len;
+                        need = need.max(used);
+                    }
+                    Step::NoRoom { len, out } => {
+                        seg_records += 1;
+                        seg_bytes += out;
+                        need = need.max(len + out);
+                    }
+                    Step::Dropped => {}
+                    Step::Damaged | Step::TooLarge => damaged += 1,
+                    Step::SegmentEnd { ok: true, .. } => {
                         records += seg_records;
                         bytes += seg_bytes;
-                    } else {
+                        (seg_records, seg_bytes) = (0, 0);
+                    }
+                    Step::SegmentEnd { seg, ok: false } => {
+                        if self.hist_rescan(&mut c, &s, seg)? {
+                            continue 'walk;
+                        }
                         // Left out of the second pass whole.
                         damaged += seg_records;
                         c.recs.skip_segment(seg);
+                        (seg_records, seg_bytes) = (0, 0);
                     }
-                    (seg_records, seg_bytes) = (0, 0);
+                    Step::End => break 'walk (records, bytes, damaged, need, longest),
                 }
-                Step::End => break,
             }
-        }
+        };
         // Every body the open read (one the filter drops, or a damaged
         // one, included) must fit the reads too: they decide alike.
         let need = need.max(longest as usize).max(c.read_max);
