@@ -31,6 +31,10 @@ sim=target/release/clawmem-sim
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 head -n 500 traces/bfcl-memory.jsonl >"$tmp/bfcl-memory500.jsonl"
+# From version 8 on the replays call idle-time maintenance (--idle), so
+# that the images hold sectors erased ahead and the chunks that say so.
+idle=()
+[ "$version" -lt 8 ] || idle=(--idle)
 mkdir -p "$out"
 # trace x preset and partition size (stm32h7 has 128 KiB sectors)
 for trace in traces/smoke.jsonl "$tmp/bfcl-memory500.jsonl"; do
@@ -42,7 +46,7 @@ for trace in traces/smoke.jsonl "$tmp/bfcl-memory500.jsonl"; do
         img=$out/$name-$preset.img
         # A replay that errs (a refused write) would make an image of an
         # unplanned state: refuse it.
-        errors=$("$sim" replay "$trace" --preset "$preset" --size "$size" --image "$img" --json |
+        errors=$("$sim" replay "$trace" --preset "$preset" --size "$size" "${idle[@]}" --image "$img" --json |
             sed -n 's/^  "errors": \([0-9]*\),*$/\1/p')
         [ "$errors" = 0 ] || { echo "$name on $preset: $errors errors" >&2; exit 1; }
         "$sim" export --preset "$preset" "$img" "$out/$name-$preset.expected" >/dev/null
@@ -57,6 +61,6 @@ done
     else
         echo "written by the engine of the commit that adds $out (its parent: $(git rev-parse HEAD))"
     fi
-    echo "with: scripts/golden-images.sh (traces/smoke.jsonl and the first 500 lines of traces/bfcl-memory.jsonl, each on esp32, nrf52, stm32l4, esp32-encrypted at 256 KiB and stm32h7 at 1 MiB)"
+    echo "with: scripts/golden-images.sh (traces/smoke.jsonl and the first 500 lines of traces/bfcl-memory.jsonl, each on esp32, nrf52, stm32l4, esp32-encrypted at 256 KiB and stm32h7 at 1 MiB${idle:+, with idle-time maintenance (--idle)})"
 } >"$out/SOURCE"
 echo "wrote $out"

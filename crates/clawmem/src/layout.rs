@@ -9,13 +9,18 @@ use embedded_storage::nor_flash::NorFlash;
 
 /// On-flash format version written by this crate. Images with a newer
 /// version are refused.
-pub const FORMAT_VERSION: u16 = 7;
+pub const FORMAT_VERSION: u16 = 8;
 /// Oldest format version this crate mounts (and upgrades by writing).
 pub const MIN_FORMAT_VERSION: u16 = 2;
 
 /// First format version whose sector headers carry the geometry they were
 /// written with ([`geometry_flags`]); older headers carry flags 0.
 pub(crate) const GEOMETRY_VERSION: u16 = 4;
+
+/// First format version whose chunk headers say how many free sectors after
+/// their sector were soundly erased when they were written
+/// ([`ChunkHeader::ahead`]); older chunks carry 0 there.
+pub(crate) const ERASED_AHEAD_VERSION: u16 = 8;
 
 /// The sector header's flags for a store of `geo` (version 4 on): bits 0..5
 /// the log2 of the sector (erase unit) size, 7 to 17; bits 5..8 the log2 of
@@ -50,6 +55,10 @@ pub(crate) const CHUNK_PAYLOAD_MAX: u32 = (1 << 20) - 1;
 pub(crate) const CHUNK_FIRST: u8 = 1;
 /// Chunk flag: last chunk of a batch; a batch without it never committed.
 pub(crate) const CHUNK_LAST: u8 = 2;
+/// Chunk flags, bits 2..3 (version 8 on): how many free sectors right after
+/// the chunk's sector had been erased, to the end, when it was written
+/// (erased ahead by idle-time maintenance), 0 to 3.
+pub(crate) const CHUNK_AHEAD_SHIFT: u8 = 2;
 
 /// The "no address" value in pointers.
 pub(crate) const NO_ADDR: u32 = u32::MAX;
@@ -333,7 +342,8 @@ pub(crate) fn decode_sector_header(bytes: &[u8]) -> SectorHeader {
 pub(crate) struct ChunkHeader {
     /// Record kind (`kind::*`).
     pub kind: u8,
-    /// `CHUNK_FIRST` / `CHUNK_LAST`.
+    /// `CHUNK_FIRST` / `CHUNK_LAST`, and the sectors erased ahead
+    /// ([`CHUNK_AHEAD_SHIFT`]).
     pub flags: u8,
     /// Payload length in bytes.
     pub len: u32,
@@ -358,12 +368,12 @@ impl ChunkHeader {
     /// Decodes 12 bytes. `None` if they are all 0xFF (erased) or name no
     /// known kind.
     pub fn decode(b: &[u8; CHUNK_HEADER_LEN as usize]) -> Option<ChunkHeader> {
-        if b.iter().all(|x| *x == 0xFF) || !kind::is_known(b[0]) || b[1] & 0x0C != 0 {
+        if b.iter().all(|x| *x == 0xFF) || !kind::is_known(b[0]) {
             return None;
         }
         Some(ChunkHeader {
             kind: b[0],
-            flags: b[1] & 0x03,
+            flags: b[1] & 0x0F,
             len: u32::from(u16_at(b, 2)) | (u32::from(b[1] >> 4) << 16),
             seq: u32_at(b, 4),
             crc: u32_at(b, 8),
@@ -378,6 +388,12 @@ impl ChunkHeader {
     /// Whether this chunk ends a batch.
     pub fn is_last(&self) -> bool {
         self.flags & CHUNK_LAST != 0
+    }
+
+    /// How many free sectors right after this chunk's sector were erased
+    /// when it was written (0 in chunks of versions before 8).
+    pub fn ahead(&self) -> u32 {
+        u32::from(self.flags >> CHUNK_AHEAD_SHIFT) & 3
     }
 
     /// CRC digest primed with the header fields.
@@ -411,6 +427,10 @@ impl ChunkHeader {
 pub(crate) mod kind {
     /// Engine state at a point in the log; mount starts from the newest.
     pub const CHECKPOINT: u8 = 0x01;
+    /// No payload (version 8 on): its header's flags say which free sectors
+    /// after its sector were erased ahead, once no other chunk says so
+    /// ([`super::ChunkHeader::ahead`]).
+    pub const ERASED_AHEAD: u8 = 0x02;
     /// The class of the session layer's kinds.
     pub const CLASS_SESSION: u8 = 0x10;
     /// The class of stored objects' kinds.
@@ -418,7 +438,7 @@ pub(crate) mod kind {
     /// The class of long-term memory's kinds.
     pub const CLASS_MEMORY: u8 = 0x30;
     /// The kinds the format defines, as the first and last of each class.
-    const DEFINED: [(u8, u8); 4] = [(0x01, 0x01), (0x10, 0x13), (0x20, 0x20), (0x30, 0x35)];
+    const DEFINED: [(u8, u8); 4] = [(0x01, 0x02), (0x10, 0x13), (0x20, 0x20), (0x30, 0x35)];
     /// Slots a class has in the written-bytes table ([`usage_slot`]).
     pub const PER_CLASS: usize = 4;
 
@@ -584,6 +604,21 @@ mod tests {
             assert_eq!(ChunkHeader::decode(&h.encode()), Some(h));
         }
         assert_eq!(ChunkHeader::decode(&[0xFF; 12]), None);
+        // The sectors erased ahead (version 8 on) round-trip in bits 2..3.
+        for ahead in 0..4u8 {
+            let h = ChunkHeader {
+                kind: kind::CHECKPOINT,
+                flags: CHUNK_FIRST | ahead << CHUNK_AHEAD_SHIFT,
+                len: 9,
+                seq: 7,
+                crc: 1,
+            };
+            let d = ChunkHeader::decode(&h.encode()).unwrap();
+            assert_eq!(
+                (d, d.ahead(), d.is_first(), d.is_last()),
+                (h, u32::from(ahead), true, false)
+            );
+        }
         let mut unknown = [0u8; 12];
         unknown[0] = 0x7E;
         assert_eq!(ChunkHeader::decode(&unknown), None);

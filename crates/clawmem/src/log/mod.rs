@@ -25,16 +25,20 @@
 //! sector opening leaves an erased or partly erased sector without a valid
 //! header, which is erased again when it is next opened.
 //!
-//! Erasing ahead ([`Log::erase_ahead`], for idle-time maintenance): the free
-//! sectors right after the head may be erased before they are needed, so
-//! that opening them costs only the header; only as many as the caller's
-//! writes reach between two idle calls (twice the largest such burst of
-//! this mount, [`Log::idle_begin`]). Which sectors are erased ahead is
-//! RAM state of this mount only: a mount never trusts a blank sector to be
-//! soundly erased (a cut erase can look blank), so after a remount such a
-//! sector is erased again when opened. A cut during an early erase leaves a
-//! free sector without a header, as a cut opening does; only the erase count
-//! its old header carried is lost (the next opening counts from the head's).
+//! Erasing ahead (`ahead.rs`, for idle-time maintenance): the free sectors
+//! right after the head may be erased before they are needed, so that
+//! opening them costs only the header; erasing starts once the caller's
+//! writes between two idle calls (twice the largest such burst of this
+//! mount, [`Log::idle_begin`]) can reach past the head. A blank sector is
+//! never taken for a soundly erased one on its looks (a cut erase can look
+//! blank): every chunk written says how many free sectors after its sector
+//! were erased, every erase done, when it was written (version 8 on, chunk
+//! flags bits 2..3), and a mount trusts only what the head's last sound
+//! chunk says (`open.rs`, step 3), reading each such sector through before
+//! it opens it. A cut during an early erase leaves a free sector without a
+//! header that no chunk names, as a cut opening does: it is erased again
+//! when opened; only the erase count its old header carried is lost (the
+//! next opening counts from the head's).
 //!
 //! The ring's position (head, tail, write position, sequence numbers, the
 //! newest checkpoint) is private to the log: the layers above read it and
@@ -44,13 +48,14 @@
 
 use embedded_storage::nor_flash::NorFlash;
 
+mod ahead;
 mod open;
 
 use crate::error::{Error, Fail};
 use crate::layout::{
     align_up, decode_sector_header, encode_sector_header, geometry_flags, u16_at, u32_at,
-    ChunkHeader, Geometry, SectorHeader, CHUNK_FIRST, CHUNK_HEADER_LEN, CHUNK_LAST,
-    CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
+    ChunkHeader, Geometry, SectorHeader, CHUNK_AHEAD_SHIFT, CHUNK_FIRST, CHUNK_HEADER_LEN,
+    CHUNK_LAST, CHUNK_PAYLOAD_MAX, SECTOR_HEADER_LEN,
 };
 
 /// Size of the staging buffer: writes are split at multiples of it, which
@@ -274,6 +279,12 @@ pub(crate) struct Log<F> {
     erased_ahead: u32,
     /// The erase counts their headers will carry, next sector first.
     ahead_counts: [u32; ERASE_AHEAD],
+    /// How many of those, next sector first, a chunk of an earlier mount
+    /// said were erased: each is read through before it is opened, and
+    /// erased after all if anything in it is not erased (damage at rest).
+    ahead_unread: u32,
+    /// How many of those the head's last chunk says are erased.
+    ahead_said: u32,
     /// Bytes written since mount when idle-time maintenance last ended
     /// ([`Log::idle_begin`]).
     idle_mark: u64,
@@ -284,7 +295,7 @@ pub(crate) struct Log<F> {
 
 /// Most sectors [`Log::erase_ahead`] keeps erased after the head: enough for
 /// any append up to a sector long to open its sectors without an erase.
-pub(crate) const ERASE_AHEAD: usize = 2;
+pub(crate) const ERASE_AHEAD: usize = 3;
 
 /// Slots of [`Log::written`]: one per kind a class may hold
 /// ([`kind::usage_slot`](crate::layout::kind::usage_slot)).
@@ -315,6 +326,8 @@ impl<F: NorFlash> Log<F> {
             batch_bytes: 0,
             erased_ahead: 0,
             ahead_counts: [0; ERASE_AHEAD],
+            ahead_unread: 0,
+            ahead_said: 0,
             idle_mark: 0,
             burst: 0,
         }
@@ -464,6 +477,11 @@ impl<F: NorFlash> Log<F> {
     /// Erases sector `index`, which holds nothing live (released and not
     /// yet reopened): no header is written.
     pub fn erase_free_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
+        // A sector erased ahead is erased, and a chunk may say so: a cut
+        // erase of it now would make that claim false.
+        if (1..=self.erased_ahead).any(|k| (self.head + k) % self.geo.count == index) {
+            return Ok(());
+        }
         let start = self.geo.sector_start(index);
         self.flash
             .erase(start, start + self.geo.sector)
@@ -554,59 +572,6 @@ impl<F: NorFlash> Log<F> {
         Ok(erase_count)
     }
 
-    /// Erases the next free sector after the head that is not erased yet,
-    /// if fewer than [`ERASE_AHEAD`] are and one is free. `false` if there
-    /// was nothing to do.
-    ///
-    /// Power loss: the sector is free before and after; a cut leaves it
-    /// without a header, and it is erased again when opened.
-    pub fn erase_ahead(&mut self) -> Result<bool, Fail<F::Error>> {
-        if !self.erase_ahead_due() {
-            return Ok(false);
-        }
-        let k = self.erased_ahead;
-        let index = (self.head + 1 + k) % self.geo.count;
-        let count = self.erase_free(index)?;
-        self.ahead_counts[k as usize] = count;
-        self.erased_ahead = k + 1;
-        Ok(true)
-    }
-
-    /// Whether [`erase_ahead`](Self::erase_ahead) has a sector to erase:
-    /// the bytes the caller may write before the next idle call (the most
-    /// it wrote between two of them in this mount, at least half a sector)
-    /// would open more sectors than are erased ahead (at most
-    /// [`ERASE_AHEAD`]), and one more is free.
-    ///
-    /// Looking only as far as that keeps erases ahead few when a remount
-    /// forgets them (each is done again when its sector opens).
-    pub fn erase_ahead_due(&self) -> bool {
-        let payload = self.geo.sector_payload_space();
-        let want = self.burst.saturating_mul(2).max(payload / 2);
-        let head_end = self.geo.sector_start(self.head) + self.geo.sector;
-        let room = head_end.saturating_sub(self.write_pos);
-        let need = if room >= want {
-            0
-        } else if room.saturating_add(payload) >= want {
-            1
-        } else {
-            ERASE_AHEAD as u32
-        };
-        self.erased_ahead < need.min(ERASE_AHEAD as u32) && self.free_sectors() > self.erased_ahead
-    }
-
-    /// Idle-time maintenance begins: the bytes written since it last ended
-    /// are one burst of the caller's.
-    pub fn idle_begin(&mut self) {
-        let since = self.written_total().saturating_sub(self.idle_mark);
-        self.burst = self.burst.max(since.min(u64::from(u32::MAX)) as u32);
-    }
-
-    /// Idle-time maintenance ends: its own writes are no burst.
-    pub fn idle_end(&mut self) {
-        self.idle_mark = self.written_total();
-    }
-
     fn written_total(&self) -> u64 {
         self.written.iter().sum()
     }
@@ -635,11 +600,24 @@ impl<F: NorFlash> Log<F> {
         }
         let index = self.geo.next(self.head);
         let erase_count = if self.erased_ahead > 0 {
-            // Erased in this mount, and nothing has been written since.
+            // Erased ahead, and nothing has been written since: in this
+            // mount, or (read through first) as a chunk of an earlier one
+            // said.
             let count = self.ahead_counts[0];
             self.ahead_counts.copy_within(1.., 0);
             self.erased_ahead -= 1;
-            count
+            let unread = self.ahead_unread > 0;
+            self.ahead_unread = self.ahead_unread.saturating_sub(1);
+            let start = self.geo.sector_start(index);
+            let mut io = Io {
+                flash: &mut self.flash,
+                geo: &self.geo,
+            };
+            if unread && !io.is_erased(start, self.geo.sector, &mut self.buf)? {
+                self.erase_free(index)?
+            } else {
+                count
+            }
         } else {
             self.erase_free(index)?
         };
@@ -648,6 +626,7 @@ impl<F: NorFlash> Log<F> {
         // The sector is erased now: whatever happens next, it is no longer
         // the old sector, so the ring moves on.
         let result = self.write_sector_header(index, seq, erase_count);
+        self.ahead_said = 0;
         self.head = index;
         self.head_seq = seq;
         self.head_erase_count = erase_count;
@@ -773,9 +752,13 @@ impl<F: NorFlash> Log<F> {
             if offset + n == len {
                 flags |= CHUNK_LAST;
             }
+            // The sectors after this one erased ahead, every erase done:
+            // a mount trusts them from the head's last chunk.
+            flags |= (self.erased_ahead.min(3) as u8) << CHUNK_AHEAD_SHIFT;
             let addr = self.write_pos;
             first_addr.get_or_insert(addr);
             self.write_chunk(kind, flags, seq, payload, offset, n, addr)?;
+            self.ahead_said = self.erased_ahead.min(3);
             self.write_pos = addr + self.geo.chunk_size(n);
             self.batch_bytes += self.geo.chunk_size(n);
             offset += n;

@@ -43,7 +43,7 @@ use super::{Maintenance, Store, Work};
 use crate::chdx::{CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{Error, Fail};
 use crate::layout::CHUNK_HEADER_LEN;
-use crate::log::{Io, Payload, ERASE_AHEAD};
+use crate::log::{Io, Payload};
 use crate::session::{Session, BASE_FIXED, SESSION_ENCODED};
 use crate::store::objects::OBJECT;
 
@@ -66,6 +66,11 @@ pub(crate) enum Priority {
     /// Garbage collection itself: may use everything.
     Gc,
 }
+
+/// Sectors an append up to a sector long opens: the free room beyond the
+/// reserve that idle-time collection keeps for the appends before the next
+/// idle call.
+const APPEND_OPENS: u32 = 2;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Sectors a write of priority `p` must leave free. The reserve follows
@@ -246,7 +251,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// and erasing the sectors the head opens next. Meant
     /// for idle time (while the model thinks), so that appends neither erase
     /// nor collect. Each step is one checkpoint, one release of the tail
-    /// sector, or one sector erase; at most `max_steps` are taken.
+    /// sector, one sector erase, or the header-only chunk that says which
+    /// sectors are erased ahead (written when nothing else was after the
+    /// erases, so that a remount does not erase them again); at most
+    /// `max_steps` are taken.
     ///
     /// Power loss: every step is power-safe on its own. A checkpoint and a
     /// collection are ordinary writes (see [`Store::append`]'s rules); an
@@ -288,7 +296,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let checkpoint = self.bytes_since_checkpoint >= self.idle_checkpoint_interval();
             collect = collect && self.collection_due();
             let erase = self.log.erase_ahead_due();
-            if !(checkpoint || collect || erase) {
+            // Last: say which sectors are erased ahead, if no chunk since
+            // their erases has.
+            let say = self.log.erased_ahead_unsaid();
+            if !(checkpoint || collect || erase || say) {
                 return Ok(Maintenance { steps, done: true });
             }
             if !go_on() {
@@ -299,8 +310,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             } else if collect {
                 self.idle_credit = 0;
                 collect = self.reclaim_tail()?;
-            } else {
+            } else if erase {
                 self.log.erase_ahead()?;
+            } else {
+                self.log.say_erased_ahead()?;
             }
             steps += 1;
         }
@@ -315,7 +328,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn collection_due(&self) -> bool {
         let geo = self.log.geo();
         let reserve = self.reserve_for(Priority::User);
-        self.log.free_sectors() < reserve + ERASE_AHEAD as u32
+        self.log.free_sectors() < reserve + APPEND_OPENS
             && self.idle_credit >= geo.sector_payload_space()
             && self.log.used_sectors() > 1
             && self.collectable(

@@ -157,13 +157,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Flash bytes written since mount, by what they hold: chunk headers,
     /// padding and skipped sector ends included (not sector headers).
     pub fn written_bytes(&self) -> WrittenBytes {
-        use crate::layout::kind::{usage_slot, CHECKPOINT};
+        use crate::layout::kind::{usage_slot, CHECKPOINT, ERASED_AHEAD};
         use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
         use memory::{MEM_ACCESS, MEM_FORGET, MEM_INDEX, MEM_PUT};
         let w = self.log.written();
         let of = |k: u8| w[usage_slot(k)];
         WrittenBytes {
-            checkpoints: of(CHECKPOINT),
+            // The log's own records: checkpoints and the chunks that say
+            // which sectors are erased ahead.
+            checkpoints: of(CHECKPOINT) + of(ERASED_AHEAD),
             delta_checkpoints: w[DELTA_CHECKPOINT_SLOT],
             session_batches: of(SESSION_BATCH),
             session_bases: of(SESSION_BASE),

@@ -323,6 +323,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 _ => self.log.set_tail_seq(self.log.tail_seq() + 1),
             }
         }
+        self.log.mount_done();
         self.scan(scan_from, head_valid_end)?;
         // A build without long-term memory cannot collect memory records
         // (that needs a memory compaction): it refuses such a store before

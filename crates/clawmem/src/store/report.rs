@@ -71,7 +71,8 @@ pub struct Space {
 /// [`Store::written_bytes`](super::Store::written_bytes)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WrittenBytes {
-    /// Full checkpoints.
+    /// Full checkpoints, and the header-only chunks that say which sectors
+    /// are erased ahead (idle-time maintenance).
     pub checkpoints: u64,
     /// Delta checkpoints.
     pub delta_checkpoints: u64,

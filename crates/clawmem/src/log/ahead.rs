@@ -1,0 +1,119 @@
+//! Erasing ahead: free sectors after the head erased in idle time, so that
+//! opening them costs only the header, and said on flash so that a remount
+//! trusts them (format 8).
+//!
+//! Owns the erase-ahead state of [`Log`]: how many free sectors after the
+//! head are erased, the erase counts their headers will carry, which of
+//! them a chunk says are erased, and the caller's largest burst of writes
+//! between idle calls (how far ahead to look).
+//!
+//! Invariants: the sectors erased ahead are the next ones after the head,
+//! free, erased to the end; a chunk's count of them (flags bits 2..3) never
+//! exceeds the erases done before it was written; a mount trusts only what
+//! the head's last sound chunk says (`open.rs`, step 3), and reads each
+//! trusted sector through before opening it.
+//!
+//! Power loss: an erase cut leaves a free sector no chunk names (erased
+//! again when opened); the header-only chunk that says them is written after
+//! the erases and, torn, is a torn chunk at the head that says nothing.
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::{Log, Slices, ERASE_AHEAD, MIN_CHUNK_PAYLOAD};
+use crate::error::Fail;
+use crate::layout::CHUNK_HEADER_LEN;
+
+impl<F: NorFlash> Log<F> {
+    /// Mount is done and the tail known: the sectors trusted as erased
+    /// ahead (`open.rs`, step 3) are free ones, or none is.
+    pub fn mount_done(&mut self) {
+        if self.erased_ahead > self.free_sectors() {
+            self.erased_ahead = 0;
+            self.ahead_unread = 0;
+            self.ahead_said = 0;
+        }
+    }
+
+    /// Erases the next free sector after the head that is not erased yet,
+    /// if fewer than [`ERASE_AHEAD`] are and one is free. `false` if there
+    /// was nothing to do.
+    ///
+    /// Power loss: the sector is free before and after; a cut leaves it
+    /// without a header, and it is erased again when opened.
+    pub fn erase_ahead(&mut self) -> Result<bool, Fail<F::Error>> {
+        if !self.erase_ahead_due() {
+            return Ok(false);
+        }
+        let k = self.erased_ahead;
+        let index = (self.head + 1 + k) % self.geo.count;
+        let count = self.erase_free(index)?;
+        self.ahead_counts[k as usize] = count;
+        self.erased_ahead = k + 1;
+        Ok(true)
+    }
+
+    /// Whether [`erase_ahead`](Self::erase_ahead) has a sector to erase:
+    /// the bytes the caller may write before the next idle call (the most
+    /// it wrote between two of them in this mount, at least half a sector)
+    /// would open more sectors than are erased ahead (at most
+    /// [`ERASE_AHEAD`]), and one more is free.
+    ///
+    /// Once one is erased, the rest up to [`ERASE_AHEAD`] follow before
+    /// it is said ([`say_erased_ahead`](Self::say_erased_ahead)): one
+    /// chunk says them all.
+    pub fn erase_ahead_due(&self) -> bool {
+        let payload = self.geo.sector_payload_space();
+        let want = self.burst.saturating_mul(2).max(payload / 2);
+        let head_end = self.geo.sector_start(self.head) + self.geo.sector;
+        let room = head_end.saturating_sub(self.write_pos);
+        let need = if room >= want {
+            0
+        } else if room.saturating_add(payload) >= want {
+            1
+        } else {
+            ERASE_AHEAD as u32
+        };
+        // Once erasing has begun and is not yet said, it goes on to the
+        // most: one chunk then says them all.
+        let need = if self.erased_ahead > self.ahead_said {
+            ERASE_AHEAD as u32
+        } else {
+            need
+        };
+        self.erased_ahead < need.min(ERASE_AHEAD as u32) && self.free_sectors() > self.erased_ahead
+    }
+
+    /// Whether sectors were erased ahead that no chunk of the head says are
+    /// (a remount would erase them again), and the head has room to say so.
+    pub fn erased_ahead_unsaid(&self) -> bool {
+        let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
+        self.erased_ahead > self.ahead_said && room >= CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD
+    }
+
+    /// Says in a chunk of its own, a header alone, which sectors after the
+    /// head are erased ahead, so that a remount opens them without erasing
+    /// them again (idle-time maintenance, after erasing ahead, when no
+    /// other chunk was written since). Writes into the head only.
+    ///
+    /// Power loss: written after the erases it names are done; a torn one
+    /// is a torn chunk at the head, and says nothing.
+    pub fn say_erased_ahead(&mut self) -> Result<(), Fail<F::Error>> {
+        if !self.erased_ahead_unsaid() {
+            return Ok(());
+        }
+        self.write_batch(crate::layout::kind::ERASED_AHEAD, &mut Slices::<0>([]))
+            .map(|_| ())
+    }
+
+    /// Idle-time maintenance begins: the bytes written since it last ended
+    /// are one burst of the caller's.
+    pub fn idle_begin(&mut self) {
+        let since = self.written_total().saturating_sub(self.idle_mark);
+        self.burst = self.burst.max(since.min(u64::from(u32::MAX)) as u32);
+    }
+
+    /// Idle-time maintenance ends: its own writes are no burst.
+    pub fn idle_end(&mut self) {
+        self.idle_mark = self.written_total();
+    }
+}
