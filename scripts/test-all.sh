@@ -80,9 +80,10 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # next sector, 238 B; by reads that find a chain again by scanning the log
 # when a batch reached through a pointer fails its check (its pointer may
 # have led past sound batches), 544 B; by format 8's sectors erased ahead,
-# said in chunk flags and a header-only chunk and trusted by a remount, so
-# that a remount does not erase them again, 726 B.)
-bash scripts/firmware-size.sh --ceiling 82944
+# said in chunk flags and a header-only chunk, trusted by a remount so
+# that it does not erase them again, and taken back before any of them is
+# erased again, 1,168 B.)
+bash scripts/firmware-size.sh --ceiling 83456
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

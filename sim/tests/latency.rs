@@ -395,25 +395,25 @@ fn with_idle_work_clawmem_appends_never_wait_on_an_erase() {
     );
 }
 
-/// Idle work costs no erase of its own across remounts (format 8): a
-/// sector erased ahead is said to be on flash, and a remount opens it
+/// Idle work costs almost no erase of its own across remounts (format 8):
+/// a sector erased ahead is said to be on flash, and a remount opens it
 /// without erasing it again. `bfcl-multi-turn.jsonl` remounts eight times a
-/// round and wraps the ring; without the chunk that says so, or with the
-/// mount forgetting what it trusted once it learns the tail, each remount
-/// cost an erase again (4 rounds: 320 erases with idle work against 318
-/// without; 324 without the chunk, 332 with the mount's trust dropped
-/// early; wear up to 1.24 over 40 rounds).
+/// round and wraps the ring. 40 rounds: 3,214 erases with idle work against
+/// 3,190 without (the rest are sectors a chunk could not say, as no chunk
+/// fits after it to take it back); 3,513 before format 8, 3,253 without the
+/// header-only chunk, 3,397 with the mount's trust dropped before the tail
+/// was known.
 #[test]
 fn idle_work_erases_no_more_than_appends_would_across_remounts() {
     let trace = load("bfcl-multi-turn.jsonl");
-    let plain = run(&trace, None, 4, false);
-    let idle = run(&trace, None, 4, true);
+    let plain = run(&trace, None, 40, false);
+    let idle = run(&trace, None, 40, true);
     assert_clean(&plain);
     assert_clean(&idle);
-    assert!(idle.mounts >= 30, "{} remounts", idle.mounts);
+    assert!(idle.mounts >= 300, "{} remounts", idle.mounts);
     assert_eq!(idle.latency.appends_with_erase, 0);
     assert!(
-        idle.erases <= plain.erases + 2,
+        idle.erases <= plain.erases + plain.erases / 100,
         "idle work erased {} sectors against {} without it",
         idle.erases,
         plain.erases

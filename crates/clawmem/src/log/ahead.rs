@@ -9,29 +9,74 @@
 //!
 //! Invariants: the sectors erased ahead are the next ones after the head,
 //! free, erased to the end; a chunk's count of them (flags bits 2..3) never
-//! exceeds the erases done before it was written; a mount trusts only what
-//! the head's last sound chunk says (`open.rs`, step 3), and reads each
-//! trusted sector through before opening it.
+//! exceeds the erases done before it was written, and is above 0 only if a
+//! header-only chunk still fits after it; a mount trusts only what the
+//! head's last sound chunk says (`open.rs`, step 3), and before the first
+//! write or erase reads each trusted sector through and takes back what is
+//! said but no longer trusted ([`Log::settle_ahead`]).
 //!
-//! Power loss: an erase cut leaves a free sector no chunk names (erased
-//! again when opened); the header-only chunk that says them is written after
-//! the erases and, torn, is a torn chunk at the head that says nothing.
+//! Power loss: a chunk says a sector is erased only after its erase is done,
+//! and no sector a chunk still says is erased is erased again: after a
+//! mount that trusts fewer than the head's last chunk says, a header-only
+//! chunk takes the rest back before anything is written or erased
+//! ([`Log::settle_ahead`]). So an erase that is cut leaves a free sector no
+//! chunk names, erased again when opened. The header-only chunk, torn, is a
+//! torn chunk at the head that says nothing.
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::{Log, Slices, ERASE_AHEAD, MIN_CHUNK_PAYLOAD};
-use crate::error::Fail;
+use super::{Io, Log, Slices, ERASE_AHEAD, MIN_CHUNK_PAYLOAD, NOTE_ROOM};
+use crate::error::{Error, Fail};
+use crate::layout::kind::ERASED_AHEAD;
 use crate::layout::CHUNK_HEADER_LEN;
 
 impl<F: NorFlash> Log<F> {
     /// Mount is done and the tail known: the sectors trusted as erased
-    /// ahead (`open.rs`, step 3) are free ones, or none is.
+    /// ahead (`open.rs`, step 3) are free ones, or none is. What the head's
+    /// last chunk says stays as it is said ([`settle_ahead`](Self::settle_ahead)).
     pub fn mount_done(&mut self) {
         if self.erased_ahead > self.free_sectors() {
             self.erased_ahead = 0;
             self.ahead_unread = 0;
-            self.ahead_said = 0;
         }
+    }
+
+    /// Before the first write or erase after a mount: reads the sectors
+    /// trusted as erased ahead through (one with anything not erased,
+    /// damage at rest, is trusted no more, nor those after it), and if the
+    /// head's last chunk says more are erased than are trusted now, says the
+    /// truth in a header-only chunk first. So no sector a chunk says is
+    /// erased is ever erased again while that chunk has the last word: an
+    /// erase of it that was cut could look erased to a later mount. The
+    /// room is there: a chunk says a sector is erased only if a header-only
+    /// chunk still fits after it (`write_chunks`). Does nothing otherwise.
+    #[inline(never)]
+    pub fn settle_ahead(&mut self) -> Result<(), Fail<F::Error>> {
+        if self.ahead_unread > 0 {
+            self.ahead_unread = 0;
+            for k in 0..self.erased_ahead {
+                let start = self.geo.sector_start((self.head + 1 + k) % self.geo.count);
+                let mut io = Io {
+                    flash: &mut self.flash,
+                    geo: &self.geo,
+                };
+                if !io.is_erased(start, self.geo.sector, &mut self.buf)? {
+                    self.erased_ahead = k;
+                    break;
+                }
+            }
+        }
+        if self.ahead_said > self.erased_ahead {
+            let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
+            if room < NOTE_ROOM {
+                return Err(Error::LogicBug("no room to take back sectors said erased"));
+            }
+            self.write_batch_settled(ERASED_AHEAD, &mut Slices::<0>([]))?;
+            if self.ahead_said > self.erased_ahead {
+                return Err(Error::LogicBug("sectors said erased not taken back"));
+            }
+        }
+        Ok(())
     }
 
     /// Erases the next free sector after the head that is not erased yet,
@@ -41,6 +86,7 @@ impl<F: NorFlash> Log<F> {
     /// Power loss: the sector is free before and after; a cut leaves it
     /// without a header, and it is erased again when opened.
     pub fn erase_ahead(&mut self) -> Result<bool, Fail<F::Error>> {
+        self.settle_ahead()?;
         if !self.erase_ahead_due() {
             return Ok(false);
         }
@@ -101,7 +147,7 @@ impl<F: NorFlash> Log<F> {
         if !self.erased_ahead_unsaid() {
             return Ok(());
         }
-        self.write_batch(crate::layout::kind::ERASED_AHEAD, &mut Slices::<0>([]))
+        self.write_batch(ERASED_AHEAD, &mut Slices::<0>([]))
             .map(|_| ())
     }
 

@@ -66,6 +66,12 @@ pub(crate) const STAGE: usize = 256;
 /// with less room the batch starts in the next sector instead.
 const MIN_CHUNK_PAYLOAD: u32 = 16;
 
+/// Room a header-only chunk needs at the end of a sector (`write_chunks`
+/// starts a batch with at least a header and a byte of room). A chunk says
+/// sectors are erased ahead only if this much is left after it, so that one
+/// can take it back ([`Log::settle_ahead`]).
+const NOTE_ROOM: u32 = CHUNK_HEADER_LEN + 1;
+
 /// Flash access with the partition's geometry.
 pub(crate) struct Io<'a, F> {
     pub flash: &'a mut F,
@@ -279,11 +285,12 @@ pub(crate) struct Log<F> {
     erased_ahead: u32,
     /// The erase counts their headers will carry, next sector first.
     ahead_counts: [u32; ERASE_AHEAD],
-    /// How many of those, next sector first, a chunk of an earlier mount
-    /// said were erased: each is read through before it is opened, and
-    /// erased after all if anything in it is not erased (damage at rest).
+    /// Whether those were trusted at mount, as a chunk of an earlier mount
+    /// said, and are still to be read through ([`Log::settle_ahead`]).
     ahead_unread: u32,
-    /// How many of those the head's last chunk says are erased.
+    /// How many sectors after the head the head's last chunk says are
+    /// erased: after a mount, possibly more than are trusted, until
+    /// [`Log::settle_ahead`] takes them back.
     ahead_said: u32,
     /// Bytes written since mount when idle-time maintenance last ended
     /// ([`Log::idle_begin`]).
@@ -444,8 +451,12 @@ impl<F: NorFlash> Log<F> {
     #[cfg(feature = "memory")] // a memory scrub only
     /// Seals the head sector: nothing more is written to it, the next
     /// write opens a new sector.
-    pub fn seal_head(&mut self) {
+    pub fn seal_head(&mut self) -> Result<(), Fail<F::Error>> {
+        // What the head's last chunk says must be true before nothing more
+        // can be written after it.
+        self.settle_ahead()?;
         self.write_pos = self.geo.sector_start(self.head) + self.geo.sector;
+        Ok(())
     }
 
     /// Sector sequence of the sector holding `addr` (the head's if unknown).
@@ -477,6 +488,7 @@ impl<F: NorFlash> Log<F> {
     /// Erases sector `index`, which holds nothing live (released and not
     /// yet reopened): no header is written.
     pub fn erase_free_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
+        self.settle_ahead()?;
         // A sector erased ahead is erased, and a chunk may say so: a cut
         // erase of it now would make that claim false.
         if (1..=self.erased_ahead).any(|k| (self.head + k) % self.geo.count == index) {
@@ -599,25 +611,17 @@ impl<F: NorFlash> Log<F> {
             return Err(Error::LogicBug("opened a sector that is not free"));
         }
         let index = self.geo.next(self.head);
+        // (A no-op but right after a mount, and never inside a batch: the
+        // batch settled first.)
+        self.settle_ahead()?;
         let erase_count = if self.erased_ahead > 0 {
             // Erased ahead, and nothing has been written since: in this
-            // mount, or (read through first) as a chunk of an earlier one
-            // said.
+            // mount, or (read through at the first write) as a chunk of an
+            // earlier one said.
             let count = self.ahead_counts[0];
             self.ahead_counts.copy_within(1.., 0);
             self.erased_ahead -= 1;
-            let unread = self.ahead_unread > 0;
-            self.ahead_unread = self.ahead_unread.saturating_sub(1);
-            let start = self.geo.sector_start(index);
-            let mut io = Io {
-                flash: &mut self.flash,
-                geo: &self.geo,
-            };
-            if unread && !io.is_erased(start, self.geo.sector, &mut self.buf)? {
-                self.erase_free(index)?
-            } else {
-                count
-            }
+            count
         } else {
             self.erase_free(index)?
         };
@@ -705,6 +709,17 @@ impl<F: NorFlash> Log<F> {
         kind: u8,
         payload: &mut dyn Payload<F>,
     ) -> Result<(u32, u32), Fail<F::Error>> {
+        self.settle_ahead()?;
+        self.write_batch_settled(kind, payload)
+    }
+
+    /// [`write_batch`](Self::write_batch) once the sectors erased ahead are
+    /// settled.
+    pub(super) fn write_batch_settled(
+        &mut self,
+        kind: u8,
+        payload: &mut dyn Payload<F>,
+    ) -> Result<(u32, u32), Fail<F::Error>> {
         let len = payload.len();
         let (_, opens) = self.plan(len);
         if opens > self.free_sectors() {
@@ -753,12 +768,20 @@ impl<F: NorFlash> Log<F> {
                 flags |= CHUNK_LAST;
             }
             // The sectors after this one erased ahead, every erase done:
-            // a mount trusts them from the head's last chunk.
-            flags |= (self.erased_ahead.min(3) as u8) << CHUNK_AHEAD_SHIFT;
+            // a mount trusts them from the head's last chunk. Said only if
+            // a header-only chunk still fits after this one, to take it
+            // back if need be.
+            let after = room - self.geo.chunk_size(n).min(room);
+            let said = if after >= NOTE_ROOM {
+                self.erased_ahead.min(3)
+            } else {
+                0
+            };
+            flags |= (said as u8) << CHUNK_AHEAD_SHIFT;
             let addr = self.write_pos;
             first_addr.get_or_insert(addr);
             self.write_chunk(kind, flags, seq, payload, offset, n, addr)?;
-            self.ahead_said = self.erased_ahead.min(3);
+            self.ahead_said = said;
             self.write_pos = addr + self.geo.chunk_size(n);
             self.batch_bytes += self.geo.chunk_size(n);
             offset += n;

@@ -54,7 +54,7 @@
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::{ChunkAt, Io, Log, Slot, ERASE_AHEAD, STAGE};
+use super::{ChunkAt, Io, Log, Slot, ERASE_AHEAD, NOTE_ROOM, STAGE};
 use crate::error::{Error, Fail};
 use crate::layout::{u16_at, u32_at, SectorHeader, ERASED_AHEAD_VERSION};
 
@@ -75,8 +75,6 @@ pub(crate) struct Opened {
     pub header_checkpoint: u32,
     /// The end of the head sector's sound chunks.
     pub head_valid_end: u32,
-    /// Free sectors after the head trusted as erased ahead (step 3).
-    pub erased_ahead: u32,
 }
 
 impl<F: NorFlash> Log<F> {
@@ -410,34 +408,43 @@ impl<F: NorFlash> Log<F> {
             pos = r;
         }
         self.write_pos = pos;
-        // 3. Sectors erased ahead (version 8 on): the head's last sound
-        // chunk says how many free sectors after the head had been erased,
-        // every erase done, when it was written. Nothing erases them again
-        // before they are opened, and an opening that programmed any of a
-        // header's bytes left the sector not erased there: each still erased
-        // where its header goes is trusted, and opened without an erase if
-        // it then reads erased through and through (damage at rest is
-        // erased). The erase count its old header carried is gone: the
-        // head's + 1.
+        // 3. Sectors erased ahead (version 8 on): the head's last chunk, if
+        // sound, says how many free sectors after the head had been erased,
+        // every erase done, when it was written. None of them is erased
+        // again while that chunk has the last word (`ahead.rs`), and an
+        // opening that programmed any of a header's bytes left the sector
+        // not erased there: each still erased where its header goes is
+        // trusted, up to the first that is not, and read through before the
+        // first write (`Log::settle_ahead`, which also takes back what is
+        // said but not trusted). A sealed head is trusted for none (nothing
+        // can be written after its chunks to take anything back; every
+        // later mount finds it sealed too). The erase count an old header
+        // carried is gone: the head's + 1.
         self.erased_ahead = 0;
-        if let (Some(c), true, true) = (last, last_sound, version >= ERASED_AHEAD_VERSION) {
-            let claimed = c.header.ahead().min(ERASE_AHEAD as u32).min(geo.count - 1);
-            for k in 0..claimed {
-                let at = geo.sector_start((head + 1 + k) % geo.count);
-                let mut io = Io {
-                    flash: &mut self.flash,
-                    geo: &self.geo,
-                };
-                if !io.is_erased(at, geo.sector_header, &mut self.buf)? {
-                    break;
+        self.ahead_said = 0;
+        let sealed = report.sealed_head || older;
+        if let (Some(c), true, false) = (last, last_sound, sealed) {
+            // A count is written only where a header-only chunk fits after
+            // it, to take it back: one anywhere else is not trusted.
+            let end = c.address + geo.chunk_size(c.header.len);
+            if version >= ERASED_AHEAD_VERSION && end + NOTE_ROOM <= sector_end {
+                self.ahead_said = c.header.ahead();
+                let claimed = self.ahead_said.min(ERASE_AHEAD as u32).min(geo.count - 1);
+                for k in 0..claimed {
+                    let at = geo.sector_start((head + 1 + k) % geo.count);
+                    let mut io = Io {
+                        flash: &mut self.flash,
+                        geo: &self.geo,
+                    };
+                    if !io.is_erased(at, geo.sector_header, &mut self.buf)? {
+                        break;
+                    }
+                    self.ahead_counts[k as usize] = head_erase_count.saturating_add(1);
+                    self.erased_ahead = k + 1;
                 }
-                self.ahead_counts[k as usize] = head_erase_count.saturating_add(1);
-                self.erased_ahead = k + 1;
             }
         }
         self.ahead_unread = self.erased_ahead;
-        self.ahead_said = self.erased_ahead;
-        report.erased_ahead = self.erased_ahead;
         report.head_checkpoint = head_checkpoint;
         report.header_checkpoint = header_checkpoint;
         report.head_valid_end = valid_end;

@@ -206,11 +206,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // damaged one is left out (its records are lost, the rest kept),
         // after the chain is found again by a scan of the log, as a read
         // does, in case the damage reached its pointer.
+        // A repair (every record kept) finds the chain again first; a
+        // compaction does not, as its plan (`keep`) counts records along
+        // the chain the pointers give.
+        let repair = matches!(keep, Keep::All);
         let mut k = 0;
         while k < recs.chain().len {
             let addr = recs.chain().addrs[k];
             if !(k == 0 && s.root_is_base) && self.log.verify(addr)?.is_none() {
-                if recs.rescan(&mut self.log.io(), &s, ring_view, k)? {
+                if repair && recs.rescan(&mut self.log.io(), &s, ring_view, k)? {
                     k = 0;
                     continue;
                 }

@@ -203,6 +203,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let again = c.recs.rescan(&mut self.log.io(), s, ring, seg)?;
         if again {
             c.rewind();
+            c.read_max = 0;
         }
         Ok(again)
     }
@@ -383,7 +384,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 Step::SegmentEnd { seg, ok } => {
                     if !ok && self.hist_rescan(&mut c, &s, seg)? {
-                        // The chain was found again: read it all afresh.
+                        // The chain found again may hold more than the
+                        // pointers led to (and than `needed` counted when
+                        // it was taken from them): ask for room for it
+                        // rather than count its records damaged.
+                        let capacity = self.log.geo().capacity();
+                        let mut held = 0usize;
+                        while let Some(r) = c.recs.next(&mut self.log.io())? {
+                            if !r.damaged && r.len <= capacity {
+                                held += HIST_HEADER + r.len as usize;
+                            }
+                        }
+                        c.recs.rewind();
+                        needed = needed.max(held);
+                        if buf.len() < needed {
+                            return Err(Error::BufferTooSmall { needed });
+                        }
+                        // Read it all afresh.
                         (at, count, damaged, seg_start, seg_records) = (0, 0, 0, 0, 0);
                         continue;
                     }

@@ -122,7 +122,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         if sector == self.log.head() {
             // Seal the head so that writing moves on to a new sector.
-            self.log.seal_head();
+            self.log.seal_head()?;
             self.ensure_room(1, Priority::Maintenance)?;
             self.log.open_next_sector()?;
         }
