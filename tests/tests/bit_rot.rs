@@ -1001,6 +1001,22 @@ fn session_losses<F: Part>(r: &Reference, image: &SimFlash) -> [usize; 3] {
     [read, streamed, repaired]
 }
 
+/// Rots the bytes at `offset` of the session batch whose first chunk is at
+/// `at` into `value`, and checks that every read (whole, streamed, after the
+/// repair) loses at most that batch's records.
+fn loses_only_its_batch<F: Part>(r: &Reference, at: usize, offset: usize, value: &[u8], ctx: &str) {
+    let records = (r.image.image()[at + 12 + 8] & 0x1F) as usize;
+    let mut damaged = r.image.clone();
+    rot_to(&mut damaged, at + offset, value);
+    let [read, streamed, repaired] = session_losses::<F>(r, &damaged);
+    assert!(read <= records, "{ctx}: {read} lost");
+    assert!(streamed <= records, "{ctx}: streamed: {streamed} lost");
+    assert!(
+        repaired <= records,
+        "{ctx}: after the repair: {repaired} lost"
+    );
+}
+
 /// A session batch whose `prev` rots into the address of an older batch of
 /// the same session (on 16 B write units most flips of it land on a chunk
 /// start): the walk back from the head would pass over the batch in
@@ -1029,17 +1045,8 @@ fn back_pointer_into_an_older_batch<F: Part>(w: usize) {
         if batch_at(older).is_none_or(|o| u32_at(&img, o.at + 12) != uid) {
             continue;
         }
-        let records = (img[b.at + 12 + 8] & 0x1F) as usize;
-        let mut damaged = r.image.clone();
-        rot_to(&mut damaged, b.at + 16, &older.to_le_bytes());
-        let [read, streamed, repaired] = session_losses::<F>(&r, &damaged);
         let ctx = format!("{}: prev of 0x{:x} -> 0x{older:x}", F::PRESET.name(), b.at);
-        assert!(read <= records, "{ctx}: {read} lost");
-        assert!(streamed <= records, "{ctx}: streamed: {streamed} lost");
-        assert!(
-            repaired <= records,
-            "{ctx}: after the repair: {repaired} lost"
-        );
+        loses_only_its_batch::<F>(&r, b.at, 16, &older.to_le_bytes(), &ctx);
         cases += 1;
     }
     assert!(
@@ -1076,17 +1083,8 @@ fn length_to_the_sectors_end<F: Part>(w: usize) {
         if len >> 16 != c.len >> 16 {
             continue;
         }
-        let records = (img[c.at + 12 + 8] & 0x1F) as usize;
-        let mut damaged = r.image.clone();
-        rot_to(&mut damaged, c.at + 2, &(len as u16).to_le_bytes());
-        let [read, streamed, repaired] = session_losses::<F>(&r, &damaged);
         let ctx = format!("{}: length of 0x{:x} -> {len}", F::PRESET.name(), c.at);
-        assert!(read <= records, "{ctx}: {read} lost");
-        assert!(streamed <= records, "{ctx}: streamed: {streamed} lost");
-        assert!(
-            repaired <= records,
-            "{ctx}: after the repair: {repaired} lost"
-        );
+        loses_only_its_batch::<F>(&r, c.at, 2, &(len as u16).to_le_bytes(), &ctx);
         cases += 1;
     }
     assert!(
