@@ -67,7 +67,7 @@ impl<F: NorFlash> Log<F> {
             }
         }
         if self.ahead_said > self.erased_ahead {
-            let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
+            let room = self.head_room();
             if room < NOTE_ROOM {
                 return Err(Error::LogicBug("no room to take back sectors said erased"));
             }
@@ -132,7 +132,7 @@ impl<F: NorFlash> Log<F> {
     /// Whether sectors were erased ahead that no chunk of the head says are
     /// (a remount would erase them again), and the head has room to say so.
     pub fn erased_ahead_unsaid(&self) -> bool {
-        let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
+        let room = self.head_room();
         self.erased_ahead > self.ahead_said && room >= CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD
     }
 

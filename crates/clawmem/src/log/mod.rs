@@ -513,6 +513,11 @@ impl<F: NorFlash> Log<F> {
         }
     }
 
+    /// Bytes left in the head sector after the write position.
+    fn head_room(&self) -> u32 {
+        self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos
+    }
+
     /// Sectors in use, tail to head inclusive.
     #[inline(never)]
     pub fn used_sectors(&self) -> u32 {
@@ -752,7 +757,7 @@ impl<F: NorFlash> Log<F> {
         let mut offset = 0u32;
         let mut first_addr = None;
         loop {
-            let room = self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos;
+            let room = self.head_room();
             let left = len - offset;
             if room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
                 self.batch_bytes += room;
