@@ -434,3 +434,86 @@ fn a_sector_said_erased_but_no_longer_trusted_is_taken_back_before_it_is_erased(
         "no workload made idle work erase a sector said erased"
     );
 }
+
+/// Bytes left blank at the end of the head sector (the sector with a
+/// header and the highest sequence number), from the image.
+fn head_room(store: &S, sectors: usize) -> usize {
+    let image = store.flash().flash().image();
+    let seq = |k: usize| u32::from_le_bytes(image[k * 4096 + 8..k * 4096 + 12].try_into().unwrap());
+    let head = (0..sectors)
+        .filter(|&k| &image[k * 4096..k * 4096 + 4] == b"CLMS")
+        .max_by_key(|&k| seq(k))
+        .unwrap();
+    let sector = &image[head * 4096..(head + 1) * 4096];
+    sector.iter().rev().take_while(|b| **b == 0xFF).count()
+}
+
+/// An append whose body is `len` bytes.
+fn append_len(store: &mut S, s: u32, len: usize) {
+    let b = vec![b'y'; len];
+    store
+        .append(
+            &format!("chat:m:{s}"),
+            &[Record {
+                kind: RecordType::User,
+                format: BackendFormat::OpenAiCompatible,
+                body: &b,
+            }],
+            false,
+        )
+        .unwrap();
+}
+
+/// Sectors erased ahead while the head has no room left for a chunk that
+/// could say so (its last chunk ended too close to the sector's end) are
+/// said all the same: maintenance opens the first of them, which needs no
+/// erase, and says the rest there. A remount then erases none of them
+/// again (before format 8's fix it erased all three again).
+#[test]
+fn sectors_erased_ahead_behind_a_full_head_are_not_erased_again_after_a_remount() {
+    let fresh = || {
+        let mut store = S::format(esp32(24), config()).unwrap();
+        run(&mut store, 0, 700, false);
+        store
+    };
+    // A last append that leaves the head less room than a header-only
+    // chunk and the room after it need.
+    let room = head_room(&fresh(), 24);
+    let mut found = None;
+    for len in (1..room.min(4000)).rev() {
+        let mut store = fresh();
+        append_len(&mut store, 0, len);
+        let left = head_room(&store, 24);
+        if left < 28 {
+            found = Some((store, len, left));
+            break;
+        }
+    }
+    let (mut store, len, left) = found.expect("no append leaves the head nearly full");
+    let before = store.flash().flash().stats().erase_counts.clone();
+    let m = store.maintain(u32::MAX).unwrap();
+    assert!(m.done);
+    let counts = store.flash().flash().stats().erase_counts.clone();
+    let ahead: Vec<usize> = (0..24).filter(|&k| counts[k] > before[k]).collect();
+    // Three, then (the first opened to say them) one more.
+    assert!(
+        ahead.len() >= 3,
+        "append of {len} B left {left} B: sectors erased ahead: {ahead:?}"
+    );
+    let expected = read_all(&mut store);
+    let flash = store.into_flash();
+    let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
+    assert_eq!(read_all(&mut store), expected);
+    for i in 0..50 {
+        append(&mut store, i % 6, 4000 + i);
+    }
+    let after = &store.flash().flash().stats().erase_counts;
+    for &k in &ahead {
+        assert!(image_has_header(&store, k), "sector {k} not opened");
+        assert_eq!(
+            after[k], counts[k],
+            "append of {len} B left {left} B: sector {k}, erased ahead, was erased again after the remount"
+        );
+    }
+    store.check().unwrap();
+}

@@ -21,7 +21,9 @@
 //! chunk takes the rest back before anything is written or erased
 //! ([`Log::settle_ahead`]). So an erase that is cut leaves a free sector no
 //! chunk names, erased again when opened. The header-only chunk, torn, is a
-//! torn chunk at the head that says nothing.
+//! torn chunk at the head that says nothing; the opening of a sector erased
+//! ahead to hold it (the head had no room), cut, leaves that sector without
+//! a header, free, and nothing said of the others.
 
 use embedded_storage::nor_flash::NorFlash;
 
@@ -130,22 +132,40 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Whether sectors were erased ahead that no chunk of the head says are
-    /// (a remount would erase them again), and the head has room to say so.
+    /// (a remount would erase them again), and a header-only chunk can say
+    /// so: in the head, or, if the head has no room left for one that may
+    /// say it, at the start of the next sector erased ahead, when at least
+    /// one more is erased after it ([`say_needs_open`](Self::say_needs_open)).
     pub fn erased_ahead_unsaid(&self) -> bool {
-        let room = self.head_room();
-        self.erased_ahead > self.ahead_said && room >= CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD
+        self.erased_ahead > self.ahead_said && (!self.say_needs_open() || self.erased_ahead >= 2)
+    }
+
+    /// Whether the head has too little room left for a header-only chunk
+    /// that may say sectors are erased (one that leaves room for another
+    /// after it): saying it then opens the next sector first.
+    pub fn say_needs_open(&self) -> bool {
+        self.head_room() < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD
     }
 
     /// Says in a chunk of its own, a header alone, which sectors after the
     /// head are erased ahead, so that a remount opens them without erasing
     /// them again (idle-time maintenance, after erasing ahead, when no
-    /// other chunk was written since). Writes into the head only.
+    /// other chunk was written since, or the last one had no room to say
+    /// it). If the head has no room left for it, opens the next sector,
+    /// erased ahead, first: the head's rest is too short for any chunk
+    /// that could say it, and the next append would open that sector
+    /// anyway.
     ///
     /// Power loss: written after the erases it names are done; a torn one
-    /// is a torn chunk at the head, and says nothing.
+    /// is a torn chunk at the head, and says nothing. A cut while the next
+    /// sector is opened leaves it without a header: free, and erased again
+    /// when opened.
     pub fn say_erased_ahead(&mut self) -> Result<(), Fail<F::Error>> {
         if !self.erased_ahead_unsaid() {
             return Ok(());
+        }
+        if self.say_needs_open() {
+            self.open_next_sector()?;
         }
         self.write_batch(ERASED_AHEAD, &mut Slices::<0>([]))
             .map(|_| ())
