@@ -370,6 +370,32 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(true)
     }
 
+    /// Releases the tail sectors before everything a collection would
+    /// move (the checkpoint, objects, memory, sessions): they hold nothing
+    /// live, so releasing them is what [`reclaim_tail`](Self::reclaim_tail)
+    /// would do there, without a write. A mount learns the tail from the
+    /// checkpoint, and sectors collected since were released in RAM only;
+    /// without this, a store remounted nearly full counted them as used and
+    /// could refuse a write the running store took.
+    ///
+    /// Power loss: nothing is written; a mount after a cut finds the same.
+    pub(super) fn release_dead_tail(&mut self) {
+        let mut live = self.checkpoint_sector_seq.min(self.log.head_seq());
+        for o in self.objects.iter() {
+            live = live.min(o.seq);
+        }
+        #[cfg(feature = "memory")]
+        {
+            live = live.min(self.mem.oldest);
+        }
+        for s in self.sessions.iter() {
+            live = live.min(s.oldest);
+        }
+        while self.log.tail_seq() < live {
+            self.log.release_tail();
+        }
+    }
+
     /// Room at the head, in payload bytes, without reclaiming.
     fn room_bytes(&self) -> u64 {
         let geo = self.log.geo();

@@ -254,7 +254,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Steps 3 on of a mount, on the store built in place: the newest
     /// checkpoint (else a scan of the whole ring), the scan after it, the
-    /// repairs, and the writes that record a recovery.
+    /// repairs, the tail moved on past sectors collected since the
+    /// checkpoint, and the writes that record a recovery.
     #[inline(never)]
     fn mount_finish(
         &mut self,
@@ -373,6 +374,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             }
             seq += 1;
+        }
+        // Sectors collected after the checkpoint was written hold nothing
+        // live: free again, as the running store had them.
+        if self.mount_report.from_checkpoint {
+            self.release_dead_tail();
         }
         if self.mount_report.sealed_head || !self.mount_report.from_checkpoint {
             // Record the recovered state, so that the next mount reads the
