@@ -30,14 +30,18 @@ fn body(i: u32) -> Vec<u8> {
 }
 
 fn append(store: &mut S, s: u32, i: u32) {
-    let b = body(i);
+    append_body(store, s, &body(i));
+}
+
+/// One user record with body `b` appended to session `s`.
+fn append_body(store: &mut S, s: u32, b: &[u8]) {
     store
         .append(
             &format!("chat:m:{s}"),
             &[Record {
                 kind: RecordType::User,
                 format: BackendFormat::OpenAiCompatible,
-                body: &b,
+                body: b,
             }],
             false,
         )
@@ -450,18 +454,7 @@ fn head_room(store: &S, sectors: usize) -> usize {
 
 /// An append whose body is `len` bytes.
 fn append_len(store: &mut S, s: u32, len: usize) {
-    let b = vec![b'y'; len];
-    store
-        .append(
-            &format!("chat:m:{s}"),
-            &[Record {
-                kind: RecordType::User,
-                format: BackendFormat::OpenAiCompatible,
-                body: &b,
-            }],
-            false,
-        )
-        .unwrap();
+    append_body(store, s, &vec![b'y'; len]);
 }
 
 /// Sectors erased ahead while the head has no room left for a chunk that
