@@ -112,8 +112,7 @@ impl<F: NorFlash> Log<F> {
     pub fn erase_ahead_due(&self) -> bool {
         let payload = self.geo.sector_payload_space();
         let want = self.burst.saturating_mul(2).max(payload / 2);
-        let head_end = self.geo.sector_start(self.head) + self.geo.sector;
-        let room = head_end.saturating_sub(self.write_pos);
+        let room = self.head_room();
         let need = if room >= want {
             0
         } else if room.saturating_add(payload) >= want {

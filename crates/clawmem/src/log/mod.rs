@@ -369,11 +369,6 @@ impl<F: NorFlash> Log<F> {
         self.head_erase_count
     }
 
-    /// Address where the next chunk goes (the head sector's end if full).
-    pub fn write_pos(&self) -> u32 {
-        self.write_pos
-    }
-
     /// Sector sequence number of the oldest sector in use.
     pub fn tail_seq(&self) -> u32 {
         self.tail_seq
@@ -514,7 +509,7 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Bytes left in the head sector after the write position.
-    fn head_room(&self) -> u32 {
+    pub fn head_room(&self) -> u32 {
         self.geo.sector_end(self.geo.sector_start(self.head)) - self.write_pos
     }
 

@@ -400,7 +400,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn room_bytes(&self) -> u64 {
         let geo = self.log.geo();
         let space = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
-        let head_left = geo.sector_start(self.log.head()) + geo.sector - self.log.write_pos();
+        let head_left = self.log.head_room();
         u64::from(self.log.free_sectors()) * space
             + u64::from(head_left.saturating_sub(CHUNK_HEADER_LEN))
     }
