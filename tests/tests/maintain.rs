@@ -287,24 +287,7 @@ fn sectors_erased_ahead_are_not_erased_again_after_a_remount() {
         .filter(|&k| before[k] > 0 && image[k * 4096..(k + 1) * 4096].iter().all(|b| *b == 0xFF))
         .collect();
     assert_eq!(ahead.len(), 3, "three sectors erased ahead: {ahead:?}");
-    let flash = store.into_flash();
-    let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
-    assert_eq!(read_all(&mut store), expected);
-    // Appends that open all of them (and more).
-    for i in 0..50 {
-        append(&mut store, i % 6, 2000 + i);
-    }
-    let after = &store.flash().flash().stats().erase_counts;
-    for &k in &ahead {
-        assert!(
-            image_has_header(&store, k),
-            "sector {k} was not opened by the appends"
-        );
-        assert_eq!(
-            after[k], before[k],
-            "sector {k}, erased ahead, was erased again after the remount"
-        );
-    }
+    let mut store = remount_and_open(store, &expected, &ahead, &before, 2000, "");
     store.check().unwrap();
     let flash = store.into_flash();
     let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
@@ -494,19 +477,40 @@ fn sectors_erased_ahead_behind_a_full_head_are_not_erased_again_after_a_remount(
         "append of {len} B left {left} B: sectors erased ahead: {ahead:?}"
     );
     let expected = read_all(&mut store);
+    let what = format!("append of {len} B left {left} B: ");
+    let mut store = remount_and_open(store, &expected, &ahead, &counts, 4000, &what);
+    store.check().unwrap();
+}
+
+/// Remounts `store`, checks that it reads back `expected`, and appends
+/// until every sector of `ahead` is opened; each must be opened without an
+/// erase: its erase count still the one in `counts`. `what` prefixes the
+/// failure messages.
+fn remount_and_open(
+    store: S,
+    expected: &[Vec<Vec<u8>>],
+    ahead: &[usize],
+    counts: &[u64],
+    from: u32,
+    what: &str,
+) -> S {
     let flash = store.into_flash();
     let mut store = S::mount(flash, config(), MountMode::ExistingOnly).unwrap();
     assert_eq!(read_all(&mut store), expected);
+    // Appends that open all of them (and more).
     for i in 0..50 {
-        append(&mut store, i % 6, 4000 + i);
+        append(&mut store, i % 6, from + i);
     }
     let after = &store.flash().flash().stats().erase_counts;
-    for &k in &ahead {
-        assert!(image_has_header(&store, k), "sector {k} not opened");
+    for &k in ahead {
+        assert!(
+            image_has_header(&store, k),
+            "{what}sector {k} was not opened by the appends"
+        );
         assert_eq!(
             after[k], counts[k],
-            "append of {len} B left {left} B: sector {k}, erased ahead, was erased again after the remount"
+            "{what}sector {k}, erased ahead, was erased again after the remount"
         );
     }
-    store.check().unwrap();
+    store
 }
