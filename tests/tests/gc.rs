@@ -6,7 +6,7 @@
 use clawmem::memory::ItemInput;
 use clawmem::profile::ProfileDoc;
 use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store};
-use clawmem_sim::{Esp32Flash, Preset, SimFlash};
+use clawmem_sim::{ClawmemDriver, Driver, Esp32Flash, Preset, SimFlash};
 
 type S = Store<Esp32Flash, 64>;
 
@@ -239,4 +239,204 @@ fn a_remount_frees_the_sectors_collected_since_the_checkpoint() {
         differed, 0,
         "{differed} of {checked} fresh mounts counted more sectors in use than the running store"
     );
+}
+
+/// A delta checkpoint carries the sessions made since the checkpoint before
+/// it and the deletions that left them room in the table; a mount applies
+/// the deletions first. Before, a store whose full table had sessions
+/// replaced since its last full checkpoint did not mount
+/// (`TooManySessions`), though the running store held no more sessions
+/// than its table.
+#[test]
+fn a_full_table_whose_sessions_were_replaced_since_the_checkpoint_mounts() {
+    type T = Store<Esp32Flash, 16>;
+    let cfg = Config {
+        session_size_limit_bytes: 16 * 1024,
+        ..Config::default()
+    };
+    let mut store = T::format(flash(256 * 1024), cfg).unwrap();
+    // A full table, then a session replaced every tenth append: the deltas
+    // (a few sessions each) are smaller than a full checkpoint.
+    let mut live: std::collections::VecDeque<usize> = (0..16).collect();
+    let mut next = 16;
+    for n in 0..16 {
+        let body = format!("{{\"n\":{n}}}");
+        store
+            .append(&format!("chat:r{n}"), &[user(&body)], true)
+            .unwrap();
+    }
+    for n in 0..600 {
+        if n % 10 == 0 {
+            let old = live.pop_front().unwrap();
+            store.delete_session(&format!("chat:r{old}")).unwrap();
+            live.push_back(next);
+            next += 1;
+        }
+        let id = format!("chat:r{}", live[live.len() - 1 - n % 2]);
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "r".repeat(400 + n % 53));
+        store.append(&id, &[user(&body)], true).unwrap();
+        // Idle time: the checkpoints fall due here.
+        store.maintain(16).unwrap();
+        let fresh = T::mount(store.flash().clone(), cfg, MountMode::ExistingOnly)
+            .unwrap_or_else(|e| panic!("mount after append {n}: {e:?}"));
+        assert_eq!(fresh.session_count(), live.len(), "after append {n}");
+    }
+}
+
+/// The fill workload of `traces/bfcl-multi-turn.jsonl` on 256 KiB (what
+/// `torture --fill` runs), with a fresh mount of a copy of the flash after
+/// every append and delete: none counts more sectors in use than the
+/// running store. A full checkpoint that a collection wrote from the sector
+/// before the head into the head sector is not the one a mount loads (the
+/// head walk finds only checkpoints that begin in the head sector, and the
+/// head's header names the one before); the mount's scan meets it and takes
+/// it as the newest full one. Before, the older full checkpoint's sector,
+/// which the running store had collected, stayed in use after a remount
+/// (`torture --fill --size 256K --cuts 200`, `--cut 1900`: "a fresh mount
+/// of the uncut flash refuses it too").
+#[test]
+fn no_fresh_mount_on_the_fill_workload_counts_more_sectors_in_use() {
+    use clawmem_sim::fill::fill;
+    let trace = clawmem_sim::Trace::from_path(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../traces/bfcl-multi-turn.jsonl"
+    ))
+    .unwrap();
+    let model = Preset::Esp32.model(256 * 1024).unwrap();
+    let inner = ClawmemDriver::<Esp32Flash, 128>::format(SimFlash::new(model)).unwrap();
+    let mut d = Remounting {
+        inner,
+        checked: 0,
+        differed: Vec::new(),
+    };
+    let opts = clawmem_sim::ReplayOptions::default();
+    let run = fill(&mut d, &trace, &opts, &mut |_, _| {});
+    assert!(run.fill.reached_full, "the workload never filled the store");
+    assert!(d.checked > 1000, "{} fresh mounts", d.checked);
+    assert!(
+        d.differed.is_empty(),
+        "{} of {} fresh mounts counted more sectors in use than the running store (used sectors, fresh against running, by mount: {:?})",
+        d.differed.len(),
+        d.checked,
+        &d.differed[..d.differed.len().min(8)]
+    );
+}
+
+/// A driver that mounts a copy of the flash after every append and delete
+/// and compares its sectors in use with the running store's.
+struct Remounting {
+    inner: ClawmemDriver<Esp32Flash, 128>,
+    checked: usize,
+    differed: Vec<(usize, u32, u32)>,
+}
+
+impl Remounting {
+    fn compare(&mut self) {
+        let Some(store) = self.inner.store() else {
+            return;
+        };
+        let running = store.space().used_sectors;
+        let copy = Esp32Flash::new(self.inner.flash().clone()).unwrap();
+        let fresh =
+            Store::<Esp32Flash, 128>::mount(copy, *self.inner.config(), MountMode::ExistingOnly)
+                .unwrap_or_else(|e| panic!("fresh mount {}: {e:?}", self.checked));
+        if fresh.space().used_sectors > running {
+            self.differed
+                .push((self.checked, fresh.space().used_sectors, running));
+        }
+        self.checked += 1;
+    }
+}
+
+impl clawmem_sim::Driver for Remounting {
+    fn info(&self) -> clawmem_sim::replay::EngineInfo {
+        self.inner.info()
+    }
+    fn flash(&self) -> &SimFlash {
+        self.inner.flash()
+    }
+    fn mount_read_bytes(&self) -> &[u64] {
+        self.inner.mount_read_bytes()
+    }
+    fn append(
+        &mut self,
+        session: &str,
+        records: &[clawmem_sim::trace::TraceRecord],
+        turn_completed: bool,
+    ) -> clawmem_sim::replay::OpResult<clawmem_sim::replay::AppendOutcome> {
+        let r = self.inner.append(session, records, turn_completed);
+        if r.is_ok() {
+            self.compare();
+        }
+        r
+    }
+    fn history(
+        &mut self,
+        session: &str,
+    ) -> clawmem_sim::replay::OpResult<Vec<clawmem_sim::replay::HistoryRecord>> {
+        self.inner.history(session)
+    }
+    fn session_delete(&mut self, session: &str) -> clawmem_sim::replay::OpResult<()> {
+        let r = self.inner.session_delete(session);
+        if r.is_ok() {
+            self.compare();
+        }
+        r
+    }
+    fn memory_store(
+        &mut self,
+        item: &clawmem_sim::replay::MemoryItem<'_>,
+    ) -> clawmem_sim::replay::OpResult<clawmem_sim::replay::MemoryStored> {
+        self.inner.memory_store(item)
+    }
+    fn memory_recall(
+        &mut self,
+        labels: &[String],
+        limit: u32,
+    ) -> clawmem_sim::replay::OpResult<Vec<clawmem_sim::replay::ItemHandle>> {
+        self.inner.memory_recall(labels, limit)
+    }
+    fn memory_update(
+        &mut self,
+        item: clawmem_sim::replay::ItemHandle,
+        change: &clawmem_sim::replay::MemoryChange<'_>,
+    ) -> clawmem_sim::replay::OpResult<clawmem_sim::replay::ItemHandle> {
+        self.inner.memory_update(item, change)
+    }
+    fn memory_forget(
+        &mut self,
+        item: clawmem_sim::replay::ItemHandle,
+    ) -> clawmem_sim::replay::OpResult<()> {
+        self.inner.memory_forget(item)
+    }
+    fn memory_list(
+        &mut self,
+    ) -> clawmem_sim::replay::OpResult<Vec<clawmem_sim::replay::ItemHandle>> {
+        self.inner.memory_list()
+    }
+    fn profile_write(
+        &mut self,
+        name: clawmem_sim::trace::ProfileName,
+        body: &str,
+    ) -> clawmem_sim::replay::OpResult<()> {
+        self.inner.profile_write(name, body)
+    }
+    fn profile_read(
+        &mut self,
+        name: clawmem_sim::trace::ProfileName,
+    ) -> clawmem_sim::replay::OpResult<Option<Vec<u8>>> {
+        self.inner.profile_read(name)
+    }
+    fn remount(&mut self) -> clawmem_sim::replay::OpResult<()> {
+        self.inner.remount()
+    }
+    fn memory_clear(&mut self) -> clawmem_sim::replay::OpResult<()> {
+        self.inner.memory_clear()
+    }
+    fn maintain(&mut self) -> clawmem_sim::replay::OpResult<()> {
+        self.inner.maintain()
+    }
+    fn written_by_kind(&self) -> Vec<(String, u64)> {
+        self.inner.written_by_kind()
+    }
 }

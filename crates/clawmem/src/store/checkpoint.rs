@@ -126,6 +126,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if deleted_count > DELETED_MAX {
                 return Ok(false);
             }
+            // Its deletions first: a delta carries the sessions made after
+            // deletions that left room for them, and applied in the order
+            // they are stored, the table would have to hold both.
+            Self::apply_deletions_first(&mut io, &mut self.sessions, addr, count, deleted_count)?;
         } else {
             self.sessions.clear();
         }
@@ -184,6 +188,77 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (The log keeps the tail at or before the head.)
         self.log.set_tail_seq(tail_seq.max(oldest_possible));
         self.log.raise_next_seq(u32_at(&fixed, 12));
+        Ok(true)
+    }
+
+    /// A delta's deletions, read ahead of its sessions (a second pass
+    /// over the same chunks; the first pass checks every CRC, and a
+    /// damaged delta is dropped with all the state loaded from its chain).
+    #[inline(never)]
+    fn apply_deletions_first(
+        io: &mut Io<'_, F>,
+        sessions: &mut Vec<Session, MAX_SESSIONS>,
+        addr: u32,
+        count: usize,
+        deleted: usize,
+    ) -> Result<(), Fail<F::Error>> {
+        let Some(mut r) = VerifiedReader::new(io, addr, kind::CHECKPOINT)? else {
+            return Ok(());
+        };
+        let mut b = [0u8; SESSION_ENCODED];
+        let mut skip = CKPT_FIXED + CKPT_DELTA_FIXED + count * SESSION_ENCODED;
+        while skip > 0 {
+            let n = skip.min(b.len());
+            if !r.read(io, &mut b[..n])? {
+                return Ok(());
+            }
+            skip -= n;
+        }
+        for _ in 0..deleted {
+            if !r.read(io, &mut b[..4])? {
+                return Ok(());
+            }
+            let uid = u32_at(&b, 0);
+            if let Some(i) = sessions.iter().position(|x| x.uid == uid) {
+                sessions.swap_remove(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Mount: a full checkpoint the scan met after the one it loaded takes
+    /// its place as the one the next delta builds on, and as the oldest
+    /// sector a mount needs. The head walk finds only checkpoints that
+    /// begin in the head sector, and a sector's header names the newest
+    /// checkpoint at its opening, so a full checkpoint that began in the
+    /// sector before the head and reached into it was not the one loaded;
+    /// without this, the sector of the older full checkpoint stayed in use
+    /// and a remounted store nearly full refused writes the running store
+    /// took. The state the scan builds is kept as it is: sessions it
+    /// changed stay dirty, so the next delta carries at least what changed
+    /// since this checkpoint. `false` (nothing changed) if it is a delta,
+    /// fails its CRC, or lies outside the ring.
+    pub(super) fn adopt_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
+        let mut version = [0u8; 1];
+        self.log
+            .io()
+            .read_stream(addr + CHUNK_HEADER_LEN, &mut version)?;
+        let geo = self.log.geo();
+        let Some(seq) = self.log.seq_of_sector(geo.sector_of(addr)) else {
+            return Ok(false);
+        };
+        if version[0] != CKPT_VERSION || self.log.verify(addr)?.is_none() {
+            return Ok(false);
+        }
+        self.full_checkpoint = addr;
+        self.checkpoint_sector_seq = seq;
+        self.log.set_checkpoint(addr);
+        // Deletions the table could not note make the next one full.
+        self.deltas_since_full = if self.deleted_since_full.is_full() {
+            DELTAS_PER_FULL
+        } else {
+            0
+        };
         Ok(true)
     }
 

@@ -521,7 +521,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 if c.header.is_last() {
                     if let Some((addr, h)) = pending.take() {
-                        if self.apply(addr, &h).is_err() {
+                        if h.kind == kind::CHECKPOINT {
+                            // A newer full checkpoint: the next checkpoint is
+                            // due from here (a read error leaves it unused).
+                            if matches!(self.adopt_checkpoint(addr), Ok(true)) {
+                                scanned_bytes = 0;
+                            }
+                        } else if self.apply(addr, &h).is_err() {
                             self.note_scan_damage(addr);
                             self.mount_report.ignored_batches += 1;
                         }
