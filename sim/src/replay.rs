@@ -1107,7 +1107,13 @@ pub struct ClawmemDriver<F: SimBacked, const N: usize = MAX_SESSIONS> {
     clock: u32,
     /// Bytes written by earlier mounts, by kind.
     written: clawmem::WrittenBytes,
+    /// Called with the store after each write that succeeded
+    /// ([`ClawmemDriver::after_each_write`]).
+    after_write: Option<AfterWrite<F, N>>,
 }
+
+/// A check [`ClawmemDriver`] runs on its store after each write.
+pub type AfterWrite<F, const N: usize> = Box<dyn FnMut(&Store<F, N>)>;
 
 /// The default config, its session limit scaled down (in whole KiB) until
 /// clawmem accepts the partition, with a note saying so. Each try formats a
@@ -1216,6 +1222,7 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
             buf: vec![0; 64 * 1024],
             clock: 0,
             written: clawmem::WrittenBytes::default(),
+            after_write: None,
         })
     }
 
@@ -1236,6 +1243,7 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
             buf: vec![0; 64 * 1024],
             clock: 0,
             written: clawmem::WrittenBytes::default(),
+            after_write: None,
         })
     }
 
@@ -1294,6 +1302,24 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
     fn tick(&mut self) -> u32 {
         self.clock = self.clock.wrapping_add(60);
         1_700_000_000u32.wrapping_add(self.clock)
+    }
+
+    /// Has `check` called with the store after each write that succeeds
+    /// (an append, a session delete, a memory or profile write, a memory
+    /// clear, idle-time maintenance), for a test that inspects the store
+    /// as a workload runs, such as mounting a copy of its flash.
+    pub fn after_each_write(&mut self, check: AfterWrite<F, N>) {
+        self.after_write = Some(check);
+    }
+
+    /// `r`, after running the after-write check if `r` is a success.
+    fn wrote<T>(&mut self, r: OpResult<T>) -> OpResult<T> {
+        if let (Ok(_), Some(check), Some(State::Mounted(s))) =
+            (&r, self.after_write.as_mut(), &self.state)
+        {
+            check(s);
+        }
+        r
     }
 
     fn mounted(&mut self) -> OpResult<&mut Store<F, N>> {
@@ -1375,14 +1401,15 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
                 body: r.body.as_bytes(),
             })
             .collect();
-        let out = self
+        let r = self
             .mounted()?
             .append(session, &records, turn_completed)
-            .map_err(failed)?;
-        Ok(AppendOutcome {
-            compacted: out.compacted,
-            blocked: out.blocked,
-        })
+            .map_err(failed)
+            .map(|out| AppendOutcome {
+                compacted: out.compacted,
+                blocked: out.blocked,
+            });
+        self.wrote(r)
     }
 
     fn history(&mut self, session: &str) -> OpResult<Vec<HistoryRecord>> {
@@ -1393,10 +1420,11 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
     }
 
     fn session_delete(&mut self, session: &str) -> OpResult<()> {
-        match self.mounted()?.delete_session(session) {
+        let r = match self.mounted()?.delete_session(session) {
             Ok(()) | Err(clawmem::Error::NotFound) => Ok(()),
             Err(e) => Err(failed(e)),
-        }
+        };
+        self.wrote(r)
     }
 
     fn memory_store(&mut self, item: &MemoryItem<'_>) -> OpResult<MemoryStored> {
@@ -1415,10 +1443,10 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             .mounted()?
             .memory_store(&input, now, false)
             .map_err(failed)?;
-        Ok(MemoryStored {
+        self.wrote(Ok(MemoryStored {
             item: ItemHandle(u64::from(stored.item.id().get())),
             duplicate: !stored.changed,
-        })
+        }))
     }
 
     fn memory_recall(&mut self, labels: &[String], limit: u32) -> OpResult<Vec<ItemHandle>> {
@@ -1445,20 +1473,22 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             .keywords(&keywords);
         let id = ItemId::new(item.0 as u32);
         let now = self.tick();
-        match self.mounted()?.memory_update(id, &patch, now) {
+        let r = match self.mounted()?.memory_update(id, &patch, now) {
             Ok(Some(stored)) => Ok(ItemHandle(u64::from(stored.item.id().get()))),
             Ok(None) => Ok(item),
             Err(clawmem::Error::NotFound) => Err(OpError::Evicted),
             Err(e) => Err(failed(e)),
-        }
+        };
+        self.wrote(r)
     }
 
     fn memory_forget(&mut self, item: ItemHandle) -> OpResult<()> {
-        match self.mounted()?.memory_forget(ItemId::new(item.0 as u32)) {
+        let r = match self.mounted()?.memory_forget(ItemId::new(item.0 as u32)) {
             Ok(_) => Ok(()),
             Err(clawmem::Error::NotFound) => Err(OpError::Evicted),
             Err(e) => Err(failed(e)),
-        }
+        };
+        self.wrote(r)
     }
 
     fn memory_list(&mut self) -> OpResult<Vec<ItemHandle>> {
@@ -1470,9 +1500,11 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
     }
 
     fn profile_write(&mut self, name: ProfileName, body: &str) -> OpResult<()> {
-        self.mounted()?
+        let r = self
+            .mounted()?
             .profile_write(profile_doc(name), body)
-            .map_err(failed)
+            .map_err(failed);
+        self.wrote(r)
     }
 
     fn profile_read(&mut self, name: ProfileName) -> OpResult<Option<Vec<u8>>> {
@@ -1486,13 +1518,15 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
     }
 
     fn memory_clear(&mut self) -> OpResult<()> {
-        self.mounted()?.memory_clear().map_err(failed)
+        let r = self.mounted()?.memory_clear().map_err(failed);
+        self.wrote(r)
     }
 
     /// `Store::maintain(16)`: up to 16 steps of idle work (a due
     /// checkpoint, a tail collection, a sector erased ahead of the head).
     fn maintain(&mut self) -> OpResult<()> {
-        self.mounted()?.maintain(16).map(|_| ()).map_err(failed)
+        let r = self.mounted()?.maintain(16).map(|_| ()).map_err(failed);
+        self.wrote(r)
     }
 
     fn written_by_kind(&self) -> Vec<(String, u64)> {

@@ -6,7 +6,7 @@
 use clawmem::memory::ItemInput;
 use clawmem::profile::ProfileDoc;
 use clawmem::{BackendFormat, Config, Error, MountMode, Record, RecordType, Store};
-use clawmem_sim::{ClawmemDriver, Driver, Esp32Flash, Preset, SimFlash};
+use clawmem_sim::{ClawmemDriver, Esp32Flash, Preset, SimFlash};
 
 type S = Store<Esp32Flash, 64>;
 
@@ -285,8 +285,8 @@ fn a_full_table_whose_sessions_were_replaced_since_the_checkpoint_mounts() {
 
 /// The fill workload of `traces/bfcl-multi-turn.jsonl` on 256 KiB (what
 /// `torture --fill` runs), with a fresh mount of a copy of the flash after
-/// every append and delete: none counts more sectors in use than the
-/// running store. A full checkpoint that a collection wrote from the sector
+/// every write (the workload's appends and deletes): none counts more
+/// sectors in use than the running store. A full checkpoint that a collection wrote from the sector
 /// before the head into the head sector is not the one a mount loads (the
 /// head walk finds only checkpoints that begin in the head sector, and the
 /// head's header names the one before); the mount's scan meets it and takes
@@ -296,147 +296,44 @@ fn a_full_table_whose_sessions_were_replaced_since_the_checkpoint_mounts() {
 /// of the uncut flash refuses it too").
 #[test]
 fn no_fresh_mount_on_the_fill_workload_counts_more_sectors_in_use() {
-    use clawmem_sim::fill::fill;
+    use std::cell::RefCell;
+    use std::rc::Rc;
     let trace = clawmem_sim::Trace::from_path(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../traces/bfcl-multi-turn.jsonl"
     ))
     .unwrap();
     let model = Preset::Esp32.model(256 * 1024).unwrap();
-    let inner = ClawmemDriver::<Esp32Flash, 128>::format(SimFlash::new(model)).unwrap();
-    let mut d = Remounting {
-        inner,
-        checked: 0,
-        differed: Vec::new(),
-    };
-    let opts = clawmem_sim::ReplayOptions::default();
-    let run = fill(&mut d, &trace, &opts, &mut |_, _| {});
-    assert!(run.fill.reached_full, "the workload never filled the store");
-    assert!(d.checked > 1000, "{} fresh mounts", d.checked);
-    assert!(
-        d.differed.is_empty(),
-        "{} of {} fresh mounts counted more sectors in use than the running store (used sectors, fresh against running, by mount: {:?})",
-        d.differed.len(),
-        d.checked,
-        &d.differed[..d.differed.len().min(8)]
-    );
-}
-
-/// A driver that mounts a copy of the flash after every append and delete
-/// and compares its sectors in use with the running store's.
-struct Remounting {
-    inner: ClawmemDriver<Esp32Flash, 128>,
-    checked: usize,
-    differed: Vec<(usize, u32, u32)>,
-}
-
-impl Remounting {
-    fn compare(&mut self) {
-        let Some(store) = self.inner.store() else {
-            return;
-        };
+    let mut d = ClawmemDriver::<Esp32Flash, 128>::format(SimFlash::new(model)).unwrap();
+    let cfg = *d.config();
+    // (mounts made, (mount, used sectors fresh, running) where more)
+    let seen = Rc::new(RefCell::new((0usize, Vec::new())));
+    let log = Rc::clone(&seen);
+    d.after_each_write(Box::new(move |store| {
         let running = store.space().used_sectors;
-        let copy = Esp32Flash::new(self.inner.flash().clone()).unwrap();
         let fresh =
-            Store::<Esp32Flash, 128>::mount(copy, *self.inner.config(), MountMode::ExistingOnly)
-                .unwrap_or_else(|e| panic!("fresh mount {}: {e:?}", self.checked));
+            Store::<Esp32Flash, 128>::mount(store.flash().clone(), cfg, MountMode::ExistingOnly)
+                .unwrap_or_else(|e| panic!("fresh mount {}: {e:?}", log.borrow().0));
+        let mut l = log.borrow_mut();
+        let n = l.0;
         if fresh.space().used_sectors > running {
-            self.differed
-                .push((self.checked, fresh.space().used_sectors, running));
+            l.1.push((n, fresh.space().used_sectors, running));
         }
-        self.checked += 1;
-    }
-}
-
-impl clawmem_sim::Driver for Remounting {
-    fn info(&self) -> clawmem_sim::replay::EngineInfo {
-        self.inner.info()
-    }
-    fn flash(&self) -> &SimFlash {
-        self.inner.flash()
-    }
-    fn mount_read_bytes(&self) -> &[u64] {
-        self.inner.mount_read_bytes()
-    }
-    fn append(
-        &mut self,
-        session: &str,
-        records: &[clawmem_sim::trace::TraceRecord],
-        turn_completed: bool,
-    ) -> clawmem_sim::replay::OpResult<clawmem_sim::replay::AppendOutcome> {
-        let r = self.inner.append(session, records, turn_completed);
-        if r.is_ok() {
-            self.compare();
-        }
-        r
-    }
-    fn history(
-        &mut self,
-        session: &str,
-    ) -> clawmem_sim::replay::OpResult<Vec<clawmem_sim::replay::HistoryRecord>> {
-        self.inner.history(session)
-    }
-    fn session_delete(&mut self, session: &str) -> clawmem_sim::replay::OpResult<()> {
-        let r = self.inner.session_delete(session);
-        if r.is_ok() {
-            self.compare();
-        }
-        r
-    }
-    fn memory_store(
-        &mut self,
-        item: &clawmem_sim::replay::MemoryItem<'_>,
-    ) -> clawmem_sim::replay::OpResult<clawmem_sim::replay::MemoryStored> {
-        self.inner.memory_store(item)
-    }
-    fn memory_recall(
-        &mut self,
-        labels: &[String],
-        limit: u32,
-    ) -> clawmem_sim::replay::OpResult<Vec<clawmem_sim::replay::ItemHandle>> {
-        self.inner.memory_recall(labels, limit)
-    }
-    fn memory_update(
-        &mut self,
-        item: clawmem_sim::replay::ItemHandle,
-        change: &clawmem_sim::replay::MemoryChange<'_>,
-    ) -> clawmem_sim::replay::OpResult<clawmem_sim::replay::ItemHandle> {
-        self.inner.memory_update(item, change)
-    }
-    fn memory_forget(
-        &mut self,
-        item: clawmem_sim::replay::ItemHandle,
-    ) -> clawmem_sim::replay::OpResult<()> {
-        self.inner.memory_forget(item)
-    }
-    fn memory_list(
-        &mut self,
-    ) -> clawmem_sim::replay::OpResult<Vec<clawmem_sim::replay::ItemHandle>> {
-        self.inner.memory_list()
-    }
-    fn profile_write(
-        &mut self,
-        name: clawmem_sim::trace::ProfileName,
-        body: &str,
-    ) -> clawmem_sim::replay::OpResult<()> {
-        self.inner.profile_write(name, body)
-    }
-    fn profile_read(
-        &mut self,
-        name: clawmem_sim::trace::ProfileName,
-    ) -> clawmem_sim::replay::OpResult<Option<Vec<u8>>> {
-        self.inner.profile_read(name)
-    }
-    fn remount(&mut self) -> clawmem_sim::replay::OpResult<()> {
-        self.inner.remount()
-    }
-    fn memory_clear(&mut self) -> clawmem_sim::replay::OpResult<()> {
-        self.inner.memory_clear()
-    }
-    fn maintain(&mut self) -> clawmem_sim::replay::OpResult<()> {
-        self.inner.maintain()
-    }
-    fn written_by_kind(&self) -> Vec<(String, u64)> {
-        self.inner.written_by_kind()
-    }
+        l.0 += 1;
+    }));
+    let run = clawmem_sim::fill::fill(
+        &mut d,
+        &trace,
+        &clawmem_sim::ReplayOptions::default(),
+        &mut |_, _| {},
+    );
+    assert!(run.fill.reached_full, "the workload never filled the store");
+    let (checked, differed) = &*seen.borrow();
+    assert!(*checked > 1000, "{checked} fresh mounts");
+    assert!(
+        differed.is_empty(),
+        "{} of {checked} fresh mounts counted more sectors in use than the running store (used sectors, fresh against running, by mount: {:?})",
+        differed.len(),
+        &differed[..differed.len().min(8)]
+    );
 }
