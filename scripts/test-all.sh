@@ -86,8 +86,10 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # after the loaded one as the newest, so that a remount does not keep the
 # older one's collected sector in use, and applies a delta's deletions
 # before its sessions, so that a full table whose sessions were replaced
-# mounts, 612 B.)
-bash scripts/firmware-size.sh --ceiling 84224
+# mounts, 612 B; by format 9's cut waste, measured at mount, carried by
+# checkpoints and counted as room by collection's cost check, so that a
+# store cut near full takes the writes the uncut store took, 698 B.)
+bash scripts/firmware-size.sh --ceiling 84736
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

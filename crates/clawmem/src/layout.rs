@@ -9,7 +9,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 /// On-flash format version written by this crate. Images with a newer
 /// version are refused.
-pub const FORMAT_VERSION: u16 = 8;
+pub const FORMAT_VERSION: u16 = 9;
 /// Oldest format version this crate mounts (and upgrades by writing).
 pub const MIN_FORMAT_VERSION: u16 = 2;
 

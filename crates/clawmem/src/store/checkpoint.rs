@@ -32,13 +32,21 @@ use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::session::{Session, SESSION_ENCODED};
 
-/// Checkpoint fixed part: version u8, reserved u8, count u16, next uid u32,
-/// tail sequence u32, next batch sequence u32.
+/// Checkpoint fixed part: version u8, object count u8, count u16, next uid
+/// u32, tail sequence u32, next batch sequence u32.
 pub(super) const CKPT_FIXED: usize = 16;
-/// Version byte of a full checkpoint.
+/// Version byte of a full checkpoint of format 8 and before (read only).
 const CKPT_VERSION: u8 = 1;
-/// Version byte of a delta checkpoint.
+/// Version byte of a delta checkpoint of format 8 and before (read only).
 const CKPT_DELTA: u8 = 2;
+/// Version byte of a full checkpoint with a cut's waste (format 9 on).
+const CKPT_FULL_WASTE: u8 = 3;
+/// Version byte of a delta checkpoint with a cut's waste (format 9 on).
+const CKPT_DELTA_WASTE: u8 = 4;
+/// The part after the fixed one in versions 3 and 4: the bytes a power
+/// cut spent at the head that the ring has not collected yet u32, and the
+/// sequence of the last sector holding them u32.
+pub(super) const CKPT_WASTE: usize = 8;
 /// A delta checkpoint's part after the fixed one: the previous checkpoint's
 /// address u32, deleted count u16, delta number u16.
 const CKPT_DELTA_FIXED: usize = 8;
@@ -68,11 +76,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
                 _ => return Ok(false),
             }
+            // (A delta's previous checkpoint follows the cut waste, if it
+            // has one.)
             let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
             match fixed[0] {
-                CKPT_VERSION => break,
+                CKPT_VERSION | CKPT_FULL_WASTE => break,
                 CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
+                CKPT_DELTA_WASTE => {
+                    let mut prev = [0u8; 4];
+                    let from =
+                        io.stream_advance(at + CHUNK_HEADER_LEN, (CKPT_FIXED + CKPT_WASTE) as u32);
+                    io.read_stream(from, &mut prev)?;
+                    at = u32_at(&prev, 0);
+                }
                 _ => return Ok(false),
             }
         }
@@ -105,7 +122,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let count = u16_at(&fixed, 2) as usize;
         let objects = fixed[1] as usize;
-        if fixed[0] != if delta { CKPT_DELTA } else { CKPT_VERSION } || objects > MAX_OBJECTS {
+        let (old, new) = match delta {
+            true => (CKPT_DELTA, CKPT_DELTA_WASTE),
+            false => (CKPT_VERSION, CKPT_FULL_WASTE),
+        };
+        if fixed[0] != old && fixed[0] != new || objects > MAX_OBJECTS {
+            return Ok(false);
+        }
+        // A checkpoint of format 8 and before says no waste.
+        let mut waste = [0u8; CKPT_WASTE];
+        let with_waste = fixed[0] == new;
+        if with_waste && !r.read(&mut io, &mut waste)? {
             return Ok(false);
         }
         if count > MAX_SESSIONS {
@@ -129,7 +156,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // Its deletions first: a delta carries the sessions made after
             // deletions that left room for them, and applied in the order
             // they are stored, the table would have to hold both.
-            Self::apply_deletions_first(&mut io, &mut self.sessions, addr, count, deleted_count)?;
+            let skip = CKPT_FIXED
+                + if with_waste { CKPT_WASTE } else { 0 }
+                + CKPT_DELTA_FIXED
+                + count * SESSION_ENCODED;
+            Self::apply_deletions_first(&mut io, &mut self.sessions, addr, skip, deleted_count)?;
         } else {
             self.sessions.clear();
         }
@@ -182,6 +213,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         self.objects = slots;
         self.mem = mem;
+        self.cut_waste = u32_at(&waste, 0);
+        self.cut_waste_seq = u32_at(&waste, 4);
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
         let oldest_possible = self.log.head_seq().saturating_sub(geo.count - 1);
@@ -191,7 +224,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(true)
     }
 
-    /// A delta's deletions, read ahead of its sessions (a second pass
+    /// A delta's deletions, read ahead of its sessions, which take `skip`
+    /// bytes from the checkpoint's start with its fixed parts (a second pass
     /// over the same chunks; the first pass checks every CRC, and a
     /// damaged delta is dropped with all the state loaded from its chain).
     #[inline(never)]
@@ -199,14 +233,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         io: &mut Io<'_, F>,
         sessions: &mut Vec<Session, MAX_SESSIONS>,
         addr: u32,
-        count: usize,
+        mut skip: usize,
         deleted: usize,
     ) -> Result<(), Fail<F::Error>> {
         let Some(mut r) = VerifiedReader::new(io, addr, kind::CHECKPOINT)? else {
             return Ok(());
         };
         let mut b = [0u8; SESSION_ENCODED];
-        let mut skip = CKPT_FIXED + CKPT_DELTA_FIXED + count * SESSION_ENCODED;
         while skip > 0 {
             let n = skip.min(b.len());
             if !r.read(io, &mut b[..n])? {
@@ -226,28 +259,50 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
-    /// Mount: a full checkpoint the scan met after the one it loaded takes
-    /// its place as the one the next delta builds on, and as the oldest
-    /// sector a mount needs. The head walk finds only checkpoints that
-    /// begin in the head sector, and a sector's header names the newest
-    /// checkpoint at its opening, so a full checkpoint that began in the
-    /// sector before the head and reached into it was not the one loaded;
-    /// without this, the sector of the older full checkpoint stayed in use
-    /// and a remounted store nearly full refused writes the running store
-    /// took. The state the scan builds is kept as it is: sessions it
-    /// changed stay dirty, so the next delta carries at least what changed
-    /// since this checkpoint. `false` (nothing changed) if it is a delta,
-    /// fails its CRC, or lies outside the ring.
-    pub(super) fn adopt_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
-        let mut version = [0u8; 1];
-        self.log
-            .io()
-            .read_stream(addr + CHUNK_HEADER_LEN, &mut version)?;
+    /// Mount: a checkpoint the scan met after the one it loaded. What it
+    /// says power cuts spent is taken (the newest checkpoint knows best),
+    /// and a full one takes the loaded one's place as the one the next delta
+    /// builds on, and as the oldest sector a mount needs. The head walk
+    /// finds only checkpoints that begin in the head sector, and a sector's
+    /// header names the newest checkpoint at its opening, so a checkpoint
+    /// that began in the sector before the head and reached into it was not
+    /// the one loaded; without this, the sector of the older full checkpoint
+    /// stayed in use and a remounted store nearly full refused writes the
+    /// running store took. The state the scan builds is kept as it is:
+    /// sessions it changed stay dirty, so the next delta carries at least
+    /// what changed since this checkpoint. `true` if a full checkpoint was
+    /// taken; `false` (nothing changed, or only the waste) if it is a
+    /// delta, fails its CRC, or lies outside the ring.
+    pub(super) fn checkpoint_met(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
+        // The version, and the cut waste if it has one.
+        let mut fixed = [0u8; 1 + CKPT_WASTE];
+        let mut io = self.log.io();
+        io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed[..1])?;
+        if matches!(fixed[0], CKPT_FULL_WASTE | CKPT_DELTA_WASTE) {
+            let from = io.stream_advance(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32);
+            io.read_stream(from, &mut fixed[1..])?;
+        }
         let geo = self.log.geo();
         let Some(seq) = self.log.seq_of_sector(geo.sector_of(addr)) else {
             return Ok(false);
         };
-        if version[0] != CKPT_VERSION || self.log.verify(addr)?.is_none() {
+        let version = fixed[0];
+        if version == CKPT_DELTA {
+            // A delta without cut waste: there was none left when it was
+            // written. Nothing else of it is taken, so it is not read
+            // through (a mount reads what it must).
+            self.cut_waste = 0;
+            self.cut_waste_seq = 0;
+            return Ok(false);
+        }
+        if !matches!(version, CKPT_VERSION..=CKPT_DELTA_WASTE) || self.log.verify(addr)?.is_none() {
+            return Ok(false);
+        }
+        // Version 1 says no cut waste.
+        let with_waste = matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE);
+        self.cut_waste = if with_waste { u32_at(&fixed, 1) } else { 0 };
+        self.cut_waste_seq = if with_waste { u32_at(&fixed, 5) } else { 0 };
+        if !matches!(version, CKPT_VERSION | CKPT_FULL_WASTE) {
             return Ok(false);
         }
         self.full_checkpoint = addr;
@@ -270,9 +325,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
+    /// Bytes of the cut waste part in the next checkpoint: written only
+    /// when there is some.
+    fn waste_part_len(&self) -> usize {
+        match self.cut_waste_now().0 {
+            0 => 0,
+            _ => CKPT_WASTE,
+        }
+    }
+
     #[inline(never)]
     pub(super) fn checkpoint_len(&self) -> u32 {
         (CKPT_FIXED
+            + self.waste_part_len()
             + self.sessions.len() * SESSION_ENCODED
             + self.objects.len() * OBJ_ENCODED
             + MEM_STATE_ENCODED) as u32
@@ -299,6 +364,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn delta_len(&self) -> u32 {
         let dirty = self.sessions.iter().filter(|s| s.dirty).count();
         (CKPT_FIXED
+            + self.waste_part_len()
             + CKPT_DELTA_FIXED
             + dirty * SESSION_ENCODED
             + self.deleted_since_full.len() * 4
@@ -342,28 +408,44 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         } else {
             self.sessions.len()
         };
-        // The fixed parts as little-endian words (a full checkpoint writes
-        // only the first four).
-        let fixed = [
-            u32::from(if delta { CKPT_DELTA } else { CKPT_VERSION })
-                | (self.objects.len() as u32) << 8
-                | (count as u32 & 0xFFFF) << 16,
+        // The fixed parts as little-endian words: the cut waste only when
+        // there is some (versions 3 and 4), the delta part only in a delta.
+        let (waste, waste_seq) = self.cut_waste_now();
+        let version = match (delta, waste != 0) {
+            (false, false) => CKPT_VERSION,
+            (true, false) => CKPT_DELTA,
+            (false, true) => CKPT_FULL_WASTE,
+            (true, true) => CKPT_DELTA_WASTE,
+        };
+        let mut fixed = [0u32; (CKPT_FIXED + CKPT_WASTE + CKPT_DELTA_FIXED) / 4];
+        let words = [
+            u32::from(version) | (self.objects.len() as u32) << 8 | (count as u32 & 0xFFFF) << 16,
             self.next_uid,
             self.log.tail_seq(),
             self.log.next_seq(),
+            waste,
+            waste_seq,
             self.log.checkpoint(),
             (self.deleted_since_full.len() as u32 & 0xFFFF)
                 | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
         ];
+        let mut fixed_len = 0;
+        for (k, w) in words.into_iter().enumerate() {
+            let wanted = match k {
+                4 | 5 => waste != 0,
+                6 | 7 => delta,
+                _ => true,
+            };
+            if wanted {
+                fixed[fixed_len / 4] = w;
+                fixed_len += 4;
+            }
+        }
         let mut mem = [0u8; MEM_STATE_ENCODED];
         self.mem.encode(&mut mem);
         let mut payload = CheckpointPayload {
             fixed,
-            fixed_len: if delta {
-                CKPT_FIXED + CKPT_DELTA_FIXED
-            } else {
-                CKPT_FIXED
-            },
+            fixed_len,
             sessions: &self.sessions,
             only_dirty: delta,
             count,
@@ -400,7 +482,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
 struct CheckpointPayload<'a> {
     /// The fixed parts, as little-endian words.
-    fixed: [u32; (CKPT_FIXED + CKPT_DELTA_FIXED) / 4],
+    fixed: [u32; (CKPT_FIXED + CKPT_WASTE + CKPT_DELTA_FIXED) / 4],
     fixed_len: usize,
     sessions: &'a [Session],
     /// A delta carries only the sessions changed since the full checkpoint.

@@ -16,7 +16,7 @@ use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::checkpoint::CKPT_FIXED;
+use super::checkpoint::{CKPT_FIXED, CKPT_WASTE};
 use super::{MemoryConfig, Store, Work};
 use crate::error::{Error, Fail};
 pub use crate::layout::FlashUnits;
@@ -141,7 +141,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // another answers `Full`.)
         // In u64: a limit or reserve near u32::MAX (a C caller's) must be
         // refused, not wrap round to a size that fits.
-        let ckpt = (CKPT_FIXED + SESSION_ENCODED) as u64;
+        let ckpt = (CKPT_FIXED + CKPT_WASTE + SESSION_ENCODED) as u64;
         let limit = u64::from(limit);
         let session = limit + limit / 8 + u64::from(BASE_FIXED) + MAX_SESSION_ID_BYTES as u64;
         let knowledge = u64::from(config.knowledge_reserve(geo.capacity()));

@@ -14,6 +14,14 @@
 //! collection can make the room at a bounded copying cost; if not, the
 //! write is refused with nothing written or erased.
 //!
+//! A power cut spends bytes at the head that come back only when the ring
+//! collects their sector (the cut waste, which mount measures and
+//! checkpoints carry). Every write but a collection's leaves one sector
+//! more free, the cut slack ([`CUT_SLACK`]); a store recovered from a cut
+//! uses it, and counts the waste as room when it weighs a collection's
+//! cost, until the tail passes the waste. So a store cut near full takes
+//! the writes the uncut store would have taken.
+//!
 //! Releasing the tail: what lives there is known without reading it (each
 //! session records the oldest sector it still uses, each object its own
 //! sector, memory its oldest). A new full checkpoint is written first if the
@@ -50,6 +58,13 @@ use crate::store::objects::OBJECT;
 /// Most bytes a collection copies for a byte of room it makes, before the
 /// store is full (cleaning sectors more than four fifths live).
 const COPY_LIMIT: u64 = 4;
+
+/// Sectors every write but a collection's leaves free beside the reserve,
+/// for what a power cut at the head may spend: a store recovered from a cut
+/// uses them for the cut's waste until the ring collects it, so that it
+/// takes every write the uncut store would have taken (`docs/FORMAT.md`,
+/// "Garbage collection").
+pub(crate) const CUT_SLACK: u32 = 1;
 
 /// How much room a write may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +120,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 2 * ckpt + index() + knowledge(),
             ),
         };
-        sectors + bytes.div_ceil(space)
+        sectors + bytes.div_ceil(space) + CUT_SLACK - self.cut_slack_used()
+    }
+
+    /// Sectors of [`CUT_SLACK`] that a cut's waste takes until the ring
+    /// collects it: the bytes the last mount found spent by a cut write
+    /// (`note_cut_waste`), and a sector for the few bytes by which the
+    /// writes redone after it may be laid out otherwise.
+    fn cut_slack_used(&self) -> u32 {
+        let unit = self.log.geo().sector_payload_space() - CHUNK_HEADER_LEN;
+        match self.cut_waste_now() {
+            (0, _) => 0,
+            (waste, _) => (waste / unit + 1).min(CUT_SLACK),
+        }
+    }
+
+    /// The bytes power cuts spent at the head that the ring has not
+    /// collected yet, and the sequence of the last sector holding them:
+    /// `(0, 0)` once the tail has passed it.
+    pub(super) fn cut_waste_now(&self) -> (u32, u32) {
+        match self.cut_waste != 0 && self.log.tail_seq() <= self.cut_waste_seq {
+            true => (self.cut_waste, self.cut_waste_seq),
+            false => (0, 0),
+        }
     }
 
     /// The largest append of `records` records the partition can ever
@@ -117,6 +154,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let geo = self.log.geo();
         let unit = geo.sector_payload_space() - CHUNK_HEADER_LEN;
         let one = (super::checkpoint::CKPT_FIXED
+            + super::checkpoint::CKPT_WASTE
             + 2 * SESSION_ENCODED
             + OBJ_ENCODED
             + crate::store::memory::MEM_STATE_ENCODED) as u32;
@@ -173,13 +211,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// index and the bodies of the next sectors).
     /// The release must fit the room before it: a copy is written before
     /// its original is released.
+    ///
+    /// After a power cut, the bytes the cut spent ([`cut_waste_now`]
+    /// (Self::cut_waste_now)) count as room in the cost check until the
+    /// ring collects them: whether cleaning is cheap enough is decided as
+    /// the uncut store decided it, which a cut's bytes would otherwise tip
+    /// over. A second run without them, and without the cost limit, checks
+    /// that the room is really there.
     #[inline(never)]
     fn collectable(&self, len: u32, reserve: u32) -> bool {
+        let credit = u64::from(self.cut_waste_now().0);
+        self.dry_run(len, reserve, credit, true)
+            && (credit == 0 || self.dry_run(len, reserve, 0, false))
+    }
+
+    /// [`collectable`](Self::collectable)'s run, with `credit` bytes of
+    /// room beside what the ring has, and the cost limit if `limited`.
+    fn dry_run(&self, len: u32, reserve: u32, credit: u64, limited: bool) -> bool {
         let geo = self.log.geo();
         let unit = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
         let want = u64::from(len) + u64::from(reserve + 1) * unit;
         let tail = self.log.tail_seq();
-        let mut room = self.room_bytes();
+        let mut room = self.room_bytes() + credit;
         let room0 = room;
         let mut copied = 0u64;
         // Cleaning that would copy more than `COPY_LIMIT` bytes for each
@@ -195,8 +248,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         #[cfg(not(feature = "memory"))]
         let memory = 0;
         let fixed = framed(u64::from(self.checkpoint_len()), unit) + memory;
-        let cheap =
-            |room: u64, copied: u64| copied <= COPY_LIMIT * (room - room0).max(unit) + fixed;
+        let cheap = |room: u64, copied: u64| {
+            !limited || copied <= COPY_LIMIT * (room - room0).max(unit) + fixed
+        };
         // The sector sequence at which something is first met.
         let met = |seq: u32| seq.max(tail);
         for t in tail..tail + self.log.used_sectors().saturating_sub(1) {

@@ -119,6 +119,13 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     /// collects again only once they fill a sector, the rate appends would
     /// collect at (collection's own copies never earn it another).
     idle_credit: u32,
+    /// Ring bytes the last mount found spent by a write that power cut
+    /// (an uncommitted batch, a torn chunk, a sealed head's rest), and
+    /// the sequence of the head sector then: until the tail passes that
+    /// sector, collection's cost check counts them as room, as the uncut
+    /// store had it (`gc.rs`, `collectable`).
+    cut_waste: u32,
+    cut_waste_seq: u32,
     /// Where the newest version of each stored object is.
     objects: Vec<ObjectSlot, MAX_OBJECTS>,
     /// The long-term memory chain.

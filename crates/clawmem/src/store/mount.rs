@@ -17,8 +17,10 @@
 //! Power loss: a cut during [`format`](Store::format) leaves the old store
 //! (possibly missing erased sectors, which mount tolerates) or a blank
 //! partition. Mount itself writes only to record what it recovered: a
-//! checkpoint when the head was sealed or no checkpoint was found (so the
-//! next mount never revisits the damage), a header given back to a sector
+//! checkpoint when the head was sealed, no checkpoint was found (so the
+//! next mount never revisits the damage) or a power cut spent bytes at the
+//! head (which the checkpoint then carries, so that later mounts count
+//! them as the cut's waste), a header given back to a sector
 //! whose wipe by a scrub was cut, and a memory compaction after a repair of
 //! the memory chain. Each is an ordinary write: cut, it leaves the state
 //! before it, and the next mount recovers the same way.
@@ -128,6 +130,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             mount_report: MountReport::default(),
             in_gc: false,
             idle_credit: 0,
+            cut_waste: 0,
+            cut_waste_seq: 0,
             objects: Vec::new(),
             mem: MemState::EMPTY,
             #[cfg(feature = "memory")]
@@ -227,6 +231,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             mount_report: report,
             in_gc: false,
             idle_credit: 0,
+            cut_waste: 0,
+            cut_waste_seq: 0,
             objects: Vec::new(),
             mem: MemState::EMPTY,
             #[cfg(feature = "memory")]
@@ -325,7 +331,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         self.log.mount_done();
-        self.scan(scan_from, head_valid_end)?;
+        let uncommitted = self.scan(scan_from, head_valid_end)?;
+        let cut = self.note_cut_waste(uncommitted, head_valid_end);
         // A build without long-term memory cannot collect memory records
         // (that needs a memory compaction): it refuses such a store before
         // writing anything, so that nothing stored is lost.
@@ -380,9 +387,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if self.mount_report.from_checkpoint {
             self.release_dead_tail();
         }
-        if self.mount_report.sealed_head || !self.mount_report.from_checkpoint {
+        if cut || self.mount_report.sealed_head || !self.mount_report.from_checkpoint {
             // Record the recovered state, so that the next mount reads the
-            // same and never revisits the damage.
+            // same and never revisits the damage, and what a cut spent
+            // (this checkpoint too), so that later mounts count it as well.
+            if cut {
+                let framed = self.checkpoint_len() + 2 * crate::layout::CHUNK_HEADER_LEN;
+                self.cut_waste = self.cut_waste.saturating_add(framed);
+            }
             self.write_checkpoint_with(Priority::Gc)?;
         }
         #[cfg(feature = "memory")]
@@ -399,8 +411,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Applies every committed batch from `from` to `head_end` in the head
     /// sector.
+    /// Returns the first chunk of a batch left uncommitted at the head, if
+    /// any.
     #[inline(never)]
-    fn scan(&mut self, from: u32, head_end: u32) -> Result<(), Fail<F::Error>> {
+    fn scan(&mut self, from: u32, head_end: u32) -> Result<Option<u32>, Fail<F::Error>> {
         let geo = self.log.geo();
         let mut pos = from;
         let mut sector = geo.sector_of(from);
@@ -524,7 +538,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         if h.kind == kind::CHECKPOINT {
                             // A newer full checkpoint: the next checkpoint is
                             // due from here (a read error leaves it unused).
-                            if matches!(self.adopt_checkpoint(addr), Ok(true)) {
+                            if matches!(self.checkpoint_met(addr), Ok(true)) {
                                 scanned_bytes = 0;
                             }
                         } else if self.apply(addr, &h).is_err() {
@@ -542,6 +556,39 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // The next checkpoint is due as if no remount had happened.
         self.bytes_since_checkpoint = scanned_bytes;
-        Ok(())
+        Ok(pending.map(|(a, _)| a))
+    }
+
+    /// Mount: what a cut spent at the head, from the first chunk of a
+    /// batch left uncommitted (else the torn chunk, or a sealed head's
+    /// sound end) to the write position. Those bytes come back only when
+    /// the ring collects their sectors; until then collection's cost check
+    /// counts them as room, so that a store cut near full decides `Full`
+    /// as the uncut store would (`gc.rs`, `collectable`).
+    /// They add to what earlier cuts spent, if the ring has not collected
+    /// that yet (the checkpoint loaded says). `true` if a cut spent any.
+    fn note_cut_waste(&mut self, uncommitted: Option<u32>, head_valid_end: u32) -> bool {
+        let torn = self.mount_report.sealed_head || self.mount_report.resumed_head;
+        let from = match uncommitted {
+            Some(a) => a,
+            None if torn => head_valid_end,
+            None => return false,
+        };
+        let geo = self.log.geo();
+        let Some(seq) = self.log.seq_of_sector(geo.sector_of(from)) else {
+            return false;
+        };
+        let head_seq = self.log.head_seq();
+        let space = geo.sector_payload_space();
+        let head_used = space.saturating_sub(self.log.head_room());
+        let first = geo.sector_end(from).saturating_sub(from);
+        let spent = if seq == head_seq {
+            first.saturating_sub(self.log.head_room())
+        } else {
+            first + (head_seq - seq - 1) * space + head_used
+        };
+        self.cut_waste = self.cut_waste_now().0.saturating_add(spent);
+        self.cut_waste_seq = head_seq;
+        true
     }
 }
