@@ -88,7 +88,7 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # before its sessions, so that a full table whose sessions were replaced
 # mounts, 612 B; by format 9's cut waste, measured at mount, carried by
 # checkpoints and counted as room by collection's cost check, so that a
-# store cut near full takes the writes the uncut store took, 698 B.)
+# store cut near full takes the writes the uncut store took, 682 B.)
 bash scripts/firmware-size.sh --ceiling 84736
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"

@@ -51,7 +51,8 @@ fn the_reserve_does_not_grow_with_the_session_limit() {
         reserves.push(store.space().reserve_sectors);
     }
     assert_eq!(reserves[0], reserves[1], "{reserves:?}");
-    assert!(reserves[0] <= 8, "{reserves:?} of 64 sectors");
+    // (One of them is the cut slack, format 9: `docs/DESIGN.md`, "Room".)
+    assert!(reserves[0] <= 9, "{reserves:?} of 64 sectors");
     // A partition too small for the limit is still refused at format.
     let cfg = Config::default();
     assert!(matches!(

@@ -270,9 +270,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// stayed in use and a remounted store nearly full refused writes the
     /// running store took. The state the scan builds is kept as it is:
     /// sessions it changed stay dirty, so the next delta carries at least
-    /// what changed since this checkpoint. `true` if a full checkpoint was
-    /// taken; `false` (nothing changed, or only the waste) if it is a
-    /// delta, fails its CRC, or lies outside the ring.
+    /// what changed since this checkpoint. `true` if the checkpoint is
+    /// sound: the next one is due as if counted from it (a delta is not
+    /// taken as the base, and the sessions the scan changed since the
+    /// loaded one stay dirty); without that, a remount found a checkpoint
+    /// due at once that the running store had just written, and refused a
+    /// write the running store took. `false` if it fails its CRC or lies
+    /// outside the ring.
     pub(super) fn checkpoint_met(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
         // The version, and the cut waste if it has one.
         let mut fixed = [0u8; 1 + CKPT_WASTE];
@@ -287,14 +291,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(false);
         };
         let version = fixed[0];
-        if version == CKPT_DELTA {
-            // A delta without cut waste: there was none left when it was
-            // written. Nothing else of it is taken, so it is not read
-            // through (a mount reads what it must).
-            self.cut_waste = 0;
-            self.cut_waste_seq = 0;
-            return Ok(false);
-        }
         if !matches!(version, CKPT_VERSION..=CKPT_DELTA_WASTE) || self.log.verify(addr)?.is_none() {
             return Ok(false);
         }
@@ -303,7 +299,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.cut_waste = if with_waste { u32_at(&fixed, 1) } else { 0 };
         self.cut_waste_seq = if with_waste { u32_at(&fixed, 5) } else { 0 };
         if !matches!(version, CKPT_VERSION | CKPT_FULL_WASTE) {
-            return Ok(false);
+            return Ok(true);
         }
         self.full_checkpoint = addr;
         self.checkpoint_sector_seq = seq;

@@ -66,6 +66,11 @@ const COPY_LIMIT: u64 = 4;
 /// "Garbage collection").
 pub(crate) const CUT_SLACK: u32 = 1;
 
+/// Partitions with fewer sectors keep no cut slack: a sector is too much of
+/// them (below 128 KiB of 4 KiB sectors, where a partition holds a session
+/// or two), and a cut there may cost a write the uncut store took.
+const CUT_SLACK_MIN_SECTORS: u32 = 32;
+
 /// How much room a write may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Priority {
@@ -120,7 +125,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 2 * ckpt + index() + knowledge(),
             ),
         };
-        sectors + bytes.div_ceil(space) + CUT_SLACK - self.cut_slack_used()
+        sectors + bytes.div_ceil(space) + self.cut_slack() - self.cut_slack_used()
+    }
+
+    /// The cut slack this partition keeps: [`CUT_SLACK`], or none on one of
+    /// fewer than [`CUT_SLACK_MIN_SECTORS`] sectors.
+    fn cut_slack(&self) -> u32 {
+        match self.log.geo().count >= CUT_SLACK_MIN_SECTORS {
+            true => CUT_SLACK,
+            false => 0,
+        }
     }
 
     /// Sectors of [`CUT_SLACK`] that a cut's waste takes until the ring
@@ -131,7 +145,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let unit = self.log.geo().sector_payload_space() - CHUNK_HEADER_LEN;
         match self.cut_waste_now() {
             (0, _) => 0,
-            (waste, _) => (waste / unit + 1).min(CUT_SLACK),
+            (waste, _) => (waste / unit + 1).min(self.cut_slack()),
         }
     }
 

@@ -536,8 +536,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 if c.header.is_last() {
                     if let Some((addr, h)) = pending.take() {
                         if h.kind == kind::CHECKPOINT {
-                            // A newer full checkpoint: the next checkpoint is
-                            // due from here (a read error leaves it unused).
+                            // A newer checkpoint: the next one is due from
+                            // here, and a full one is the base (a read error
+                            // leaves it unused).
                             if matches!(self.checkpoint_met(addr), Ok(true)) {
                                 scanned_bytes = 0;
                             }
