@@ -3,7 +3,8 @@
 //!
 //! Owns finding where the ring stands on a partition: which sector is the
 //! head, its sequence and erase count, where writing goes on, and the
-//! checkpoints the head sector and its header name. The store then loads
+//! checkpoints the head sector and its header name, or the start of one
+//! that ends in the head sector ([`Log::checkpoint_ending_in`]). The store then loads
 //! the checkpoint and scans what follows it (`store/mount.rs`); this file
 //! knows nothing of what the chunks hold.
 //!
@@ -73,6 +74,12 @@ pub(crate) struct Opened {
     pub head_checkpoint: Option<u32>,
     /// The checkpoint the head sector's header names.
     pub header_checkpoint: u32,
+    /// The batch sequence of a checkpoint that began in an earlier sector
+    /// and ends in the head: its continuation is the head's first chunk.
+    /// The head's header names the checkpoint before it (the head was
+    /// opened while it was being written); [`Log::checkpoint_ending_in`]
+    /// finds where it begins.
+    pub continued_checkpoint: Option<u32>,
     /// The end of the head sector's sound chunks.
     pub head_valid_end: u32,
 }
@@ -258,8 +265,12 @@ impl<F: NorFlash> Log<F> {
                         }
                     }
                     self.next_seq = self.next_seq.max(c.header.seq.wrapping_add(1));
-                    if c.header.kind == crate::layout::kind::CHECKPOINT && c.header.is_first() {
-                        checkpoints = [checkpoints[1], Some(c.address)];
+                    if c.header.kind == crate::layout::kind::CHECKPOINT {
+                        if c.header.is_first() {
+                            checkpoints = [checkpoints[1], Some(c.address)];
+                        } else if c.address == geo.first_chunk(head) {
+                            report.continued_checkpoint = Some(c.header.seq);
+                        }
                     }
                     last = Some(c);
                     pos += geo.chunk_size(c.header.len);
@@ -449,5 +460,52 @@ impl<F: NorFlash> Log<F> {
         report.header_checkpoint = header_checkpoint;
         report.head_valid_end = valid_end;
         Ok(Some(report))
+    }
+
+    /// Where the checkpoint of batch `seq` begins, given that its
+    /// continuation is the head sector's first chunk
+    /// ([`Opened::continued_checkpoint`]): the chunk of that batch, with
+    /// the `FIRST` flag, that fills the end of a sector before the head.
+    /// Walks the chunk headers of the sector before the head (and of the
+    /// ones before it while their first chunk continues the same batch);
+    /// `None` if the ring does not reach back there or the walk meets
+    /// damage (the mount then loads the checkpoint the head's header
+    /// names, and scans from it). Whether the checkpoint is sound is for
+    /// its loader to check. Bounded by the ring.
+    pub fn checkpoint_ending_in(&mut self, seq: u32) -> Result<Option<u32>, Fail<F::Error>> {
+        let geo = self.geo;
+        let mut sector = self.head;
+        let mut sector_seq = self.head_seq;
+        for _ in 1..geo.count {
+            sector = geo.prev(sector);
+            sector_seq = sector_seq.wrapping_sub(1);
+            match self.io().sector_header(sector)? {
+                SectorHeader::Valid { seq: s, .. } if s == sector_seq => {}
+                _ => return Ok(None),
+            }
+            let end = geo.sector_start(sector) + geo.sector;
+            let mut pos = geo.first_chunk(sector);
+            loop {
+                let Slot::Chunk(c) = self.slot_at(sector, pos)? else {
+                    return Ok(None);
+                };
+                let next = pos + geo.chunk_size(c.header.len);
+                if c.header.seq == seq && c.header.kind == crate::layout::kind::CHECKPOINT {
+                    if next != end {
+                        return Ok(None);
+                    }
+                    if c.header.is_first() {
+                        return Ok(Some(pos));
+                    }
+                    // The batch began in a sector further back.
+                    break;
+                }
+                if next >= end {
+                    return Ok(None);
+                }
+                pos = next;
+            }
+        }
+        Ok(None)
     }
 }

@@ -247,6 +247,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         });
         let r = store.mount_finish(
             opened.head_checkpoint,
+            opened.continued_checkpoint,
             opened.header_checkpoint,
             head,
             head_seq,
@@ -266,19 +267,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn mount_finish(
         &mut self,
         head_checkpoint: Option<u32>,
+        continued_checkpoint: Option<u32>,
         header_checkpoint: u32,
         head: u32,
         head_seq: u32,
         head_valid_end: u32,
     ) -> Result<(), Fail<F::Error>> {
         let geo = self.log.geo();
-        // 3. The newest checkpoint, else a scan of the whole ring.
-        let candidates = [head_checkpoint, Some(header_checkpoint)];
+        // 3. The newest checkpoint, else a scan of the whole ring: one that
+        // begins in the head sector, else one that ends there (found from
+        // the head's first chunk), else the one the head's header names.
         let mut start = None;
-        for c in candidates.into_iter().flatten() {
-            if c != NO_ADDR && self.load_checkpoint(c)? {
-                start = Some(c);
-                break;
+        for i in 0..3 {
+            let c = match i {
+                0 => head_checkpoint,
+                1 => match continued_checkpoint {
+                    Some(seq) => self.log.checkpoint_ending_in(seq)?,
+                    None => None,
+                },
+                _ => Some(header_checkpoint),
+            };
+            if let Some(c) = c {
+                if c != NO_ADDR && self.load_checkpoint(c)? {
+                    start = Some(c);
+                    break;
+                }
             }
         }
         let scan_from = match start {
