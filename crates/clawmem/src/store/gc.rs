@@ -624,8 +624,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         {
             // Room for both first: a write that is refused leaves no
             // checkpoint behind either.
-            self.ensure_room(len.saturating_add(self.checkpoint_len()), p)?;
-            self.write_checkpoint_with(Priority::Maintenance)?;
+            match self.ensure_room(len.saturating_add(self.checkpoint_len()), p) {
+                Ok(()) => self.write_checkpoint_with(Priority::Maintenance)?,
+                // Nearly full, a checkpoint that is due waits for room, up
+                // to twice the interval: the write that made it due may
+                // have been a collection's copies, which the running store
+                // wrote after it had decided on this write's checkpoint and
+                // a store remounted after a cut counts before. So a cut
+                // does not turn away a write the uncut store took.
+                Err(Error::Full { .. })
+                    if self.bytes_since_checkpoint
+                        < self.checkpoint_interval().saturating_mul(2) => {}
+                Err(e) => return Err(e),
+            }
         }
         self.ensure_room(len, p)
     }
