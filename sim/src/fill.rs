@@ -180,12 +180,17 @@ pub struct FillRun {
 pub struct FillOptions {
     /// clawmem's session table (one of [`SESSION_TABLES`]).
     pub sessions: usize,
+    /// Stop after this many rounds if the engine has not answered `Full`
+    /// by then (`replay --fill --rounds N`): every round's sessions kept,
+    /// a workload of N times the trace's sessions on a large partition.
+    pub max_rounds: Option<u32>,
 }
 
 impl Default for FillOptions {
     fn default() -> Self {
         FillOptions {
             sessions: FILL_SESSIONS,
+            max_rounds: None,
         }
     }
 }
@@ -642,6 +647,21 @@ pub fn fill<D: Driver>(
     opts: &ReplayOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> FillRun {
+    fill_rounds(driver, trace, opts, None, progress)
+}
+
+/// [`fill`], stopped after `max_rounds` rounds if the engine has not
+/// answered `Full` by then (the report's `not_full_reason` says so).
+pub fn fill_rounds<D: Driver>(
+    driver: &mut D,
+    trace: &Trace,
+    opts: &ReplayOptions,
+    max_rounds: Option<u32>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> FillRun {
+    // Every call goes through the timer, as in `replay` (`crate::latency`).
+    let mut timed = crate::latency::Timed::new(driver, opts.run.idle);
+    let driver = &mut timed;
     let capacity = driver.flash().model().geometry.capacity() as u64;
     let wear_before = driver.flash().stats().erase_counts.clone();
     let mut f = Filler {
@@ -756,6 +776,14 @@ pub fn fill<D: Driver>(
             } else {
                 stalled = 0;
             }
+            if max_rounds.is_some_and(|m| round + 1 >= m) {
+                rep.not_full_reason = Some(format!(
+                    "stopped after {} rounds (--rounds) with {} sessions live",
+                    round + 1,
+                    f.live.sessions.len()
+                ));
+                break;
+            }
         }
         round += 1;
     }
@@ -768,7 +796,8 @@ pub fn fill<D: Driver>(
     rep.oldest_session_deletes = f.deletes;
     rep.unplaced_appends = f.unplaced;
     let t = std::mem::take(&mut f.t);
-    let report = build_report(f.driver, trace, &opts.run, rep.rounds, &wear_before, t);
+    let mut report = build_report(f.driver, trace, &opts.run, rep.rounds, &wear_before, t);
+    report.latency = f.driver.report();
     FillRun { report, fill: rep }
 }
 
@@ -778,10 +807,11 @@ fn fill_clawmem_n<F: SimBacked, const N: usize>(
     flash: SimFlash,
     trace: &Trace,
     opts: &ReplayOptions,
+    max_rounds: Option<u32>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<FillRun, ReplayError> {
     let mut driver = ClawmemDriver::<F, N>::format(flash)?;
-    let mut run = fill(&mut driver, trace, opts, progress);
+    let mut run = fill_rounds(&mut driver, trace, opts, max_rounds, progress);
     driver.flush()?;
     run.fill.session_table = Some(N);
     let ckpt = N * 32;
@@ -800,10 +830,10 @@ fn fill_clawmem_on<F: SimBacked>(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<FillRun, ReplayError> {
     match fopts.sessions {
-        512 => fill_clawmem_n::<F, 512>(flash, trace, opts, progress),
-        1024 => fill_clawmem_n::<F, 1024>(flash, trace, opts, progress),
-        2048 => fill_clawmem_n::<F, 2048>(flash, trace, opts, progress),
-        4096 => fill_clawmem_n::<F, 4096>(flash, trace, opts, progress),
+        512 => fill_clawmem_n::<F, 512>(flash, trace, opts, fopts.max_rounds, progress),
+        1024 => fill_clawmem_n::<F, 1024>(flash, trace, opts, fopts.max_rounds, progress),
+        2048 => fill_clawmem_n::<F, 2048>(flash, trace, opts, fopts.max_rounds, progress),
+        4096 => fill_clawmem_n::<F, 4096>(flash, trace, opts, fopts.max_rounds, progress),
         n => Err(ReplayError(format!(
             "a session table of {n} is not built in; choose one of {SESSION_TABLES:?}"
         ))),

@@ -277,7 +277,10 @@ fn an_unbuilt_session_table_is_a_clear_error() {
     let e = fill_clawmem(
         &trace,
         &opts(256 * 1024),
-        &FillOptions { sessions: 100 },
+        &FillOptions {
+            sessions: 100,
+            ..FillOptions::default()
+        },
         &mut |_, _| {},
     )
     .unwrap_err();
@@ -427,6 +430,11 @@ fn fill_options_refuse_bad_input() {
             "cannot be used with",
         ),
         (vec!["replay", &trace, "--plot", "x.svg"], "--fill"),
+        (vec!["replay", &trace, "--rounds", "2"], "--fill"),
+        (
+            vec!["replay", &trace, "--fill", "--rounds", "0"],
+            "not in 1..",
+        ),
         (vec!["compare", &trace, "--sessions", "512"], "--fill"),
     ] {
         let out = sim(&args);
@@ -436,4 +444,44 @@ fn fill_options_refuse_bad_input() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// `--rounds N` (`FillOptions::max_rounds`): on a partition that does not
+/// fill, the workload stops after N rounds with every round's sessions
+/// kept (issue 15's large partitions: 6 rounds of the BFCL trace are 540
+/// live sessions), and says why it stopped; histories all check out and
+/// every operation is timed, mounts included.
+#[test]
+fn rounds_stop_a_fill_that_does_not_fill() {
+    let trace = load("bfcl-multi-turn.jsonl");
+    let run = fill_clawmem(
+        &trace,
+        &opts(4 * 1024 * 1024),
+        &FillOptions {
+            sessions: 512,
+            max_rounds: Some(2),
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let (r, f) = (&run.report, &run.fill);
+    assert!(!f.reached_full);
+    assert_eq!(f.rounds, 2);
+    let why = f.not_full_reason.as_deref().unwrap();
+    assert!(why.contains("stopped after 2 rounds"), "{why}");
+    // Both rounds' sessions are live: none was retired or deleted.
+    assert_eq!(r.cleanup_deletes, 0);
+    assert_eq!(f.oldest_session_deletes, 0);
+    assert_eq!(r.ops, 2 * trace.ops.len() as u64);
+    assert_eq!(
+        (r.history_mismatches, r.errors),
+        (0, 0),
+        "{:?}",
+        r.first_error
+    );
+    assert!(r.latency.kinds().any(|(k, l)| k == "mount" && l.count > 0));
+    assert!(r
+        .latency
+        .kinds()
+        .any(|(k, l)| k == "history" && l.count > 0));
 }
