@@ -485,3 +485,42 @@ fn rounds_stop_a_fill_that_does_not_fill() {
         .kinds()
         .any(|(k, l)| k == "history" && l.count > 0));
 }
+
+/// Issue 15 item 3: with 540 sessions kept (six rounds of the BFCL trace),
+/// a mount reads under 1% of a 4 MiB and of a 16 MiB partition
+/// (`docs/TESTING.md`, "Large partitions": 40,594 B and 98,304 B), and a
+/// history read costs no more on 16 MiB than on 4 MiB.
+#[test]
+fn a_mount_reads_under_one_percent_of_large_partitions() {
+    let trace = load("bfcl-multi-turn.jsonl");
+    let mut history_max = Vec::new();
+    for size in [4 << 20, 16 << 20] {
+        let run = fill_clawmem(
+            &trace,
+            &opts(size),
+            &FillOptions {
+                sessions: 1024,
+                max_rounds: Some(6),
+            },
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let r = &run.report;
+        assert!(!run.fill.reached_full, "{size}");
+        assert!(r.mounts >= 6, "{}", r.mounts);
+        assert_eq!(
+            (r.history_mismatches, r.errors),
+            (0, 0),
+            "{:?}",
+            r.first_error
+        );
+        assert!(
+            r.mount_read_bytes_max * 100 < size as u64,
+            "{size}: a mount read {} B",
+            r.mount_read_bytes_max
+        );
+        let (_, h) = r.latency.kinds().find(|(k, _)| *k == "history").unwrap();
+        history_max.push(h.max);
+    }
+    assert!(history_max[1] <= history_max[0] * 1.01, "{history_max:?}");
+}
