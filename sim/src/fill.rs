@@ -181,8 +181,9 @@ pub struct FillOptions {
     /// clawmem's session table (one of [`SESSION_TABLES`]).
     pub sessions: usize,
     /// Stop after this many rounds if the engine has not answered `Full`
-    /// by then (`replay --fill --rounds N`): every round's sessions kept,
-    /// a workload of N times the trace's sessions on a large partition.
+    /// by then (`--fill --rounds N`; `compare_fill` stops every engine so):
+    /// every round's sessions kept, a workload of N times the trace's
+    /// sessions on a large partition.
     pub max_rounds: Option<u32>,
 }
 
@@ -870,10 +871,11 @@ fn fill_seqstore<F: SimBacked + embedded_storage::nor_flash::MultiwriteNorFlash>
     flash: SimFlash,
     trace: &Trace,
     opts: &ReplayOptions,
+    rounds: Option<u32>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<FillRun, String> {
     let mut d = peers::seqstore::SeqStorageDriver::<F>::new(flash)?;
-    let mut run = fill(&mut d, trace, opts, progress);
+    let mut run = fill_rounds(&mut d, trace, opts, rounds, progress);
     run.report.notes.push(
         "fill workload: a new session finding every session queue in use counts as Full".into(),
     );
@@ -903,6 +905,7 @@ pub fn compare_fill(
         engines: Vec::new(),
         skipped: Vec::new(),
     };
+    let rounds = fopts.max_rounds;
     let p = opts.preset;
     let model = p.model(opts.size_bytes.unwrap_or_else(|| p.default_capacity()))?;
     for &engine in engines {
@@ -921,13 +924,17 @@ pub fn compare_fill(
                 out.engines.push(fill_clawmem(trace, &o, fopts, &mut tick)?);
             }
             Engine::EspClawFat => match peers::fat::driver(SimFlash::new(model.clone())) {
-                Ok(mut d) => out.engines.push(fill(&mut d, trace, opts, &mut tick)),
+                Ok(mut d) => out
+                    .engines
+                    .push(fill_rounds(&mut d, trace, opts, rounds, &mut tick)),
                 Err(reason) => out.skipped.push(skip(reason)),
             },
             #[cfg(feature = "littlefs")]
             Engine::EspClawLittlefs => {
                 match peers::littlefs::driver(SimFlash::new(model.clone())) {
-                    Ok(mut d) => out.engines.push(fill(&mut d, trace, opts, &mut tick)),
+                    Ok(mut d) => out
+                        .engines
+                        .push(fill_rounds(&mut d, trace, opts, rounds, &mut tick)),
                     Err(reason) => out.skipped.push(skip(reason)),
                 }
             }
@@ -940,9 +947,15 @@ pub fn compare_fill(
             Engine::SequentialStorage => {
                 let flash = SimFlash::new(model.clone());
                 let r = match p {
-                    Preset::Esp32 => fill_seqstore::<Esp32Flash>(flash, trace, opts, &mut tick),
-                    Preset::Nrf52 => fill_seqstore::<Nrf52Flash>(flash, trace, opts, &mut tick),
-                    Preset::Generic => fill_seqstore::<GenericFlash>(flash, trace, opts, &mut tick),
+                    Preset::Esp32 => {
+                        fill_seqstore::<Esp32Flash>(flash, trace, opts, rounds, &mut tick)
+                    }
+                    Preset::Nrf52 => {
+                        fill_seqstore::<Nrf52Flash>(flash, trace, opts, rounds, &mut tick)
+                    }
+                    Preset::Generic => {
+                        fill_seqstore::<GenericFlash>(flash, trace, opts, rounds, &mut tick)
+                    }
                     Preset::Stm32l4 | Preset::Stm32h7 | Preset::Esp32Encrypted => Err(format!(
                         "the {} flash does not allow rewriting a word, and sequential-storage's \
                          queue pop and map remove need MultiwriteNorFlash",

@@ -431,6 +431,7 @@ fn fill_options_refuse_bad_input() {
         ),
         (vec!["replay", &trace, "--plot", "x.svg"], "--fill"),
         (vec!["replay", &trace, "--rounds", "2"], "--fill"),
+        (vec!["compare", &trace, "--rounds", "2"], "--fill"),
         (
             vec!["replay", &trace, "--fill", "--rounds", "0"],
             "not in 1..",

@@ -73,11 +73,6 @@ enum Command {
         /// With --fill: write an SVG of program WA against fullness here.
         #[arg(long, requires = "fill")]
         plot: Option<PathBuf>,
-        /// With --fill: stop after this many rounds if the store has not
-        /// filled (every round's sessions kept: a workload of N times the
-        /// trace's sessions, for large partitions).
-        #[arg(long, requires = "fill", value_parser = clap::value_parser!(u32).range(1..))]
-        rounds: Option<u32>,
         /// Print the report as JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -616,7 +611,6 @@ fn main() -> ExitCode {
             idle,
             fill,
             plot,
-            rounds,
             json,
         } => {
             let opts = ReplayOptions {
@@ -630,7 +624,7 @@ fn main() -> ExitCode {
                 },
             };
             if fill.fill {
-                fill_replay(trace, opts, fill, rounds, heatmap, plot, json)
+                fill_replay(trace, opts, fill, heatmap, plot, json)
             } else {
                 replay(trace, opts, heatmap, json)
             }
@@ -861,6 +855,11 @@ struct FillArgs {
     #[arg(long, requires = "fill", default_value_t = clawmem_sim::fill::FILL_SESSIONS,
           value_parser = parse_session_table)]
     sessions: usize,
+    /// With --fill: stop after this many rounds if the store has not
+    /// filled (every round's sessions kept: a workload of N times the
+    /// trace's sessions, for large partitions).
+    #[arg(long, requires = "fill", value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: Option<u32>,
 }
 
 fn parse_session_table(s: &str) -> Result<usize, String> {
@@ -888,7 +887,6 @@ fn fill_replay(
     trace: PathBuf,
     opts: ReplayOptions,
     args: FillArgs,
-    rounds: Option<u32>,
     heatmap: Option<PathBuf>,
     plot: Option<PathBuf>,
     json: bool,
@@ -898,7 +896,7 @@ fn fill_replay(
     let bar = fill_bar(json || !std::io::stdout().is_terminal(), "clawmem");
     let fopts = FillOptions {
         sessions: args.sessions,
-        max_rounds: rounds,
+        max_rounds: args.rounds,
     };
     let run = fill_clawmem(&trace, &opts, &fopts, &mut |done, _| bar.set_position(done))
         .map_err(|e| e.to_string())?;
@@ -943,7 +941,7 @@ fn fill_compare(
     let hidden = json || !std::io::stderr().is_terminal();
     let fopts = FillOptions {
         sessions: args.sessions,
-        ..FillOptions::default()
+        max_rounds: args.rounds,
     };
     let mut bar: Option<(String, ProgressBar)> = None;
     let cmp = compare_fill(
