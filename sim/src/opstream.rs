@@ -1120,7 +1120,7 @@ pub struct Summary {
     pub partition_bytes: u32,
     /// Sectors.
     pub sector_count: u32,
-    /// `size_of::<Store<_, 128>>()` on the target, minus the flash handle.
+    /// `size_of::<Store<_, 32>>()` on the target, minus the flash handle.
     pub engine_state_bytes: u32,
     /// Bytes of the stack region.
     pub stack_region_bytes: u32,
@@ -1453,7 +1453,7 @@ pub struct QemuReport {
     pub read_bytes: u64,
     /// Writes or erases that broke the NOR rules.
     pub flash_rule_violations: u64,
-    /// `size_of::<Store<RamFlash, 128>>()` on the target.
+    /// `size_of::<Store<RamFlash, 32>>()` on the target.
     pub engine_state_bytes: u64,
     /// Size of the painted stack region.
     pub stack_region_bytes: u64,

@@ -1701,6 +1701,7 @@ pub fn torture_on<F: SimBacked>(
 ) -> Result<TortureReport, ReplayError> {
     match opts.sessions {
         None | Some(MAX_SESSIONS) => torture_n::<F, MAX_SESSIONS>(trace, opts, progress),
+        Some(32) => torture_n::<F, 32>(trace, opts, progress),
         Some(512) => torture_n::<F, 512>(trace, opts, progress),
         Some(1024) => torture_n::<F, 1024>(trace, opts, progress),
         Some(2048) => torture_n::<F, 2048>(trace, opts, progress),
@@ -1986,6 +1987,7 @@ pub fn fill_op_list(trace: &Trace, opts: &TortureOptions) -> Result<Vec<Op>, Rep
         let idle = opts.idle;
         Ok(match opts.sessions {
             None | Some(MAX_SESSIONS) => fill_ops::<F, MAX_SESSIONS>(trace, model, idle)?.0,
+            Some(32) => fill_ops::<F, 32>(trace, model, idle)?.0,
             Some(512) => fill_ops::<F, 512>(trace, model, idle)?.0,
             Some(1024) => fill_ops::<F, 1024>(trace, model, idle)?.0,
             Some(2048) => fill_ops::<F, 2048>(trace, model, idle)?.0,

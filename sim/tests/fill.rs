@@ -525,3 +525,77 @@ fn a_mount_reads_under_one_percent_of_large_partitions() {
     }
     assert!(history_max[1] <= history_max[0] * 1.01, "{history_max:?}");
 }
+
+/// Issue 15 item 2: the session table is a working set over sessions on
+/// flash. With a table of 32 (`Store<_, 32>`, 3,080 B of engine state), two
+/// rounds of the BFCL trace kept (200 sessions) replay on 4 MiB without
+/// "too many sessions", every history read matching; a mount still reads
+/// under 1% of the partition. Filled until `Full` on 1 MiB (262 sessions
+/// live), the table of 32 holds what a table of 512 holds, and a refused
+/// append still writes nothing.
+#[test]
+fn a_table_of_32_holds_every_session() {
+    let trace = load("bfcl-multi-turn.jsonl");
+    let run = fill_clawmem(
+        &trace,
+        &opts(4 << 20),
+        &FillOptions {
+            sessions: 32,
+            max_rounds: Some(2),
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let r = &run.report;
+    assert_eq!(
+        (r.history_mismatches, r.errors),
+        (0, 0),
+        "{:?}",
+        r.first_error
+    );
+    assert!(r.history_checks > 100, "{}", r.history_checks);
+    assert!(r.engine_state_bytes <= 4096, "{}", r.engine_state_bytes);
+    assert!(
+        r.mount_read_bytes_max * 100 < 4 << 20,
+        "a mount read {} B",
+        r.mount_read_bytes_max
+    );
+    let full = |sessions| {
+        fill_clawmem(
+            &trace,
+            &opts(1 << 20),
+            &FillOptions {
+                sessions,
+                max_rounds: None,
+            },
+            &mut |_, _| {},
+        )
+        .unwrap()
+    };
+    let (small, large) = (full(32), full(512));
+    let f = &small.fill;
+    assert!(
+        f.reached_full && f.live_sessions > 200,
+        "{}",
+        f.live_sessions
+    );
+    assert_eq!(
+        (small.report.history_mismatches, small.report.errors),
+        (0, 0),
+        "{:?}",
+        small.report.first_error
+    );
+    assert_eq!(
+        (
+            f.refused_appends.programmed_bytes_total,
+            f.refused_appends.erases_total
+        ),
+        (0, 0),
+        "a refused append wrote nothing"
+    );
+    let (a, b) = (
+        f.capacity_fraction.unwrap(),
+        large.fill.capacity_fraction.unwrap(),
+    );
+    assert!(a >= b - 0.01, "capacity {a} with 32, {b} with 512");
+}

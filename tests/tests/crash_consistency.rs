@@ -223,3 +223,38 @@ fn bfcl_fill_cuts_cost_no_capacity() {
         );
     }
 }
+
+/// Issue 15 item 2: sessions beyond the RAM table. The fill workload of
+/// `bfcl-multi-turn.jsonl` on 256 KiB with a table of 32 holds about 60
+/// sessions when it fills, so sessions go cold (on flash only) and come
+/// back all the time: in garbage collection, which brings the cold
+/// sessions of the tail in to relocate them; in lookups; at mount, which
+/// fills the cold sessions a batch after the checkpoint changed from the
+/// directory. Every cut, with each tear, remounts to what the model holds
+/// and takes every write the uncut store took.
+#[test]
+fn bfcl_fill_cuts_with_a_table_smaller_than_the_sessions() {
+    let bfcl = trace("bfcl-multi-turn.jsonl");
+    for (idle, cuts) in [(false, 100), (true, 30)] {
+        let opts = TortureOptions {
+            size_bytes: Some(256 * 1024),
+            cuts: Cuts::Sample(cuts),
+            tears: TearKind::ALL.to_vec(),
+            fill: true,
+            idle,
+            sessions: Some(32),
+            seed: 1,
+            ..TortureOptions::default()
+        };
+        let r = torture(&bfcl, &opts, &mut |_, _| {}).expect("campaign runs");
+        println!("torture --fill --size 256K --sessions 32 --cuts {cuts} (idle {idle}):\n{r}");
+        let fill = r.fill.as_ref().expect("a fill summary");
+        assert!(fill.reached_full, "the workload fills the store: {r}");
+        assert_eq!(r.clean_op_errors, fill.full_refusals as u64, "{r}");
+        assert_eq!(
+            r.violations, 0,
+            "first: {:?}\n{:#?}",
+            r.first_violation, r.violation_messages
+        );
+    }
+}

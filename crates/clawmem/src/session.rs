@@ -93,9 +93,28 @@ pub(crate) struct Session {
     pub oldest: u32,
     /// ESP-Claw `.log` size: every body plus one newline.
     pub size: u32,
-    /// RAM only: changed since the last full checkpoint.
+    /// RAM only: changed since the last checkpoint (full or delta).
     pub dirty: bool,
+    /// RAM only: which checkpoint of the directory holds its newest
+    /// written version ([`DIR_NONE`], [`DIR_FULL`], [`DIR_DELTA`]): where a
+    /// clean entry is found again once the table lets it go.
+    pub dir: u8,
 }
+
+/// Not in any checkpoint of the directory (made since the last one).
+pub(crate) const DIR_NONE: u8 = 0;
+/// Its newest version is in the directory's full checkpoint.
+pub(crate) const DIR_FULL: u8 = 1;
+/// Its newest version is in one of the directory's delta checkpoints.
+pub(crate) const DIR_DELTA: u8 = 2;
+/// Mount only: a cold session that batches after the checkpoint changed;
+/// the entry holds what they added, until the directory's entry is read
+/// (`store/directory.rs`, `resolve_stubs`).
+pub(crate) const DIR_STUB: u8 = 3;
+/// Mount only: a cold session a base after the checkpoint replaced; the
+/// entry is the base's, its name still to be checked against the
+/// directory's entry.
+pub(crate) const DIR_STUB_BASE: u8 = 4;
 
 /// Bytes of one session in a checkpoint.
 pub(crate) const SESSION_ENCODED: usize = 32;
@@ -168,6 +187,7 @@ impl Session {
             oldest: u32::from_le_bytes([o0, o1, o2, o3]),
             size: u32::from_le_bytes([s0, s1, s2, s3]),
             dirty: false,
+            dir: DIR_NONE,
         };
         let sane = s.id_len as usize <= MAX_SESSION_ID_BYTES
             && s.id_len > 0
@@ -380,6 +400,7 @@ mod tests {
             oldest: 4,
             size: 150_000,
             dirty: false,
+            dir: DIR_NONE,
         };
         let mut b = [0u8; SESSION_ENCODED];
         s.encode(&mut b);

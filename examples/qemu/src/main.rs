@@ -15,7 +15,7 @@
 //!
 //! It mirrors `ClawmemDriver` of `sim/src/replay.rs`: the same config
 //! (`Config::default()` with the session limit the host fitted to the
-//! partition), `Store<_, 128>`, histories read with `BackendFormat::Unknown`,
+//! partition), histories read with `BackendFormat::Unknown`,
 //! a synthetic clock that advances 60 s per memory store, recall and update,
 //! a blocked append answered by deleting the session, a remount that drops
 //! the store and mounts the same flash with `MountMode::ExistingOnly`.
@@ -42,8 +42,10 @@ use cortex_m_semihosting::{debug, hprintln};
 use flash::{FlashError, RamFlash};
 use host::{File, Out};
 
-/// Session table size, as the simulator's replay uses.
-const MAX_SESSIONS: usize = 128;
+/// Session table size, as the firmware example keeps: a working set over
+/// the sessions on flash (the trace has 100), so that the sessions the
+/// table lets go and finds again run on the target too.
+const MAX_SESSIONS: usize = 32;
 /// The store, with its work area lent from a static as a firmware would.
 type S = Store<RamFlash, MAX_SESSIONS, &'static mut Work>;
 

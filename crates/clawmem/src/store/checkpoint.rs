@@ -23,6 +23,7 @@ use core::borrow::BorrowMut;
 use embedded_storage::nor_flash::NorFlash;
 use heapless::Vec;
 
+use super::directory::{ColdCursor, Dir, DirView};
 use super::memory::{MemState, MEM_STATE_ENCODED};
 use super::objects::{ObjectSlot, MAX_OBJECTS, OBJ_CHAT_MAP, OBJ_ENCODED, OBJ_PROFILE};
 use super::{Priority, Store, Work};
@@ -30,7 +31,7 @@ use crate::cursor::VerifiedReader;
 use crate::error::{Error, Fail};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
-use crate::session::{Session, SESSION_ENCODED};
+use crate::session::{Session, DIR_DELTA, DIR_FULL, SESSION_ENCODED};
 
 /// Checkpoint fixed part: version u8, object count u8, count u16, next uid
 /// u32, tail sequence u32, next batch sequence u32.
@@ -38,23 +39,37 @@ pub(super) const CKPT_FIXED: usize = 16;
 /// Version byte of a full checkpoint of format 8 and before (read only).
 const CKPT_VERSION: u8 = 1;
 /// Version byte of a delta checkpoint of format 8 and before (read only).
-const CKPT_DELTA: u8 = 2;
+pub(super) const CKPT_DELTA: u8 = 2;
 /// Version byte of a full checkpoint with a cut's waste (format 9 on).
-const CKPT_FULL_WASTE: u8 = 3;
+pub(super) const CKPT_FULL_WASTE: u8 = 3;
 /// Version byte of a delta checkpoint with a cut's waste (format 9 on).
-const CKPT_DELTA_WASTE: u8 = 4;
+pub(super) const CKPT_DELTA_WASTE: u8 = 4;
 /// The part after the fixed one in versions 3 and 4: the bytes a power
 /// cut spent at the head that the ring has not collected yet u32, and the
 /// sequence of the last sector holding them u32.
 pub(super) const CKPT_WASTE: usize = 8;
 /// A delta checkpoint's part after the fixed one: the previous checkpoint's
 /// address u32, deleted count u16, delta number u16.
-const CKPT_DELTA_FIXED: usize = 8;
+pub(super) const CKPT_DELTA_FIXED: usize = 8;
 
 /// Delta checkpoints between two full ones.
 pub(super) const DELTAS_PER_FULL: u32 = 8;
 /// Deletions a delta checkpoint can carry; more make the next one full.
 pub(super) const DELETED_MAX: usize = 48;
+
+/// The stream address `offset` bytes into the payload of the checkpoint at
+/// `addr`.
+fn io_prev_at<F: NorFlash>(io: &mut Io<'_, F>, addr: u32, offset: usize) -> u32 {
+    io.stream_advance(addr + CHUNK_HEADER_LEN, offset as u32)
+}
+
+/// What a delta's deletions change: the table, the directory, and the
+/// deletions noted since the full checkpoint.
+type DeletionState<'a, const N: usize> = (
+    &'a mut Vec<Session, N>,
+    &'a mut Dir,
+    &'a mut Vec<u32, DELETED_MAX>,
+);
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads a checkpoint: the full checkpoint it builds on, then every
@@ -94,21 +109,46 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         // The full checkpoint first (the last one found), then the deltas.
+        let mut overflow = false;
         for k in (0..n).rev() {
-            if !self.apply_checkpoint(chain[k], k + 1 < n)? {
+            if !self.apply_checkpoint(chain[k], k + 1 < n, &mut overflow)? {
                 return Ok(false);
             }
         }
         self.full_checkpoint = chain[n - 1];
         self.deltas_since_full = n as u32 - 1;
-        self.deleted_since_full.clear();
+        self.deleted_written = self.deleted_since_full.len() as u8;
+        if overflow {
+            // More deletions since the full checkpoint than RAM names (each
+            // delta names those since the checkpoint before it): the
+            // directory cannot be read past them. That is only safe while
+            // every session is in the table, and then it is not read: until
+            // the next full checkpoint, none goes cold.
+            if self.dir.cold_oldest != u32::MAX {
+                return Err(Error::TooManySessions { max: MAX_SESSIONS });
+            }
+            self.dir.clear();
+            self.deleted_since_full.clear();
+            self.deleted_written = 0;
+        }
         Ok(true)
     }
 
     /// Reads one checkpoint into the RAM state: a full one replaces it, a
     /// delta changes it. `false` if it is damaged.
+    ///
+    /// A full checkpoint is the directory's start: as many of its sessions
+    /// as the table holds are loaded, the others stay cold. A delta's
+    /// sessions are loaded in place of clean ones; its deletions are
+    /// noted as deletions since the full checkpoint (`overflow` is set when
+    /// RAM cannot name them all).
     #[inline(never)]
-    fn apply_checkpoint(&mut self, addr: u32, delta: bool) -> Result<bool, Fail<F::Error>> {
+    fn apply_checkpoint(
+        &mut self,
+        addr: u32,
+        delta: bool,
+        overflow: &mut bool,
+    ) -> Result<bool, Fail<F::Error>> {
         let geo = self.log.geo();
         let mut io = self.log.io();
         // One pass: decode while every chunk's CRC is checked; a damaged
@@ -135,14 +175,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if with_waste && !r.read(&mut io, &mut waste)? {
             return Ok(false);
         }
-        if count > MAX_SESSIONS {
-            // The CRC is checked as the reader goes: a count damaged at rest
-            // must not read as a store too big for this `Store`.
-            return match self.log.verify(addr)? {
-                Some(_) => Err(Error::TooManySessions { max: MAX_SESSIONS }),
-                None => Ok(false),
-            };
-        }
         let mut deleted_count = 0;
         if delta {
             let mut d = [0u8; CKPT_DELTA_FIXED];
@@ -160,9 +192,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 + if with_waste { CKPT_WASTE } else { 0 }
                 + CKPT_DELTA_FIXED
                 + count * SESSION_ENCODED;
-            Self::apply_deletions_first(&mut io, &mut self.sessions, addr, skip, deleted_count)?;
+            let state = (
+                &mut self.sessions,
+                &mut self.dir,
+                &mut self.deleted_since_full,
+            );
+            *overflow |= Self::apply_deletions_first(&mut io, state, addr, skip, deleted_count)?;
         } else {
             self.sessions.clear();
+            self.dir.clear();
+            self.deleted_since_full.clear();
         }
         // The sessions, the deletions and the objects, in that order, read
         // by one loop.
@@ -181,15 +220,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Ok(false);
             }
             if k < count {
-                let Some(s) = Session::decode(&b) else {
+                let Some(mut s) = Session::decode(&b) else {
                     return Ok(false);
                 };
-                Self::upsert_session(&mut self.sessions, s)?;
-            } else if k < deleted_end {
-                let uid = u32_at(&b, 0);
-                if let Some(i) = self.sessions.iter().position(|x| x.uid == uid) {
-                    self.sessions.swap_remove(i);
+                s.dir = if delta { DIR_DELTA } else { DIR_FULL };
+                if delta {
+                    // (A delta's sessions after its deletions, which the
+                    // first pass applied.)
+                    self.dir.forget(s.uid);
+                    match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
+                        Some(x) => *x = s,
+                        None => {
+                            if !super::directory::free_slot(&mut self.sessions, &mut self.dir) {
+                                return Err(Error::TooManySessions { max: MAX_SESSIONS });
+                            }
+                            let _ = self.sessions.push(s);
+                        }
+                    }
+                } else if self.sessions.push(s).is_err() {
+                    // Cold: found in the directory when it is used.
+                    self.dir.note_unloaded(&s);
                 }
+            } else if k < deleted_end {
+                // (Applied by the first pass.)
             } else {
                 let slot = ObjectSlot {
                     ty: b[0],
@@ -211,6 +264,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(mem) = MemState::decode(&m) else {
             return Ok(false);
         };
+        match delta {
+            true => {
+                if !self.dir.push_delta(addr) {
+                    return Ok(false);
+                }
+            }
+            false => self.dir.set_full(addr, count as u32, u32_at(&fixed, 4)),
+        }
         self.objects = slots;
         self.mem = mem;
         self.cut_waste = u32_at(&waste, 0);
@@ -228,35 +289,43 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// bytes from the checkpoint's start with its fixed parts (a second pass
     /// over the same chunks; the first pass checks every CRC, and a
     /// damaged delta is dropped with all the state loaded from its chain).
+    /// Each deletion leaves the table and the directory's delta versions
+    /// and is noted as a deletion since the full checkpoint; `true` if RAM
+    /// could not note them all.
     #[inline(never)]
     fn apply_deletions_first(
         io: &mut Io<'_, F>,
-        sessions: &mut Vec<Session, MAX_SESSIONS>,
+        (sessions, dir, noted): DeletionState<'_, MAX_SESSIONS>,
         addr: u32,
         mut skip: usize,
         deleted: usize,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<bool, Fail<F::Error>> {
         let Some(mut r) = VerifiedReader::new(io, addr, kind::CHECKPOINT)? else {
-            return Ok(());
+            return Ok(false);
         };
         let mut b = [0u8; SESSION_ENCODED];
         while skip > 0 {
             let n = skip.min(b.len());
             if !r.read(io, &mut b[..n])? {
-                return Ok(());
+                return Ok(false);
             }
             skip -= n;
         }
+        let mut overflow = false;
         for _ in 0..deleted {
             if !r.read(io, &mut b[..4])? {
-                return Ok(());
+                return Ok(overflow);
             }
             let uid = u32_at(&b, 0);
             if let Some(i) = sessions.iter().position(|x| x.uid == uid) {
                 sessions.swap_remove(i);
             }
+            dir.forget(uid);
+            if !noted.contains(&uid) && noted.push(uid).is_err() {
+                overflow = true;
+            }
         }
-        Ok(())
+        Ok(overflow)
     }
 
     /// Mount: a checkpoint the scan met after the one it loaded. What it
@@ -278,6 +347,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// write the running store took. `false` if it fails its CRC or lies
     /// outside the ring.
     pub(super) fn checkpoint_met(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
+        // The stubs of cold sessions are filled in from the directory they
+        // were made against, before it may change.
+        self.resolve_stubs()?;
         // The version, and the cut waste if it has one.
         let mut fixed = [0u8; 1 + CKPT_WASTE];
         let mut io = self.log.io();
@@ -299,26 +371,108 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.cut_waste = if with_waste { u32_at(&fixed, 1) } else { 0 };
         self.cut_waste_seq = if with_waste { u32_at(&fixed, 5) } else { 0 };
         if !matches!(version, CKPT_VERSION | CKPT_FULL_WASTE) {
+            // A delta that follows the directory's newest checkpoint holds
+            // the state of every session the scan changed since then, as
+            // the scan built it: the directory takes it, and those sessions
+            // are clean (the table must hold only the changes since the
+            // newest checkpoint, as the running store's did).
+            let mut prev = [0u8; 4];
+            let waste = if with_waste { CKPT_WASTE } else { 0 };
+            let from = io_prev_at(&mut self.log.io(), addr, CKPT_FIXED + waste);
+            self.log.io().read_stream(from, &mut prev)?;
+            // (Only while the table does not hold every session: else it
+            // has room for every change, and the next delta names the
+            // loaded checkpoint, carrying them all, as before.)
+            let follows = self.cold_count() > 0
+                && self.dir.chain().last() == Some(&u32_at(&prev, 0))
+                && self.deltas_since_full < DELTAS_PER_FULL
+                && self.dir.push_delta(addr);
+            if follows {
+                self.log.set_checkpoint(addr);
+                self.deltas_since_full += 1;
+                self.deleted_written = self.deleted_since_full.len() as u8;
+                for s in self.sessions.iter_mut().filter(|s| s.dirty) {
+                    s.dirty = false;
+                    s.dir = DIR_DELTA;
+                }
+            }
             return Ok(true);
         }
         self.full_checkpoint = addr;
         self.checkpoint_sector_seq = seq;
         self.log.set_checkpoint(addr);
-        // Deletions the table could not note make the next one full.
-        self.deltas_since_full = if self.deleted_since_full.is_full() {
-            DELTAS_PER_FULL
-        } else {
-            0
-        };
+        if self.cold_count() == 0 {
+            // Every session is in the table: the deletions and changes the
+            // scan met before it stay to be written again in the next
+            // checkpoint, and the directory is not read until a full one is
+            // written (nothing goes cold before).
+            self.dir.clear();
+            self.deleted_written = 0;
+            self.deltas_since_full = match self.deleted_since_full.is_full() {
+                true => DELTAS_PER_FULL,
+                false => 0,
+            };
+            return Ok(true);
+        }
+        // It is the directory now: it lists every session the scan has
+        // built so far, and the deletions before it are in it.
+        let (count, next_uid) = super::directory::count_and_next_uid(&mut self.log.io(), addr)?;
+        self.dir.set_full(addr, count, next_uid);
+        self.deleted_since_full.clear();
+        self.deleted_written = 0;
+        for s in self.sessions.iter_mut() {
+            s.dir = DIR_FULL;
+            s.dirty = false;
+        }
+        self.deltas_since_full = 0;
         Ok(true)
     }
 
-    /// Remembers a deletion for the next delta checkpoint; too many make the
-    /// next checkpoint a full one.
-    pub(super) fn note_deleted(&mut self, uid: u32) {
-        if !self.deleted_since_full.contains(&uid) && self.deleted_since_full.push(uid).is_err() {
-            self.deltas_since_full = DELTAS_PER_FULL;
+    /// Remembers a deletion since the full checkpoint (every delta carries
+    /// them all, and a lookup in the directory passes them by); too many
+    /// make the next checkpoint a full one. `false` if RAM could not note
+    /// it: a deletion that writes its record makes room first
+    /// ([`room_for_deletion`](Self::room_for_deletion)).
+    pub(super) fn note_deleted(&mut self, uid: u32) -> bool {
+        self.dir.forget(uid);
+        if self.deleted_since_full.contains(&uid) {
+            return true;
         }
+        if self.deleted_since_full.is_full() && self.cold_count() == 0 {
+            // Every session is in the table: the directory is not read
+            // until the next full checkpoint (nothing can go cold before
+            // it), and the deletions the checkpoints carry already are
+            // not needed in RAM.
+            self.dir.clear();
+            let written = usize::from(self.deleted_written).min(self.deleted_since_full.len());
+            let rest: Vec<u32, DELETED_MAX> =
+                self.deleted_since_full[written..].iter().copied().collect();
+            self.deleted_since_full = rest;
+            self.deleted_written = 0;
+        }
+        if self.deleted_since_full.push(uid).is_ok() {
+            return true;
+        }
+        // More deletions than a delta carries: the next checkpoint is full.
+        self.deltas_since_full = DELTAS_PER_FULL;
+        self.cold_count() == 0
+    }
+
+    /// Before a deletion is written: a full checkpoint when RAM could not
+    /// note another deletion, so that a lookup in the directory never
+    /// meets a deleted session it does not know of.
+    pub(super) fn room_for_deletion(&mut self) -> Result<(), Fail<F::Error>> {
+        if self.deleted_since_full.is_full() && self.cold_count() > 0 {
+            self.write_full_checkpoint(Priority::Maintenance)?;
+        }
+        Ok(())
+    }
+
+    /// The deletions the next delta carries: those since the newest
+    /// checkpoint.
+    fn deleted_since_delta(&self) -> &[u32] {
+        let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
+        &self.deleted_since_full[from..]
     }
 
     /// Bytes of the cut waste part in the next checkpoint: written only
@@ -334,7 +488,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn checkpoint_len(&self) -> u32 {
         (CKPT_FIXED
             + self.waste_part_len()
-            + self.sessions.len() * SESSION_ENCODED
+            + (self.sessions.len() + self.cold_count() as usize) * SESSION_ENCODED
             + self.objects.len() * OBJ_ENCODED
             + MEM_STATE_ENCODED) as u32
     }
@@ -363,7 +517,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             + self.waste_part_len()
             + CKPT_DELTA_FIXED
             + dirty * SESSION_ENCODED
-            + self.deleted_since_full.len() * 4
+            + self.deleted_since_delta().len() * 4
             + self.objects.len() * OBJ_ENCODED
             + MEM_STATE_ENCODED) as u32
     }
@@ -399,10 +553,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.checkpoint_len()
         };
         self.ensure_room(len, p)?;
+        // A full checkpoint lists the cold sessions too, copied from the
+        // directory as it is written: every checkpoint of it is checked
+        // first, so that damage at rest is never carried over as sound.
+        let cold = if delta { 0 } else { self.cold_count() as usize };
+        if cold > 0 {
+            for k in 0..self.dir.chain().len() {
+                let at = self.dir.chain()[k];
+                if self.log.verify(at)?.is_none() {
+                    return Err(Error::Corrupted {
+                        address: at,
+                        what: "a checkpoint of the session directory failed its checksum",
+                    });
+                }
+            }
+        }
         let count = if delta {
             self.sessions.iter().filter(|s| s.dirty).count()
         } else {
-            self.sessions.len()
+            self.sessions.len() + cold
         };
         // The fixed parts as little-endian words: the cut waste only when
         // there is some (versions 3 and 4), the delta part only in a delta.
@@ -422,7 +591,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             waste,
             waste_seq,
             self.log.checkpoint(),
-            (self.deleted_since_full.len() as u32 & 0xFFFF)
+            (self.deleted_since_delta().len() as u32 & 0xFFFF)
                 | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
         ];
         let mut fixed_len = 0;
@@ -445,9 +614,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             sessions: &self.sessions,
             only_dirty: delta,
             count,
-            deleted: if delta { &self.deleted_since_full } else { &[] },
+            deleted: if delta {
+                let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
+                &self.deleted_since_full[from..]
+            } else {
+                &[]
+            },
             objects: &self.objects,
             mem,
+            cold: (cold > 0).then_some(DirView {
+                dir: &self.dir,
+                hot: &self.sessions,
+                deleted: &self.deleted_since_full,
+            }),
+            cursor: ColdCursor::new(&self.dir),
+            next_cold: 0,
+            entry: [0; SESSION_ENCODED],
         };
         let before = self.log.written()[crate::layout::kind::usage_slot(kind::CHECKPOINT)];
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
@@ -458,7 +640,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.log.set_checkpoint(addr);
         if delta {
             self.deltas_since_full += 1;
+            self.deleted_written = self.deleted_since_full.len() as u8;
+            // (No directory while it is cleared: until the next full one.)
+            if !self.dir.chain().is_empty() && !self.dir.push_delta(addr) {
+                return Err(Error::LogicBug(
+                    "a delta checkpoint past the directory's chain",
+                ));
+            }
+            for s in self.sessions.iter_mut().filter(|s| s.dirty) {
+                s.dir = DIR_DELTA;
+            }
         } else {
+            self.dir.set_full(addr, count as u32, self.next_uid);
+            self.deleted_since_full.clear();
+            self.deleted_written = 0;
+            for s in self.sessions.iter_mut() {
+                s.dir = DIR_FULL;
+            }
             self.full_checkpoint = addr;
             self.checkpoint_sector_seq = self
                 .log
@@ -466,8 +664,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
             self.deltas_since_full = 0;
         }
-        // The next delta carries what changes after this checkpoint.
-        self.deleted_since_full.clear();
+        // The next delta carries what changes after this checkpoint (and
+        // every deletion since the full one).
         for s in self.sessions.iter_mut() {
             s.dirty = false;
         }
@@ -488,9 +686,47 @@ struct CheckpointPayload<'a> {
     deleted: &'a [u32],
     objects: &'a [ObjectSlot],
     mem: [u8; MEM_STATE_ENCODED],
+    /// A full checkpoint's cold sessions, read from the directory as the
+    /// payload is written (after the table's).
+    cold: Option<DirView<'a>>,
+    cursor: ColdCursor,
+    /// The index among the cold sessions of the one the cursor gives next,
+    /// and the one before it, encoded.
+    next_cold: usize,
+    entry: [u8; SESSION_ENCODED],
 }
 
 impl CheckpointPayload<'_> {
+    /// The cold session `c` (counted after the table's) encoded in
+    /// `entry`: the cursor goes on from where it is, or starts over.
+    fn cold_entry<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+        c: usize,
+    ) -> Result<(), Fail<F::Error>> {
+        let Some(view) = &self.cold else {
+            return Err(Error::LogicBug("checkpoint payload overrun"));
+        };
+        if c + 1 == self.next_cold {
+            return Ok(());
+        }
+        if c < self.next_cold {
+            self.cursor = ColdCursor::new(view.dir);
+            self.next_cold = 0;
+        }
+        while self.next_cold <= c {
+            let Some((s, _)) = self.cursor.next(io, view)? else {
+                return Err(Error::Corrupted {
+                    address: view.dir.chain()[0],
+                    what: "the session directory holds fewer sessions than counted",
+                });
+            };
+            s.encode(&mut self.entry);
+            self.next_cold += 1;
+        }
+        Ok(())
+    }
+
     fn session(&self, k: usize) -> Option<&Session> {
         self.sessions
             .iter()
@@ -538,17 +774,23 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
 
     fn fill(
         &mut self,
-        _io: &mut Io<'_, F>,
+        io: &mut Io<'_, F>,
         offset: u32,
         out: &mut [u8],
     ) -> Result<(), Fail<F::Error>> {
-        // Sessions are encoded a whole entry at a time.
+        let cold_at = self.fixed_len + self.sessions.len() * SESSION_ENCODED;
+        let cold_end = self.fixed_len + self.count * SESSION_ENCODED;
         let mut k = 0;
         while k < out.len() {
             let p = offset as usize + k;
-            out[k] = self
-                .byte(p)
-                .ok_or(Error::LogicBug("checkpoint payload overrun"))?;
+            out[k] = if self.cold.is_some() && (cold_at..cold_end).contains(&p) {
+                let q = p - cold_at;
+                self.cold_entry(io, q / SESSION_ENCODED)?;
+                self.entry[q % SESSION_ENCODED]
+            } else {
+                self.byte(p)
+                    .ok_or(Error::LogicBug("checkpoint payload overrun"))?
+            };
             k += 1;
         }
         Ok(())

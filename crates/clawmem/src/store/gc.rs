@@ -104,7 +104,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // A full checkpoint with one more session and object.
         let ckpt = self.checkpoint_len() + SESSION_ENCODED as u32 + OBJ_ENCODED as u32;
         // The largest index a compaction of the sessions present writes.
-        let index = || self.sessions.iter().map(index_len).max().unwrap_or(0);
+        let index = || {
+            let hot = self.sessions.iter().map(index_len).max().unwrap_or(0);
+            hot.max(self.dir.cold_index_max)
+        };
         // Room kept for memory and profiles, less what objects hold.
         let knowledge = || {
             let held: u32 = self.objects.iter().map(|o| o.len).sum();
@@ -200,7 +203,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if self.log.free_sectors() >= opens + reserve {
                 return Ok(());
             }
-            if self.in_gc || !(checked || self.collectable(len, reserve)) {
+            if self.in_gc || !(checked || self.collectable_warm(len, reserve)?) {
                 break;
             }
             checked = true;
@@ -232,16 +235,41 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the uncut store decided it, which a cut's bytes would otherwise tip
     /// over. A second run without them, and without the cost limit, checks
     /// that the room is really there.
+    ///
+    /// `None` if the run would meet a cold session (one the table does not
+    /// hold): what it costs is not known in RAM.
     #[inline(never)]
-    fn collectable(&self, len: u32, reserve: u32) -> bool {
+    fn collectable(&self, len: u32, reserve: u32) -> Option<bool> {
         let credit = u64::from(self.cut_waste_now().0);
-        self.dry_run(len, reserve, credit, true)
-            && (credit == 0 || self.dry_run(len, reserve, 0, false))
+        Some(
+            self.dry_run(len, reserve, credit, true)?
+                && (credit == 0 || self.dry_run(len, reserve, 0, false)?),
+        )
+    }
+
+    /// [`collectable`](Self::collectable), bringing the cold sessions
+    /// nearest the tail into the table first if the run would meet one
+    /// (`directory.rs`, `warm`); a run that still would is refused.
+    fn collectable_warm(&mut self, len: u32, reserve: u32) -> Result<bool, Fail<F::Error>> {
+        // The dry run meets sessions in table order: in uid order, it
+        // decides as a remounted store, whose table was filled otherwise.
+        self.sort_table();
+        if let Some(yes) = self.collectable(len, reserve) {
+            return Ok(yes);
+        }
+        self.warm()?;
+        if let Some(yes) = self.collectable(len, reserve) {
+            return Ok(yes);
+        }
+        // The table cannot hold the cold sessions the run would meet
+        // (every slot holds a changed session): refused, writing nothing;
+        // the next checkpoint makes them clean.
+        Ok(false)
     }
 
     /// [`collectable`](Self::collectable)'s run, with `credit` bytes of
     /// room beside what the ring has, and the cost limit if `limited`.
-    fn dry_run(&self, len: u32, reserve: u32, credit: u64, limited: bool) -> bool {
+    fn dry_run(&self, len: u32, reserve: u32, credit: u64, limited: bool) -> Option<bool> {
         let geo = self.log.geo();
         let unit = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
         let want = u64::from(len) + u64::from(reserve + 1) * unit;
@@ -269,7 +297,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let met = |seq: u32| seq.max(tail);
         for t in tail..tail + self.log.used_sectors().saturating_sub(1) {
             if room >= want {
-                return cheap(room, copied);
+                return Some(cheap(room, copied));
+            }
+            if self.cold_reaches(t) {
+                return None;
             }
             let mut cost = 0u64;
             if met(self.checkpoint_sector_seq) == t {
@@ -305,11 +336,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             copied += cost;
             if cost > room {
-                return false;
+                return Some(false);
             }
             room = room - cost + unit;
         }
-        room >= want && cheap(room, copied)
+        Some(room >= want && cheap(room, copied))
     }
 
     /// Does ahead of time, within a budget, the work an append would
@@ -362,7 +393,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut collect = true;
         loop {
             let checkpoint = self.bytes_since_checkpoint >= self.idle_checkpoint_interval();
-            collect = collect && self.collection_due();
+            collect = collect && self.collection_due()?;
             let erase = self.log.erase_ahead_due();
             // Last: say which sectors are erased ahead, if no chunk since
             // their erases has.
@@ -393,16 +424,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// since `maintain` last collected: the rate appends would collect at,
     /// so that idle calls on a nearly full partition never move the same
     /// data again and again.
-    fn collection_due(&self) -> bool {
+    fn collection_due(&mut self) -> Result<bool, Fail<F::Error>> {
         let geo = self.log.geo();
         let reserve = self.reserve_for(Priority::User);
-        self.log.free_sectors() < reserve + APPEND_OPENS
+        let due = self.log.free_sectors() < reserve + APPEND_OPENS
             && self.idle_credit >= geo.sector_payload_space()
-            && self.log.used_sectors() > 1
-            && self.collectable(
+            && self.log.used_sectors() > 1;
+        Ok(due
+            && self.collectable_warm(
                 geo.sector_payload_space(),
                 self.log.free_sectors().saturating_sub(1),
-            )
+            )?)
     }
 
     /// What memory's relocation writes at most in one collection step: a
@@ -447,7 +479,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// could refuse a write the running store took.
     ///
     /// Power loss: nothing is written; a mount after a cut finds the same.
-    pub(super) fn release_dead_tail(&mut self) {
+    pub(super) fn release_dead_tail(&mut self) -> Result<(), Fail<F::Error>> {
         let mut live = self.checkpoint_sector_seq.min(self.log.head_seq());
         for o in self.objects.iter() {
             live = live.min(o.seq);
@@ -459,9 +491,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for s in self.sessions.iter() {
             live = live.min(s.oldest);
         }
+        // What a mount knows of the cold sessions' oldest sector is a bound
+        // (entries a newer version replaced count in it): read it exactly
+        // when it holds the tail back.
+        if self.cold_reaches(live.saturating_sub(1)) && self.log.tail_seq() < live {
+            self.learn_cold()?;
+        }
+        if self.cold_count() > 0 {
+            live = live.min(self.dir.cold_oldest);
+        }
         while self.log.tail_seq() < live {
             self.log.release_tail();
         }
+        Ok(())
     }
 
     /// Room at the head, in payload bytes, without reclaiming.
@@ -545,6 +587,92 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 k /= 2;
             }
         }
+        // The sessions in the table, then the cold ones the directory holds
+        // there, brought into the table a working set at a time.
+        let mut last_uid = 0;
+        // The cold sessions in the tail first, and every one in uid order,
+        // so that a remounted store, whose table was filled otherwise,
+        // relocates as the running one.
+        if span.is_none() && self.cold_reaches(tail_seq) {
+            self.warm()?;
+        }
+        self.sort_table();
+        for _ in 0..=self.session_count() + 1 {
+            if !self.relocate_hot(tail_seq, span)? {
+                return Ok(false);
+            }
+            if !self.cold_reaches(tail_seq) {
+                return Ok(true);
+            }
+            match self.bring_cold(tail_seq, span, &mut last_uid)? {
+                Brought::Some => {}
+                Brought::NoneLeft => return Ok(true),
+                Brought::None => return Ok(false),
+            }
+        }
+        Err(Error::LogicBug("relocating the cold sessions did not end"))
+    }
+
+    /// Brings cold sessions that may hold bytes at or before sector
+    /// `tail_seq` into the table, writing a checkpoint first if every
+    /// slot holds a changed session. A release brings as many as the table
+    /// takes (the ones nearest the tail; each leaves the tail once
+    /// relocated); a scrub (`span`) one at a time in uid order, after
+    /// `last_uid` (one whose bytes are elsewhere stays as it is, and must
+    /// not be met again).
+    fn bring_cold(
+        &mut self,
+        tail_seq: u32,
+        span: Option<u32>,
+        last_uid: &mut u32,
+    ) -> Result<Brought, Fail<F::Error>> {
+        let reached = |s: &Session| s.oldest <= tail_seq;
+        for attempt in 0..2 {
+            if attempt == 1 {
+                // Every slot holds a changed session (relocated ones are):
+                // a checkpoint makes them clean.
+                let len = u64::from(self.checkpoint_len());
+                let space = u64::from(self.log.geo().sector_payload_space());
+                if len + space > self.room_bytes() {
+                    return Ok(Brought::None);
+                }
+                self.clean_table(Priority::Gc)?;
+            }
+            if span.is_none() {
+                let before = self.sessions.iter().filter(|s| reached(s)).count();
+                self.warm()?;
+                if self.sessions.iter().filter(|s| reached(s)).count() > before {
+                    return Ok(Brought::Some);
+                }
+                continue;
+            }
+            // A scrub: the cold session of smallest uid after `last_uid`
+            // that may hold bytes there.
+            let mut next: Option<u32> = None;
+            let mut c = super::directory::ColdCursor::new(&self.dir);
+            while let Some((s, _)) = self.cold_next(&mut c)? {
+                if reached(&s) && s.uid > *last_uid && next.is_none_or(|n| s.uid < n) {
+                    next = Some(s.uid);
+                }
+            }
+            let Some(uid) = next else {
+                return Ok(Brought::NoneLeft);
+            };
+            *last_uid = uid;
+            self.pinned = uid;
+            match self.find_cold(super::directory::Want::Uid(uid), true) {
+                Ok(Some(_)) => return Ok(Brought::Some),
+                Ok(None) => return Err(Error::LogicBug("a cold session vanished")),
+                Err(Error::TooManySessions { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Brought::None)
+    }
+
+    /// [`relocate`](Self::relocate)'s step for the sessions in the table.
+    fn relocate_hot(&mut self, tail_seq: u32, span: Option<u32>) -> Result<bool, Fail<F::Error>> {
+        let space = u64::from(self.log.geo().sector_payload_space());
         // What each other session in the tail needs at least: a new index
         // (their bodies in the tail are a sector at most, for all).
         let minimal = |s: &Session| minimal_relocation(s, space);
@@ -654,6 +782,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.idle_credit = self.idle_credit.saturating_add(len);
         Ok(addr)
     }
+}
+
+/// What [`bring_cold`](Store::bring_cold) did.
+enum Brought {
+    /// Brought at least one cold session into the table.
+    Some,
+    /// None is left to bring (a scrub has met every one).
+    NoneLeft,
+    /// Could not: no room for the checkpoint that frees a slot.
+    None,
 }
 
 /// Payload bytes of a base that carries every body of `s`: the fixed part,

@@ -28,6 +28,8 @@
 //! - `checkpoint.rs`: full and delta checkpoints, written and read;
 //! - `gc.rs`: room, the reserves, and garbage collection of the tail sector;
 //! - `sessions.rs`: the session table, appends, compaction and deletes;
+//! - `directory.rs`: the sessions the table does not hold, found in the
+//!   checkpoints' directory, and the table as a working set over them;
 //! - `history.rs`: history reads, whole or streamed;
 //! - `base.rs`: writing a session base (compaction, consolidation,
 //!   relocation);
@@ -54,6 +56,7 @@ mod chat_list;
 mod chats;
 mod checkpoint;
 mod config;
+mod directory;
 mod gc;
 mod history;
 mod memory;
@@ -89,7 +92,9 @@ use crate::session::{Session, MAX_SESSION_ID_BYTES};
 
 /// An agent memory store on a NOR flash partition.
 ///
-/// `MAX_SESSIONS` bounds the session table held in RAM (32 bytes each).
+/// `MAX_SESSIONS` sizes the session table held in RAM (36 bytes an
+/// entry): a working set over the sessions on flash, not a limit on their
+/// number (see `store/directory.rs`).
 /// `W` is the engine's working RAM ([`Work`]): the store owns one by default
 /// ([`Store::mount`], [`Store::format`]); a firmware lends one, usually
 /// `&'static mut Work`, and builds the store in place in a static
@@ -97,7 +102,13 @@ use crate::session::{Session, MAX_SESSION_ID_BYTES};
 /// ever on the stack.
 pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work> = Work> {
     log: Log<F>,
+    /// The sessions in RAM: a working set over the directory on flash.
     sessions: Vec<Session, MAX_SESSIONS>,
+    /// Where the sessions the table does not hold are found.
+    dir: directory::Dir,
+    /// The session the operation in progress works on: the table never
+    /// lets it go (`NO_ADDR`: none).
+    pinned: u32,
     config: Config,
     next_uid: u32,
     /// Sector sequence of the sector holding the newest full checkpoint
@@ -107,8 +118,11 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     full_checkpoint: u32,
     /// Delta checkpoints written since it.
     deltas_since_full: u32,
-    /// Sessions deleted since the newest checkpoint.
+    /// Sessions deleted since the newest full checkpoint.
     deleted_since_full: Vec<u32, DELETED_MAX>,
+    /// How many of them the newest checkpoint carries: a delta carries
+    /// those after (the deletions since the checkpoint before it).
+    deleted_written: u8,
     bytes_since_checkpoint: u32,
     reserve_gc: u32,
     reserve_maintenance: u32,
@@ -256,8 +270,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             }
         }
-        for i in 0..self.sessions.len() {
-            let s = self.sessions[i];
+        // The table's sessions, then the directory's others.
+        let mut cold = directory::ColdCursor::new(&self.dir);
+        let mut i = 0;
+        loop {
+            let s = match self.sessions.get(i) {
+                Some(s) => *s,
+                None => match self.cold_next(&mut cold)? {
+                    Some((s, _)) => s,
+                    None => break,
+                },
+            };
+            i += 1;
             if s.oldest < self.log.tail_seq() || s.oldest > self.log.head_seq() {
                 return Err(Error::Corrupted {
                     address: s.root,

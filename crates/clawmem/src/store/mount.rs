@@ -118,12 +118,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
+            dir: super::directory::Dir::EMPTY,
+            pinned: NO_ADDR,
             config,
             next_uid: 1,
             checkpoint_sector_seq: 1,
             full_checkpoint: NO_ADDR,
             deltas_since_full: 0,
             deleted_since_full: Vec::new(),
+            deleted_written: 0,
             bytes_since_checkpoint: 0,
             reserve_gc,
             reserve_maintenance,
@@ -219,12 +222,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let store = slot.insert(Store {
             log,
             sessions: Vec::new(),
+            dir: super::directory::Dir::EMPTY,
+            pinned: NO_ADDR,
             config,
             next_uid: 1,
             checkpoint_sector_seq: head_seq,
             full_checkpoint: NO_ADDR,
             deltas_since_full: DELTAS_PER_FULL,
             deleted_since_full: Vec::new(),
+            deleted_written: 0,
             bytes_since_checkpoint: 0,
             reserve_gc,
             reserve_maintenance,
@@ -345,6 +351,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         self.log.mount_done();
         let uncommitted = self.scan(scan_from, head_valid_end)?;
+        self.resolve_stubs()?;
         let cut = self.note_cut_waste(uncommitted, head_valid_end);
         // A build without long-term memory cannot collect memory records
         // (that needs a memory compaction): it refuses such a store before
@@ -398,7 +405,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Sectors collected after the checkpoint was written hold nothing
         // live: free again, as the running store had them.
         if self.mount_report.from_checkpoint {
-            self.release_dead_tail();
+            self.release_dead_tail()?;
         }
         if cut || self.mount_report.sealed_head || !self.mount_report.from_checkpoint {
             // Record the recovered state, so that the next mount reads the

@@ -33,6 +33,7 @@ use crate::error::{Error, Fail};
 use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
+use crate::session::{DIR_NONE, DIR_STUB, DIR_STUB_BASE};
 use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
 use crate::store::memory::{
     MEM_ACCESS, MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN,
@@ -124,11 +125,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         oldest: sector_seq,
                         size,
                         dirty: true,
+                        dir: DIR_NONE,
                     };
-                    Self::upsert_session(&mut self.sessions, s)?;
+                    Self::upsert_session(&mut self.sessions, &mut self.dir, s)?;
                     return Ok(());
                 }
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                self.warm_uid(uid)?;
                 if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
                     // A batch whose back pointer does not lead to the head is
                     // damaged (or follows a damaged one): it still becomes the
@@ -147,7 +150,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // pointers to it and recover the name there, or the
                     // whole session is lost.
                     let s = self.adopt(addr, &meta, sector_seq)?;
-                    Self::upsert_session(&mut self.sessions, s)?;
+                    Self::upsert_session(&mut self.sessions, &mut self.dir, s)?;
                 }
             }
             SESSION_BASE => {
@@ -160,21 +163,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     .stream_advance(addr + CHUNK_HEADER_LEN, BASE_FIXED);
                 self.log.io().read_stream(at, &mut id[..n])?;
                 self.next_uid = self.next_uid.max(b.fixed.uid.wrapping_add(1));
+                self.warm_uid(b.fixed.uid)?;
                 // A base is written for a session that exists: its name is
                 // the one the table has (the base's copy is not trusted
-                // unchecked); a base for an unknown session is damage.
+                // unchecked); a base for an unknown session is damage. A
+                // cold session's name is checked once the directory's
+                // entry is read.
                 let Some(known) = self.sessions.iter().find(|x| x.uid == b.fixed.uid) else {
                     // A session base for no known session.
                     return Err(Skip);
                 };
-                if known.id_hash != fnv1a32(&id[..n]) || known.id_len as usize != n {
+                let stub = matches!(known.dir, DIR_STUB | DIR_STUB_BASE);
+                let (id_hash, id_len) = match stub {
+                    true => (fnv1a32(&id[..n]), n as u8),
+                    false => (known.id_hash, known.id_len),
+                };
+                if id_hash != fnv1a32(&id[..n]) || id_len as usize != n {
                     // A session base names another session.
                     return Err(Skip);
                 }
                 let s = Session {
                     uid: b.fixed.uid,
-                    id_hash: known.id_hash,
-                    id_len: known.id_len,
+                    id_hash,
+                    id_len,
                     flags: b.fixed.flags,
                     records: b.fixed.count as u16,
                     chain: 0,
@@ -184,8 +195,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     oldest: b.fixed.oldest,
                     size: b.fixed.size,
                     dirty: true,
+                    dir: if stub { DIR_STUB_BASE } else { DIR_NONE },
                 };
-                Self::upsert_session(&mut self.sessions, s)?;
+                Self::upsert_session(&mut self.sessions, &mut self.dir, s)?;
             }
             MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED | MEM_INDEX => {
                 self.mem_apply(addr, h, sector_seq)?
@@ -215,7 +227,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let uid = u32::from_le_bytes(b);
                 if h.kind == SESSION_DELETE {
                     self.remove_uid(uid);
-                } else if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                    return Ok(());
+                }
+                self.warm_uid(uid)?;
+                if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
                     s.flags |= FLAG_BLOCKED;
                     s.dirty = true;
                 }
@@ -226,19 +241,53 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Puts `s` in `sessions` (the table) in place of the session with its uid,
-    /// else at the end.
+    /// else at the end, in place of a clean one if the table is full.
     #[inline(never)]
     pub(super) fn upsert_session(
         sessions: &mut Vec<Session, MAX_SESSIONS>,
+        dir: &mut super::directory::Dir,
         s: Session,
     ) -> Result<(), Fail<F::Error>> {
+        dir.forget(s.uid);
         match sessions.iter_mut().find(|x| x.uid == s.uid) {
             Some(x) => *x = s,
-            None => sessions
-                .push(s)
-                .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?,
+            None => {
+                if !super::directory::free_slot(sessions, dir) {
+                    return Err(Error::TooManySessions { max: MAX_SESSIONS });
+                }
+                sessions
+                    .push(s)
+                    .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?
+            }
         }
         Ok(())
+    }
+
+    /// Mount: a session that the batch at hand changes, cold in the
+    /// directory, gets a stub in the table that gathers what the batches
+    /// after the checkpoint change; one pass over the directory at the end
+    /// of the scan fills the stubs in (`resolve_stubs`), so that a mount
+    /// reads the directory once, not once a session.
+    fn warm_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
+        if self.sessions.iter().any(|s| s.uid == uid) || !self.may_be_cold(uid) {
+            return Ok(());
+        }
+        let stub = Session {
+            uid,
+            id_hash: 0,
+            id_len: 0,
+            flags: 0,
+            records: 0,
+            chain: 0,
+            head: NO_ADDR,
+            root: NO_ADDR,
+            root_is_base: false,
+            oldest: u32::MAX,
+            size: 0,
+            dirty: true,
+            dir: DIR_STUB,
+        };
+        Self::upsert_session(&mut self.sessions, &mut self.dir, stub)
     }
 
     /// The session of a sound batch at `addr` (meta `meta`) whose uid the
@@ -264,6 +313,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             oldest: sector_seq,
             size: meta.bodies_len() + u32::from(meta.fixed.count),
             dirty: true,
+            dir: DIR_NONE,
         };
         let mut id = [0u8; MAX_SESSION_ID_BYTES];
         for _ in 0..CHAIN_MAX {

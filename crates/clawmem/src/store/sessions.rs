@@ -47,13 +47,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.sessions.iter().position(|s| s.uid == uid)
     }
 
-    /// Drops the session with `uid` from the table (after its deletion
-    /// committed, or at mount) and notes it for the next delta checkpoint.
-    pub(super) fn remove_uid(&mut self, uid: u32) {
+    /// Drops the session with `uid` from the table and the directory
+    /// (after its deletion committed, or at mount) and notes it for the
+    /// next checkpoint. `false` if RAM could not note it (see
+    /// [`note_deleted`](Self::note_deleted)).
+    pub(super) fn remove_uid(&mut self, uid: u32) -> bool {
+        // Noted first: until it is, a session that left the table counts
+        // as one the directory holds.
+        let noted = self.note_deleted(uid);
         if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
             self.sessions.swap_remove(i);
         }
-        self.note_deleted(uid);
+        noted
     }
 
     /// Checks a session id against the configured length.
@@ -73,8 +78,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Where the session named `id` is in the table, comparing the name on
-    /// flash (corrected when a first batch damaged at rest allows it).
+    /// flash (corrected when a first batch damaged at rest allows it); a
+    /// cold one is brought in from the directory. The session found is the
+    /// one the operation works on: the table keeps it until the next
+    /// lookup.
     pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Fail<F::Error>> {
+        let found = match self.find_hot(id)? {
+            Some(i) => Some(i),
+            None => self.find_cold(super::directory::Want::Id(id), true)?,
+        };
+        self.pinned = found.map_or(NO_ADDR, |i| self.sessions[i].uid);
+        Ok(found)
+    }
+
+    /// [`find`](Self::find) in the table alone.
+    fn find_hot(&mut self, id: &str) -> Result<Option<usize>, Fail<F::Error>> {
         let hash = fnv1a32(id.as_bytes());
         for i in 0..self.sessions.len() {
             let s = self.sessions[i];
@@ -123,9 +141,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }))
     }
 
-    /// Number of sessions stored.
+    /// Number of sessions stored: those in the RAM table and those only
+    /// on flash.
     pub fn session_count(&self) -> usize {
-        self.sessions.len()
+        self.sessions.len() + self.cold_count() as usize
     }
 
     /// Calls `f` with the id of every session. Returns how many sessions
@@ -136,8 +155,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         mut f: impl FnMut(&str, SessionInfo),
     ) -> Result<usize, Error<F::Error>> {
         let mut lost = 0;
-        for i in 0..self.sessions.len() {
-            let s = self.sessions[i];
+        // The table's sessions, then the directory's others.
+        let mut cold = super::directory::ColdCursor::new(&self.dir);
+        let mut i = 0;
+        loop {
+            let s = match self.sessions.get(i) {
+                Some(s) => *s,
+                None => match self.cold_next(&mut cold)? {
+                    Some((s, _)) => s,
+                    None => break,
+                },
+            };
+            i += 1;
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
             let Some(n) = self.session_id(&s, &mut buf)? else {
                 lost += 1;
@@ -241,8 +270,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let i = self.index_of(uid).ok_or(Fail::NotFound)?;
                 self.rewrite_base(i, Keep::All, None, Embed::None, Priority::History)?;
             }
-        } else if self.sessions.is_full() {
-            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+        } else {
+            // A new session: a slot in the table (a clean session goes
+            // cold, after a checkpoint if none is), and no more than a
+            // checkpoint can count.
+            if self.session_count() >= usize::from(u16::MAX) {
+                return Err(Error::TooManySessions {
+                    max: usize::from(u16::MAX),
+                });
+            }
+            self.pinned = NO_ADDR;
         }
         // Room first: collecting garbage may relocate this session, which
         // moves its head.
@@ -253,7 +290,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let meta_max = crate::session::BATCH_FIXED as usize + id_len + records.len() * 6;
         let bodies: usize = records.iter().map(|r| r.body.len()).sum();
-        self.prepare_write((meta_max + bodies) as u32, Priority::History)?;
+        let len = (meta_max + bodies) as u32;
+        self.prepare_write(len, Priority::History)?;
+        // A new session's slot in the table: a clean session goes cold (room
+        // made may have brought cold ones in, clean). If every slot holds a
+        // changed session, a checkpoint makes them clean, with room for it
+        // and the batch together first, so that a refused append leaves
+        // nothing behind.
+        for attempt in 0..3 {
+            if found.is_some() || self.take_slot() {
+                break;
+            }
+            if attempt == 2 {
+                return Err(Error::TooManySessions { max: MAX_SESSIONS });
+            }
+            self.ensure_room(len.saturating_add(self.checkpoint_len()), Priority::History)?;
+            self.clean_table(Priority::Maintenance)?;
+            self.prepare_write(len, Priority::History)?;
+        }
         // Garbage collection may have dropped a session damaged at rest,
         // which moves others in the table.
         let found = match found_uid {
@@ -305,6 +359,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     oldest: sector_seq,
                     size: total as u32,
                     dirty: true,
+                    dir: crate::session::DIR_NONE,
                 };
                 self.sessions
                     .push(s)
@@ -447,17 +502,30 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: each session's deletion is atomic on its own.
     pub fn clear_sessions(&mut self) -> Result<usize, Error<F::Error>> {
         let mut n = 0;
-        while let Some(s) = self.sessions.last() {
-            self.delete_uid(s.uid)?;
+        loop {
+            let uid = match self.sessions.last() {
+                Some(s) => s.uid,
+                // (A deletion may write a full checkpoint, a new directory:
+                // each cold one is looked for from the start.)
+                None => match self.cold_next(&mut super::directory::ColdCursor::new(&self.dir))? {
+                    Some((s, _)) => s.uid,
+                    None => break,
+                },
+            };
+            self.delete_uid(uid)?;
             n += 1;
         }
         Ok(n)
     }
 
-    /// Deletes the session with `uid`: its deletion record, then its entry.
+    /// Deletes the session with `uid`: its deletion record, then its entry
+    /// (a full checkpoint first if RAM could not note another deletion).
     fn delete_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
+        self.room_for_deletion()?;
         self.write_uid(SESSION_DELETE, uid)?;
-        self.remove_uid(uid);
+        if !self.remove_uid(uid) {
+            return Err(Error::LogicBug("a deletion RAM could not note"));
+        }
         Ok(())
     }
 

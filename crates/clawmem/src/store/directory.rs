@@ -1,0 +1,667 @@
+//! The session directory: sessions beyond the RAM table
+//! (`docs/FORMAT.md`, "Checkpoint" and "Mount").
+//!
+//! Owns: where a session is found that the RAM table (`Store<_, N>`) does
+//! not hold. The table is a working set; every session lives on flash, and
+//! the directory is the newest full checkpoint with the deltas written after
+//! it (`checkpoint.rs`), which list every session at the time each was
+//! written. A session in the table is *hot*; one the directory holds and the
+//! table does not is *cold*. The table lets a hot session go (it turns cold)
+//! only when it is *clean*: unchanged since the checkpoint that holds its
+//! newest version. When every entry is changed and a slot is needed, a
+//! checkpoint is written first, which makes them clean.
+//!
+//! What RAM keeps of the cold sessions, in a few words: which cold sessions
+//! have their newest version in a delta (`delta_cold`, bounded; a full
+//! checkpoint empties it), the deletions since the full checkpoint
+//! (`Store::deleted_since_full`, bounded likewise), the number of sessions
+//! the full checkpoint lists and the uid it was written at, and bounds on
+//! the cold sessions' oldest sector and largest index (for garbage
+//! collection and the reserve). The number of cold sessions follows from
+//! those ([`cold_count`](Store::cold_count)): every live session whose uid
+//! is below the full checkpoint's next uid is in it.
+//!
+//! A cold session is found by reading the directory in one pass: the deltas
+//! newest first, for the sessions of `delta_cold`, then the full checkpoint,
+//! skipping the sessions that are hot, deleted or have a newer version in a
+//! delta. Garbage collection brings the cold sessions nearest the tail into
+//! the table before it weighs or makes a release
+//! ([`warm`](Store::warm)), in place of clean ones farther from it.
+//!
+//! Invariants: a session is hot or cold, never both; a clean hot session's
+//! newest version is in the directory where its `dir` says; `delta_cold`
+//! and the deletions are disjoint from the table and each other; the number
+//! of changed sessions never exceeds the table, so a mount, which replays
+//! the changes since the newest checkpoint, can hold them all.
+//!
+//! Power loss: the directory is only read here. A checkpoint written to free
+//! a slot is an ordinary checkpoint (see `checkpoint.rs`); until it commits
+//! the previous directory stands, and a mount replays the changes after it.
+
+use core::borrow::BorrowMut;
+
+use embedded_storage::nor_flash::NorFlash;
+use heapless::Vec;
+
+use super::checkpoint::{CKPT_DELTA, CKPT_DELTA_WASTE, CKPT_FULL_WASTE};
+use super::checkpoint::{CKPT_DELTA_FIXED, CKPT_FIXED, CKPT_WASTE, DELTAS_PER_FULL};
+use super::{Priority, Store, Work};
+use crate::error::{Error, Fail};
+use crate::layout::NO_ADDR;
+use crate::layout::{u16_at, u32_at, CHUNK_HEADER_LEN};
+use crate::log::Io;
+use crate::naming::fnv1a32;
+use crate::session::{Session, DIR_DELTA, DIR_FULL, DIR_STUB, DIR_STUB_BASE};
+use crate::session::{MAX_SESSION_ID_BYTES, SESSION_ENCODED};
+
+/// Cold sessions whose newest version is in a delta checkpoint that RAM
+/// can name; more make the next checkpoint that frees a slot a full one.
+pub(crate) const DELTA_COLD_MAX: usize = 32;
+
+/// Checkpoints in the directory: the full one and its deltas.
+const CHAIN_CAP: usize = DELTAS_PER_FULL as usize + 1;
+
+/// What RAM keeps of the directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Dir {
+    /// The full checkpoint, then each delta written after it, oldest first.
+    chain: [u32; CHAIN_CAP],
+    len: u8,
+    /// Sessions the full checkpoint lists.
+    full_count: u32,
+    /// The next uid when it was written: every session made before it and
+    /// still live is in it.
+    full_next_uid: u32,
+    /// Cold sessions whose newest version is in a delta.
+    delta_cold: Vec<u32, DELTA_COLD_MAX>,
+    /// At most the oldest sector sequence of any cold session (`u32::MAX`
+    /// when none may be older than anything).
+    pub(super) cold_oldest: u32,
+    /// At least the largest index a compaction of a cold session writes.
+    pub(super) cold_index_max: u32,
+}
+
+impl Dir {
+    /// No directory: every session is in the table.
+    pub(crate) const EMPTY: Dir = Dir {
+        chain: [0; CHAIN_CAP],
+        len: 0,
+        full_count: 0,
+        full_next_uid: 0,
+        delta_cold: Vec::new(),
+        cold_oldest: u32::MAX,
+        cold_index_max: 0,
+    };
+
+    /// A full checkpoint at `addr` listing `count` sessions, written when
+    /// the next uid was `next_uid`, is the directory now.
+    pub(super) fn set_full(&mut self, addr: u32, count: u32, next_uid: u32) {
+        self.chain[0] = addr;
+        self.len = 1;
+        self.full_count = count;
+        self.full_next_uid = next_uid;
+        self.delta_cold.clear();
+    }
+
+    /// A delta at `addr` follows the directory's checkpoints. `false` if
+    /// the chain is longer than a full checkpoint allows (a logic error:
+    /// the writer makes the next one full first).
+    pub(super) fn push_delta(&mut self, addr: u32) -> bool {
+        match (self.len as usize) < CHAIN_CAP && self.len > 0 {
+            true => {
+                self.chain[self.len as usize] = addr;
+                self.len += 1;
+                true
+            }
+            false => false,
+        }
+    }
+
+    /// The full checkpoint, then each delta after it.
+    pub(super) fn chain(&self) -> &[u32] {
+        &self.chain[..self.len as usize]
+    }
+
+    /// Forgets the directory: the table holds every session (mount, when
+    /// what the checkpoints say cannot be followed).
+    pub(super) fn clear(&mut self) {
+        *self = Dir::EMPTY;
+    }
+
+    /// Whether `uid` is cold with its newest version in a delta.
+    fn in_delta_cold(&self, uid: u32) -> bool {
+        self.delta_cold.contains(&uid)
+    }
+
+    /// Drops `uid` from the delta-version cold sessions (it is hot or
+    /// deleted now).
+    pub(super) fn forget(&mut self, uid: u32) {
+        if let Some(k) = self.delta_cold.iter().position(|&u| u == uid) {
+            self.delta_cold.swap_remove(k);
+        }
+    }
+
+    /// Notes a session that turned cold: its sector and index bounds, and
+    /// where its newest version is. `false` if it is a delta version and
+    /// RAM cannot name another (the caller keeps it hot).
+    fn note_cold(&mut self, s: &Session) -> bool {
+        if s.dir == DIR_DELTA && self.delta_cold.push(s.uid).is_err() {
+            return false;
+        }
+        self.cold_oldest = self.cold_oldest.min(s.oldest);
+        self.cold_index_max = self.cold_index_max.max(super::gc::index_len(s));
+        true
+    }
+
+    /// Notes a cold session met while reading the directory (mount).
+    pub(super) fn note_unloaded(&mut self, s: &Session) {
+        self.cold_oldest = self.cold_oldest.min(s.oldest);
+        self.cold_index_max = self.cold_index_max.max(super::gc::index_len(s));
+    }
+}
+
+/// What a lookup in the directory wants.
+#[derive(Clone, Copy)]
+pub(super) enum Want<'a> {
+    /// The session with this name.
+    Id(&'a str),
+    /// The session with this uid.
+    Uid(u32),
+}
+
+/// A pass over the cold sessions of the directory, one entry at a time:
+/// first the delta versions (the deltas newest first, each session of
+/// `delta_cold` at its newest), then the full checkpoint's entries that
+/// are not hot, deleted or in a delta.
+pub(super) struct ColdCursor {
+    /// Checkpoints of the chain left to read, counted from the newest
+    /// delta down to the full one (index 0), plus one: 0 is done.
+    next_k: u8,
+    /// The checkpoint being read (chain index).
+    k: u8,
+    /// Stream address of the next entry, and entries left in it.
+    at: u32,
+    left: u32,
+    /// Delta-version sessions already met (their newest version).
+    seen: Vec<u32, DELTA_COLD_MAX>,
+}
+
+/// The RAM state a [`ColdCursor`] reads past.
+pub(super) struct DirView<'a> {
+    pub dir: &'a Dir,
+    pub hot: &'a [Session],
+    pub deleted: &'a [u32],
+}
+
+impl DirView<'_> {
+    /// Whether the full checkpoint's entry for `uid` is the session's
+    /// newest version of a cold session.
+    fn cold_in_full(&self, uid: u32) -> bool {
+        !self.hot.iter().any(|s| s.uid == uid)
+            && !self.deleted.contains(&uid)
+            && !self.dir.in_delta_cold(uid)
+    }
+}
+
+impl ColdCursor {
+    /// A pass from the start.
+    pub(super) fn new(dir: &Dir) -> Self {
+        ColdCursor {
+            next_k: dir.len,
+            k: 0,
+            at: 0,
+            left: 0,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next cold session and where its version is ([`DIR_FULL`] or
+    /// [`DIR_DELTA`]); `None` at the end of the pass.
+    pub(super) fn next<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+        v: &DirView<'_>,
+    ) -> Result<Option<(Session, u8)>, Fail<F::Error>> {
+        loop {
+            if self.left == 0 {
+                if self.next_k == 0 {
+                    return Ok(None);
+                }
+                self.next_k -= 1;
+                // Deltas (chain indices len-1 down to 1) first, then the
+                // full checkpoint (index 0); no delta is read when no cold
+                // session has its version in one.
+                self.k = self.next_k;
+                if self.k > 0 && v.dir.delta_cold.is_empty() {
+                    continue;
+                }
+                let (at, count) = sessions_of(io, v.dir.chain[self.k as usize])?;
+                self.at = at;
+                self.left = count;
+                continue;
+            }
+            let mut b = [0u8; SESSION_ENCODED];
+            io.read_stream(self.at, &mut b)?;
+            self.at = io.stream_advance(self.at, SESSION_ENCODED as u32);
+            self.left -= 1;
+            let Some(s) = Session::decode(&b) else {
+                continue;
+            };
+            if self.k == 0 {
+                if v.cold_in_full(s.uid) {
+                    return Ok(Some((s, DIR_FULL)));
+                }
+            } else if v.dir.in_delta_cold(s.uid) && !self.seen.contains(&s.uid) {
+                // (`seen` holds as many as `delta_cold` can.)
+                let _ = self.seen.push(s.uid);
+                return Ok(Some((s, DIR_DELTA)));
+            }
+        }
+    }
+}
+
+/// The clean session the table lets go first: the one whose oldest sector
+/// is farthest from the tail, never `pinned` (the one the operation in
+/// progress works on); with `delta`, one whose version is in a delta too
+/// (when RAM can name it as cold).
+fn victim_in(sessions: &[Session], dir: &Dir, pinned: u32, delta: bool) -> Option<usize> {
+    let room = delta && !dir.delta_cold.is_full();
+    let mut best: Option<usize> = None;
+    for (i, s) in sessions.iter().enumerate() {
+        let ok = !s.dirty
+            && s.uid != pinned
+            && (s.dir == DIR_FULL || s.dir == DIR_DELTA && room)
+            && dir.len > 0;
+        if ok && best.is_none_or(|b| sessions[b].oldest < s.oldest) {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+/// Lets the clean session at `i` go cold.
+fn evict_in<const N: usize>(sessions: &mut Vec<Session, N>, dir: &mut Dir, i: usize) {
+    if dir.note_cold(&sessions[i]) {
+        sessions.swap_remove(i);
+    }
+}
+
+/// A free slot in a table being loaded (mount): a clean session goes
+/// cold. `false` if every one is changed.
+pub(super) fn free_slot<const N: usize>(sessions: &mut Vec<Session, N>, dir: &mut Dir) -> bool {
+    if !sessions.is_full() {
+        return true;
+    }
+    match victim_in(sessions, dir, crate::layout::NO_ADDR, true) {
+        Some(i) => {
+            evict_in(sessions, dir, i);
+            !sessions.is_full()
+        }
+        None => false,
+    }
+}
+
+/// Where checkpoint `addr`'s session entries start (a stream address) and
+/// how many it has.
+pub(super) fn sessions_of<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+) -> Result<(u32, u32), Fail<F::Error>> {
+    let mut fixed = [0u8; CKPT_FIXED];
+    io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed)?;
+    let extra = match fixed[0] {
+        CKPT_FULL_WASTE => CKPT_WASTE,
+        CKPT_DELTA => CKPT_DELTA_FIXED,
+        CKPT_DELTA_WASTE => CKPT_WASTE + CKPT_DELTA_FIXED,
+        _ => 0,
+    };
+    let at = io.stream_advance(addr + CHUNK_HEADER_LEN, (CKPT_FIXED + extra) as u32);
+    Ok((at, u32::from(u16_at(&fixed, 2))))
+}
+
+/// The session count of the checkpoint at `addr` and the next uid it was
+/// written at.
+pub(super) fn count_and_next_uid<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+) -> Result<(u32, u32), Fail<F::Error>> {
+    let mut fixed = [0u8; CKPT_FIXED];
+    io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed)?;
+    Ok((u32::from(u16_at(&fixed, 2)), u32_at(&fixed, 4)))
+}
+
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Sessions the directory holds that the table does not: the full
+    /// checkpoint's, less those hot, deleted or with a newer version in a
+    /// delta, plus those whose newest version is in a delta.
+    pub(super) fn cold_count(&self) -> u32 {
+        let d = &self.dir;
+        let f = d.full_next_uid;
+        let below = |u: u32| u < f;
+        let hot = self.sessions.iter().filter(|s| below(s.uid)).count();
+        let deleted = self
+            .deleted_since_full
+            .iter()
+            .filter(|&&u| below(u))
+            .count();
+        let in_delta = d.delta_cold.iter().filter(|&&u| below(u)).count();
+        (d.full_count + d.delta_cold.len() as u32).saturating_sub((hot + deleted + in_delta) as u32)
+    }
+
+    /// The view a [`ColdCursor`] reads past.
+    fn dir_view(&self) -> DirView<'_> {
+        DirView {
+            dir: &self.dir,
+            hot: &self.sessions,
+            deleted: &self.deleted_since_full,
+        }
+    }
+
+    /// The next cold session of a pass.
+    pub(super) fn cold_next(
+        &mut self,
+        c: &mut ColdCursor,
+    ) -> Result<Option<(Session, u8)>, Fail<F::Error>> {
+        let view = DirView {
+            dir: &self.dir,
+            hot: &self.sessions,
+            deleted: &self.deleted_since_full,
+        };
+        c.next(&mut self.log.io(), &view)
+    }
+
+    /// Finds a cold session in the directory (one pass) and brings it into
+    /// the table; its index there.
+    pub(super) fn find_cold(
+        &mut self,
+        want: Want<'_>,
+        may_write: bool,
+    ) -> Result<Option<usize>, Fail<F::Error>> {
+        if self.dir.len == 0 || self.cold_count() == 0 {
+            return Ok(None);
+        }
+        if let Want::Uid(uid) = want {
+            // Only a session below the full checkpoint's next uid, or one
+            // with its version in a delta, can be cold.
+            let v = self.dir_view();
+            if !(uid < self.dir.full_next_uid && v.cold_in_full(uid) || self.dir.in_delta_cold(uid))
+            {
+                return Ok(None);
+            }
+        }
+        let (hash, len) = match want {
+            Want::Id(id) => (fnv1a32(id.as_bytes()), id.len()),
+            Want::Uid(_) => (0, 0),
+        };
+        let mut c = ColdCursor::new(&self.dir);
+        while let Some((s, dir)) = self.cold_next(&mut c)? {
+            let hit = match want {
+                Want::Uid(uid) => s.uid == uid,
+                Want::Id(id) => {
+                    s.id_hash == hash
+                        && usize::from(s.id_len) == len
+                        && self.id_matches(&s, id.as_bytes())?
+                }
+            };
+            if hit {
+                return self.admit(s, dir, may_write).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether the name of `s` on flash is `id` (corrected when damage at
+    /// rest allows it).
+    fn id_matches(&mut self, s: &Session, id: &[u8]) -> Result<bool, Fail<F::Error>> {
+        let mut buf = [0u8; MAX_SESSION_ID_BYTES];
+        Ok(
+            match super::sessions::session_id_in(&mut self.log, s, &mut buf)? {
+                Some(n) => &buf[..n] == id,
+                None => false,
+            },
+        )
+    }
+
+    /// Puts the cold session `s`, whose newest version is where `dir` says,
+    /// in the table, making room; its index there.
+    pub(super) fn admit(
+        &mut self,
+        mut s: Session,
+        dir: u8,
+        may_write: bool,
+    ) -> Result<usize, Fail<F::Error>> {
+        let full = self.dir.chain().first().copied();
+        // A session that leaves the delta versions RAM names makes room
+        // there for the one that goes cold in its place.
+        if self.sessions.is_full() && self.victim(true).is_none() && self.dir.in_delta_cold(s.uid) {
+            self.dir.forget(s.uid);
+            match self.victim(true) {
+                Some(i) => self.evict(i),
+                None => {
+                    let _ = self.dir.delta_cold.push(s.uid);
+                }
+            }
+        }
+        self.make_slot(may_write)?;
+        // The checkpoint written for a slot made room first, and the
+        // collection that may take brings cold sessions in (and relocates
+        // them): then the table's entry is the newest.
+        if let Some(i) = self.sessions.iter().position(|x| x.uid == s.uid) {
+            return Ok(i);
+        }
+        self.dir.forget(s.uid);
+        s.dirty = false;
+        // A full checkpoint written for the slot holds it now.
+        s.dir = match self.dir.chain().first().copied() == full {
+            true => dir,
+            false => DIR_FULL,
+        };
+        self.sessions
+            .push(s)
+            .map_err(|_| Fail::LogicBug("session table full after a slot was made"))?;
+        Ok(self.sessions.len() - 1)
+    }
+
+    /// A free slot in the table: a clean session goes cold (the one
+    /// farthest from the tail); if every one is changed, a checkpoint is
+    /// written first (`may_write`; a mount cannot, and answers
+    /// [`Error::TooManySessions`]).
+    pub(super) fn make_slot(&mut self, may_write: bool) -> Result<(), Fail<F::Error>> {
+        for attempt in 0..3 {
+            if !self.sessions.is_full() {
+                return Ok(());
+            }
+            if let Some(i) = self.victim(true) {
+                self.evict(i);
+                continue;
+            }
+            if !may_write || attempt == 2 {
+                break;
+            }
+            let p = match self.in_gc {
+                true => Priority::Gc,
+                false => Priority::Maintenance,
+            };
+            match attempt {
+                0 => self.clean_table(p)?,
+                _ => self.write_full_checkpoint(p)?,
+            }
+        }
+        if self.sessions.is_full() {
+            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+        }
+        Ok(())
+    }
+
+    /// The clean session the table lets go first ([`victim_in`]).
+    fn victim(&self, delta: bool) -> Option<usize> {
+        victim_in(&self.sessions, &self.dir, self.pinned, delta)
+    }
+
+    /// Writes a checkpoint that frees a slot of the table: a delta that
+    /// makes its changed sessions clean (each then has its version there)
+    /// when there are some and RAM can name one more as cold, else (or
+    /// without a directory) a full one, after which every session can go.
+    pub(super) fn clean_table(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
+        let dirty = self.sessions.iter().filter(|s| s.dirty).count();
+        // (Without a directory, RAM cannot let any session go before a full
+        // checkpoint makes one.)
+        match self.dir.len > 0 && dirty > 0 && !self.dir.delta_cold.is_full() {
+            true => self.write_checkpoint_with(p),
+            false => self.write_full_checkpoint(p),
+        }
+    }
+
+    /// A free slot in the table without writing: a clean session goes
+    /// cold if it is full. `false` if every one is changed.
+    pub(super) fn take_slot(&mut self) -> bool {
+        if !self.sessions.is_full() {
+            return true;
+        }
+        match self.victim(true) {
+            Some(i) => {
+                self.evict(i);
+                !self.sessions.is_full()
+            }
+            None => false,
+        }
+    }
+
+    /// Lets the clean session at `i` go cold ([`evict_in`]).
+    fn evict(&mut self, i: usize) {
+        evict_in(&mut self.sessions, &mut self.dir, i);
+    }
+
+    /// Learns the oldest sector and the largest index of the cold sessions
+    /// exactly, in one pass over the directory, bringing none in.
+    pub(super) fn learn_cold(&mut self) -> Result<(), Fail<F::Error>> {
+        self.dir.cold_oldest = u32::MAX;
+        self.dir.cold_index_max = 0;
+        let mut c = ColdCursor::new(&self.dir);
+        while let Some((s, _)) = self.cold_next(&mut c)? {
+            self.dir.note_unloaded(&s);
+        }
+        Ok(())
+    }
+
+    /// Brings the cold sessions nearest the tail into the table, in place
+    /// of clean ones whose oldest sector is farther from it, and learns the
+    /// oldest sector of the cold sessions left exactly. One pass over the
+    /// directory; nothing is written.
+    pub(super) fn warm(&mut self) -> Result<(), Fail<F::Error>> {
+        if self.dir.len == 0 || self.cold_count() == 0 {
+            self.dir.cold_oldest = u32::MAX;
+            self.dir.cold_index_max = 0;
+            return Ok(());
+        }
+        self.dir.cold_oldest = u32::MAX;
+        self.dir.cold_index_max = 0;
+        let mut c = ColdCursor::new(&self.dir);
+        while let Some((s, dir)) = self.cold_next(&mut c)? {
+            // While the deltas are read, only a session whose version is
+            // in the full checkpoint may go cold: the pass has read past
+            // the newer versions of the others.
+            let delta_phase = c.k > 0;
+            let slot = match self.sessions.is_full() {
+                false => true,
+                true => match self.victim(!delta_phase) {
+                    Some(i) if self.sessions[i].oldest > s.oldest => {
+                        self.evict(i);
+                        !self.sessions.is_full()
+                    }
+                    _ => false,
+                },
+            };
+            if slot {
+                self.dir.forget(s.uid);
+                let mut s = s;
+                s.dirty = false;
+                s.dir = dir;
+                let _ = self.sessions.push(s);
+            } else {
+                self.dir.note_unloaded(&s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `uid`, not in the table, may be a cold session of the
+    /// directory.
+    pub(super) fn may_be_cold(&self, uid: u32) -> bool {
+        self.dir.len > 0
+            && (uid < self.dir.full_next_uid && !self.deleted_since_full.contains(&uid)
+                || self.dir.in_delta_cold(uid))
+    }
+
+    /// Mount: fills in the stubs the scan made for cold sessions (see
+    /// `replay.rs`, `warm_uid`) from the directory, in one pass (its deltas
+    /// newest first, then the full checkpoint: the first entry met is a
+    /// session's newest). A stub's batches add to the entry; a stub's base
+    /// replaces it if it names the same session. A stub the directory does
+    /// not hold (damage at rest) is dropped with what it gathered.
+    pub(super) fn resolve_stubs(&mut self) -> Result<(), Fail<F::Error>> {
+        let stub = |s: &Session| matches!(s.dir, DIR_STUB | DIR_STUB_BASE);
+        if !self.sessions.iter().any(stub) {
+            return Ok(());
+        }
+        let len = self.dir.len as usize;
+        for n in 0..len {
+            // Newest delta first, the full checkpoint last.
+            let k = len - 1 - n;
+            let (mut at, count) = sessions_of(&mut self.log.io(), self.dir.chain[k])?;
+            let loc = if k == 0 { DIR_FULL } else { DIR_DELTA };
+            for _ in 0..count {
+                if !self.sessions.iter().any(stub) {
+                    return Ok(());
+                }
+                let mut b = [0u8; SESSION_ENCODED];
+                self.log.io().read_stream(at, &mut b)?;
+                at = self.log.io().stream_advance(at, SESSION_ENCODED as u32);
+                let Some(e) = Session::decode(&b) else {
+                    continue;
+                };
+                let Some(x) = self.sessions.iter_mut().find(|x| x.uid == e.uid && stub(x)) else {
+                    continue;
+                };
+                *x = match x.dir {
+                    DIR_STUB => Session {
+                        head: if x.head == NO_ADDR { e.head } else { x.head },
+                        records: e.records.saturating_add(x.records),
+                        size: e.size.saturating_add(x.size),
+                        chain: e.chain.saturating_add(x.chain),
+                        flags: e.flags | x.flags,
+                        ..e
+                    },
+                    // A base that names another session is damage: the
+                    // directory's entry stands.
+                    _ if x.id_hash != e.id_hash || x.id_len != e.id_len => e,
+                    _ => *x,
+                };
+                x.dirty = true;
+                x.dir = loc;
+            }
+        }
+        // Stubs the directory does not hold.
+        self.sessions.retain(|s| !stub(s));
+        Ok(())
+    }
+
+    /// Puts the table in uid order (an insertion sort: the table is small
+    /// and mostly in order already), so that what garbage collection
+    /// decides does not depend on the order sessions came into it.
+    pub(super) fn sort_table(&mut self) {
+        let t = &mut self.sessions;
+        for i in 1..t.len() {
+            let mut j = i;
+            while j > 0 && t[j - 1].uid > t[j].uid {
+                t.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+    }
+
+    /// Whether any cold session may still use sector `seq` or an older one.
+    pub(super) fn cold_reaches(&self, seq: u32) -> bool {
+        self.dir.cold_oldest <= seq && self.cold_count() > 0
+    }
+}
