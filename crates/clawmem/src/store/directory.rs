@@ -647,9 +647,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Puts the table in uid order (an insertion sort: the table is small
-    /// and mostly in order already), so that what garbage collection
-    /// decides does not depend on the order sessions came into it.
+    /// and mostly in order already) while it does not hold every session,
+    /// so that what garbage collection decides does not depend on the order
+    /// sessions came into it.
     pub(super) fn sort_table(&mut self) {
+        // (A table that holds every session was filled the same way by a
+        // running store and a remounted one: left in its order.)
+        if self.cold_count() == 0 {
+            return;
+        }
         let t = &mut self.sessions;
         for i in 1..t.len() {
             let mut j = i;
