@@ -370,6 +370,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         c.next(&mut self.log.io(), &view)
     }
 
+    /// The next session of a pass over every one: the table's (counted by
+    /// `i`), then the directory's others (`cold`).
+    pub(super) fn next_session(
+        &mut self,
+        i: &mut usize,
+        cold: &mut ColdCursor,
+    ) -> Result<Option<Session>, Fail<F::Error>> {
+        if let Some(s) = self.sessions.get(*i) {
+            *i += 1;
+            return Ok(Some(*s));
+        }
+        Ok(self.cold_next(cold)?.map(|(s, _)| s))
+    }
+
     /// Finds a cold session in the directory (one pass) and brings it into
     /// the table; its index there.
     pub(super) fn find_cold(

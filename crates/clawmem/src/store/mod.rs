@@ -273,15 +273,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The table's sessions, then the directory's others.
         let mut cold = directory::ColdCursor::new(&self.dir);
         let mut i = 0;
-        loop {
-            let s = match self.sessions.get(i) {
-                Some(s) => *s,
-                None => match self.cold_next(&mut cold)? {
-                    Some((s, _)) => s,
-                    None => break,
-                },
-            };
-            i += 1;
+        while let Some(s) = self.next_session(&mut i, &mut cold)? {
             if s.oldest < self.log.tail_seq() || s.oldest > self.log.head_seq() {
                 return Err(Error::Corrupted {
                     address: s.root,

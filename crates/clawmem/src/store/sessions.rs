@@ -158,15 +158,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The table's sessions, then the directory's others.
         let mut cold = super::directory::ColdCursor::new(&self.dir);
         let mut i = 0;
-        loop {
-            let s = match self.sessions.get(i) {
-                Some(s) => *s,
-                None => match self.cold_next(&mut cold)? {
-                    Some((s, _)) => s,
-                    None => break,
-                },
-            };
-            i += 1;
+        while let Some(s) = self.next_session(&mut i, &mut cold)? {
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
             let Some(n) = self.session_id(&s, &mut buf)? else {
                 lost += 1;
