@@ -23,7 +23,7 @@
 #define CLAWMEM_MAX_SESSIONS 128
 
 // 64-bit words of a [`clawmem_store_t`] (its size is this times 8).
-#define CLAWMEM_STORE_WORDS 2432
+#define CLAWMEM_STORE_WORDS 2560
 
 // Most labels one recall takes.
 #define CLAWMEM_RECALL_MAX_LABELS 16

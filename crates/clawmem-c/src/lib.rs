@@ -46,7 +46,7 @@ use flash::{CFlash, CFlashError};
 /// Sessions a store keeps in its RAM table.
 pub const CLAWMEM_MAX_SESSIONS: u32 = 128;
 /// 64-bit words of a [`clawmem_store_t`] (its size is this times 8).
-pub const CLAWMEM_STORE_WORDS: u32 = 2432;
+pub const CLAWMEM_STORE_WORDS: u32 = 2560;
 /// Most labels one recall takes.
 pub const CLAWMEM_RECALL_MAX_LABELS: u32 = 16;
 
