@@ -18,9 +18,9 @@
 //! collects their sector (the cut waste, which mount measures and
 //! checkpoints carry). Every write but a collection's leaves one sector
 //! more free, the cut slack ([`CUT_SLACK`]); a store recovered from a cut
-//! uses it, and counts the waste as room when it weighs a collection's
-//! cost, until the tail passes the waste. So a store cut near full takes
-//! the writes the uncut store would have taken.
+//! uses it, and does not hold collection to the copy limit, until the tail
+//! passes the waste. So a store cut near full takes the writes the uncut
+//! store would have taken.
 //!
 //! Releasing the tail: what lives there is known without reading it (each
 //! session records the oldest sector it still uses, each object its own
@@ -229,22 +229,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The release must fit the room before it: a copy is written before
     /// its original is released.
     ///
-    /// After a power cut, the bytes the cut spent ([`cut_waste_now`]
-    /// (Self::cut_waste_now)) count as room in the cost check until the
-    /// ring collects them: whether cleaning is cheap enough is decided as
-    /// the uncut store decided it, which a cut's bytes would otherwise tip
-    /// over. A second run without them, and without the cost limit, checks
-    /// that the room is really there.
+    /// After a power cut, until the ring collects what the cut spent
+    /// ([`cut_waste_now`](Self::cut_waste_now)), the run only checks that
+    /// the room is there, without the copy limit. Whether cleaning is cheap
+    /// enough depends on how the collections before were split: the uncut
+    /// store may have weighed a run of live tail sectors together with the
+    /// cheap ones before them, in one collection that the cut broke in two,
+    /// and the recovered store, its cheap sectors spent, would meet the
+    /// live ones alone and refuse what the uncut store took. The limit is
+    /// lifted for less than one pass of the ring (the tail reaches the
+    /// cut's sectors within it), in which a record's body is copied at most
+    /// once, so it costs at most the copying one pass of collection does.
     ///
     /// `None` if the run would meet a cold session (one the table does not
     /// hold): what it costs is not known in RAM.
     #[inline(never)]
     fn collectable(&self, len: u32, reserve: u32) -> Option<bool> {
-        let credit = u64::from(self.cut_waste_now().0);
-        Some(
-            self.dry_run(len, reserve, credit, true)?
-                && (credit == 0 || self.dry_run(len, reserve, 0, false)?),
-        )
+        self.dry_run(len, reserve, self.cut_waste_now().0 == 0)
     }
 
     /// [`collectable`](Self::collectable), bringing the cold sessions
@@ -267,14 +268,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(false)
     }
 
-    /// [`collectable`](Self::collectable)'s run, with `credit` bytes of
-    /// room beside what the ring has, and the cost limit if `limited`.
-    fn dry_run(&self, len: u32, reserve: u32, credit: u64, limited: bool) -> Option<bool> {
+    /// [`collectable`](Self::collectable)'s run, with the cost limit if
+    /// `limited`.
+    fn dry_run(&self, len: u32, reserve: u32, limited: bool) -> Option<bool> {
         let geo = self.log.geo();
         let unit = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
         let want = u64::from(len) + u64::from(reserve + 1) * unit;
         let tail = self.log.tail_seq();
-        let mut room = self.room_bytes() + credit;
+        let mut room = self.room_bytes();
         let room0 = room;
         let mut copied = 0u64;
         // Cleaning that would copy more than `COPY_LIMIT` bytes for each

@@ -136,8 +136,8 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     /// Ring bytes the last mount found spent by a write that power cut
     /// (an uncommitted batch, a torn chunk, a sealed head's rest), and
     /// the sequence of the head sector then: until the tail passes that
-    /// sector, collection's cost check counts them as room, as the uncut
-    /// store had it (`gc.rs`, `collectable`).
+    /// sector, the store uses the cut slack and collection is not held to
+    /// the copy limit (`gc.rs`, `collectable`).
     cut_waste: u32,
     cut_waste_seq: u32,
     /// Where the newest version of each stored object is.

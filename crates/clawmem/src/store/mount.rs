@@ -583,9 +583,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Mount: what a cut spent at the head, from the first chunk of a
     /// batch left uncommitted (else the torn chunk, or a sealed head's
     /// sound end) to the write position. Those bytes come back only when
-    /// the ring collects their sectors; until then collection's cost check
-    /// counts them as room, so that a store cut near full decides `Full`
-    /// as the uncut store would (`gc.rs`, `collectable`).
+    /// the ring collects their sectors; until then the store uses the cut
+    /// slack and collection is not held to the copy limit, so that a store
+    /// cut near full takes what the uncut store took (`gc.rs`,
+    /// `collectable`).
     /// They add to what earlier cuts spent, if the ring has not collected
     /// that yet (the checkpoint loaded says). `true` if a cut spent any.
     fn note_cut_waste(&mut self, uncommitted: Option<u32>, head_valid_end: u32) -> bool {
