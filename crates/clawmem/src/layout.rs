@@ -270,7 +270,11 @@ impl Geometry {
 }
 
 /// A decoded sector header.
+///
+/// `repr(u32)` (RAM layout only): a word tag keeps the fields word aligned,
+/// which makes the code that passes one around smaller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
 pub(crate) enum SectorHeader {
     /// Every header byte is 0xFF: the sector is (or looks) erased.
     Erased,
@@ -338,7 +342,11 @@ pub(crate) fn decode_sector_header(bytes: &[u8]) -> SectorHeader {
 }
 
 /// A decoded chunk header (its CRC is checked separately, over the payload).
+///
+/// `repr(C)` (RAM layout only; the encoding is [`ChunkHeader::encode`]): the
+/// two bytes first, so that a `Result` carrying one copies whole words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct ChunkHeader {
     /// Record kind (`kind::*`).
     pub kind: u8,
