@@ -107,8 +107,9 @@ pub fn hash_hex(hash: u32) -> [u8; HASH_HEX_DIGITS] {
     out
 }
 
-/// Appends ASCII bytes to a string whose capacity the caller has checked.
-fn push_ascii<const N: usize>(target: &mut String<N>, bytes: &[u8]) {
+/// Appends ASCII bytes to a string whose capacity the caller has checked
+/// (a view: compiled once for every capacity).
+fn push_ascii(target: &mut heapless::string::StringView, bytes: &[u8]) {
     for &byte in bytes {
         // Capacity is exact by construction (const-asserted above); a failed
         // push could only drop bytes, never panic.
@@ -120,12 +121,12 @@ fn push_ascii<const N: usize>(target: &mut String<N>, bytes: &[u8]) {
 pub fn safe_id(session_id: &str) -> String<SAFE_ID_MAX_BYTES> {
     let mut safe = String::new();
     if session_id.is_empty() {
-        push_ascii(&mut safe, EMPTY_SAFE_ID.as_bytes());
+        push_ascii(safe.as_mut_view(), EMPTY_SAFE_ID.as_bytes());
         return safe;
     }
     for &byte in session_id.as_bytes().iter().take(SAFE_ID_MAX_BYTES) {
         let kept = if is_safe_byte(byte) { byte } else { b'_' };
-        push_ascii(&mut safe, &[kept]);
+        push_ascii(safe.as_mut_view(), &[kept]);
     }
     safe
 }
@@ -133,10 +134,13 @@ pub fn safe_id(session_id: &str) -> String<SAFE_ID_MAX_BYTES> {
 /// The stem `s_<safe>_<hash>` shared by a session's three files.
 pub fn session_stem(session_id: &str) -> SessionStem {
     let mut stem = String::new();
-    push_ascii(&mut stem, b"s_");
-    push_ascii(&mut stem, safe_id(session_id).as_bytes());
-    push_ascii(&mut stem, b"_");
-    push_ascii(&mut stem, &hash_hex(fnv1a32(session_id.as_bytes())));
+    push_ascii(stem.as_mut_view(), b"s_");
+    push_ascii(stem.as_mut_view(), safe_id(session_id).as_bytes());
+    push_ascii(stem.as_mut_view(), b"_");
+    push_ascii(
+        stem.as_mut_view(),
+        &hash_hex(fnv1a32(session_id.as_bytes())),
+    );
     stem
 }
 
@@ -144,8 +148,8 @@ pub fn session_stem(session_id: &str) -> SessionStem {
 /// `s_chat_telegram_42_default_<hash>.log.idx`.
 pub fn session_file_name(session_id: &str, kind: SessionFileKind) -> SessionFileName {
     let mut name = String::new();
-    push_ascii(&mut name, session_stem(session_id).as_bytes());
-    push_ascii(&mut name, kind.suffix().as_bytes());
+    push_ascii(name.as_mut_view(), session_stem(session_id).as_bytes());
+    push_ascii(name.as_mut_view(), kind.suffix().as_bytes());
     name
 }
 
