@@ -317,6 +317,8 @@ impl<F: NorFlash> Log<F> {
     /// A log over `flash` before anything is known of its ring: the head
     /// sector `head`, writing at `write_pos`, the tail at `tail_seq`; no
     /// checkpoint, nothing written. Format and mount set the rest.
+    // Out of line: format and mount share it.
+    #[inline(never)]
     pub fn new(flash: F, geo: Geometry, head: u32, write_pos: u32, tail_seq: u32) -> Self {
         Log {
             flash,

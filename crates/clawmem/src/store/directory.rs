@@ -205,6 +205,8 @@ impl DirView<'_> {
 
 impl ColdCursor {
     /// A pass from the start.
+    // Out of line: eight callers.
+    #[inline(never)]
     pub(super) fn new(dir: &Dir) -> Self {
         ColdCursor {
             next_k: dir.len,
