@@ -95,8 +95,10 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # beyond the RAM table (a working set over the checkpoints' directory:
 # lookups, the collection that brings cold sessions in, the mount's stubs
 # filled in one pass, full checkpoints that copy the cold sessions), which
-# lets a table of 32 hold every session the flash does, 7,910 B.)
-bash scripts/firmware-size.sh --ceiling 93184
+# lets a table of 32 hold every session the flash does, 7,960 B. Lowered
+# from 93184 by a word-sized tag for Error and word-aligned chunk and
+# sector headers in RAM, 2,166 B.)
+bash scripts/firmware-size.sh --ceiling 91136
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of
