@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what clawmem's tests need on a fresh machine (rustup targets and
-# components; Debian's libcjson-dev) and runs them all:
-# format, lints, the whole test suite, the no_std builds of the core, and
+# components; Debian's libcjson-dev and libclang-dev) and runs them all:
+# format, lints, the whole test suite, compare and fill with the littlefs
+# peer (clawmem-sim's `littlefs` feature), the no_std builds of the core, and
 # the firmware example with its size report (scripts/firmware-size.sh), and
 # the engine on a Cortex-M4F under QEMU (scripts/qemu-replay.sh, which
 # installs qemu-system-arm itself), and the C API with its C tests
@@ -23,6 +24,11 @@ step "Debian packages the tests need"
 if [ ! -f /usr/include/cjson/cJSON.h ]; then
     apt_install libcjson-dev
 fi
+# libclang for bindgen: compare's esp-claw-littlefs peer builds littlefs's C
+# library through littlefs2 (clawmem-sim's `littlefs` feature).
+if ! dpkg -s libclang-dev >/dev/null 2>&1; then
+    apt_install libclang-dev
+fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -32,6 +38,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test"
 cargo test --workspace
+
+step "compare and fill against littlefs too (clawmem-sim's littlefs feature)"
+cargo clippy -p clawmem-sim --features littlefs --all-targets -- -D warnings
+cargo test -p clawmem-sim --features littlefs --test compare --test fill
 
 step "fuzz harnesses as tests (fuzz/, outside the workspace)"
 (cd fuzz && cargo test)
