@@ -208,35 +208,51 @@ fn bfcl_double_cuts() {
 /// (`--cut 2184`, each tear).
 #[test]
 fn bfcl_fill_cuts_cost_no_capacity() {
-    let bfcl = trace("bfcl-multi-turn.jsonl");
     for (preset, idle, cuts) in [
         (Preset::Esp32, false, 200),
         (Preset::Esp32, true, 40),
         (Preset::Esp32Encrypted, false, 60),
     ] {
-        let opts = TortureOptions {
-            preset,
-            size_bytes: Some(256 * 1024),
-            cuts: Cuts::Sample(cuts),
-            tears: TearKind::ALL.to_vec(),
-            fill: true,
-            idle,
-            seed: 0,
-            ..TortureOptions::default()
-        };
-        let r = torture(&bfcl, &opts, &mut |_, _| {}).expect("campaign runs");
-        println!("torture --fill --size 256K --cuts {cuts} ({preset:?}, idle {idle}):\n{r}");
-        let fill = r.fill.as_ref().expect("a fill summary");
-        assert!(fill.reached_full, "the workload fills the store: {r}");
-        // The clean run's only errors are the workload's refusals.
-        assert_eq!(r.clean_op_errors, fill.full_refusals as u64, "{r}");
+        let r = fill_cut_campaign(preset, None, idle, cuts, 0);
         assert!(r.runs == 3 * cuts && r.capacity_checks >= r.runs / 2, "{r}");
-        assert_eq!(
-            r.violations, 0,
-            "first: {:?}\n{:#?}",
-            r.first_violation, r.violation_messages
-        );
     }
+}
+
+/// A `torture --fill --size 256K` campaign of the BFCL multi-turn trace
+/// with every tear, checked as the fill campaigns all are: the workload
+/// fills the store, the clean run's only errors are its refusals, and no
+/// run breaks an invariant or the capacity check.
+fn fill_cut_campaign(
+    preset: Preset,
+    sessions: Option<usize>,
+    idle: bool,
+    cuts: u64,
+    seed: u64,
+) -> TortureReport {
+    let opts = TortureOptions {
+        preset,
+        size_bytes: Some(256 * 1024),
+        cuts: Cuts::Sample(cuts),
+        tears: TearKind::ALL.to_vec(),
+        fill: true,
+        idle,
+        sessions,
+        seed,
+        ..TortureOptions::default()
+    };
+    let r = torture(&trace("bfcl-multi-turn.jsonl"), &opts, &mut |_, _| {}).expect("campaign runs");
+    println!(
+        "torture --fill --size 256K --cuts {cuts} --seed {seed} ({preset:?}, sessions {sessions:?}, idle {idle}):\n{r}"
+    );
+    let fill = r.fill.as_ref().expect("a fill summary");
+    assert!(fill.reached_full, "the workload fills the store: {r}");
+    assert_eq!(r.clean_op_errors, fill.full_refusals as u64, "{r}");
+    assert_eq!(
+        r.violations, 0,
+        "first: {:?}\n{:#?}",
+        r.first_violation, r.violation_messages
+    );
+    r
 }
 
 /// Issue 15 item 2: sessions beyond the RAM table. The fill workload of
@@ -249,27 +265,7 @@ fn bfcl_fill_cuts_cost_no_capacity() {
 /// and takes every write the uncut store took.
 #[test]
 fn bfcl_fill_cuts_with_a_table_smaller_than_the_sessions() {
-    let bfcl = trace("bfcl-multi-turn.jsonl");
     for (idle, cuts) in [(false, 100), (true, 30)] {
-        let opts = TortureOptions {
-            size_bytes: Some(256 * 1024),
-            cuts: Cuts::Sample(cuts),
-            tears: TearKind::ALL.to_vec(),
-            fill: true,
-            idle,
-            sessions: Some(32),
-            seed: 1,
-            ..TortureOptions::default()
-        };
-        let r = torture(&bfcl, &opts, &mut |_, _| {}).expect("campaign runs");
-        println!("torture --fill --size 256K --sessions 32 --cuts {cuts} (idle {idle}):\n{r}");
-        let fill = r.fill.as_ref().expect("a fill summary");
-        assert!(fill.reached_full, "the workload fills the store: {r}");
-        assert_eq!(r.clean_op_errors, fill.full_refusals as u64, "{r}");
-        assert_eq!(
-            r.violations, 0,
-            "first: {:?}\n{:#?}",
-            r.first_violation, r.violation_messages
-        );
+        fill_cut_campaign(Preset::Esp32, Some(32), idle, cuts, 1);
     }
 }
