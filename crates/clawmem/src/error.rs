@@ -1,6 +1,17 @@
 //! The one error type of the crate, [`Error`], with the texts and the
 //! value it carries ([`SESSION_BLOCKED_WARNING`], [`UnknownLabelError`]), and
-//! [`EncodeError`], which the pure encoders return.
+//! [`EncodeError`], which the pure encoders return; and the engine's
+//! internal error, [`Fail`] (two words: a [`Why`] and a number, made with
+//! [`fail!`]), with [`Parked`], what a [`Fail`] could not carry, kept beside
+//! the flash until a public function builds the [`Error`] from both.
+//!
+//! Invariant: every public error says what it said when the engine passed
+//! whole [`Error`]s: the variant and its text are the [`Why`], one number
+//! rides in the [`Fail`], and the rest (the flash driver's error, a second
+//! number) is parked when the [`Fail`] is made and collected by
+//! [`Parked::error`] when the public function returns it. A parked part is
+//! overwritten by the next error that parks one, so it is always the
+//! newest error's.
 //!
 //! A leaf: it imports no module of the crate, so every layer can return it.
 
@@ -15,14 +26,14 @@ use core::fmt;
 /// ([`Error::NotFormatted`]).
 ///
 /// `L` is what [`Error::UnknownLabel`] carries: [`UnknownLabelError`] in
-/// every error a public function returns. Inside the engine it is
-/// [`NoLabel`], which no value has, so the error the engine passes from
-/// layer to layer stays a few words (the label and the labels there are
-/// would otherwise make every `Result` on every frame about 100 bytes).
+/// every error a public function returns; [`NoLabel`], which no value has,
+/// in an error that cannot be one. (The engine passes a two-word error of
+/// its own from layer to layer, and builds an `Error` only when a public
+/// function returns.)
 ///
 /// `repr(u32)` (layout only): a word-sized tag keeps every field word
-/// aligned, so passing an error up through `?` copies whole words instead
-/// of byte and half-word pieces (about 1.7 KiB less code on a Cortex-M4).
+/// aligned, so moving an error copies whole words instead of byte and
+/// half-word pieces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 #[repr(u32)]
@@ -110,9 +121,9 @@ impl<E, L> From<E> for Error<E, L> {
     }
 }
 
-/// What the engine's internal errors carry for an unknown label: nothing,
-/// since no internal error is one (only [`Store::memory_recall`] makes
-/// them, with the label, at the surface). No value of it exists.
+/// What an error that cannot be an unknown label carries for one: nothing
+/// (only [`Store::memory_recall`] makes an unknown-label error, with the
+/// label, at the surface). No value of it exists.
 ///
 /// [`Store::memory_recall`]: crate::Store::memory_recall
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,8 +135,252 @@ impl fmt::Display for NoLabel {
     }
 }
 
-/// The engine's internal error: [`Error`] without the unknown-label text.
-pub(crate) type Fail<E> = Error<E, NoLabel>;
+/// Which [`Error`] variant an engine error ([`Fail`]) becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// [`Error::Flash`]: the driver's error waits in [`Parked::flash`].
+    Flash,
+    /// [`Error::NotFormatted`].
+    NotFormatted,
+    /// [`Error::UnsupportedVersion`]: the detail is `found | supported << 16`.
+    UnsupportedVersion,
+    /// [`Error::Geometry`]: the detail is the sector, the write unit is
+    /// parked ([`Parked::limit`]).
+    Geometry,
+    /// [`Error::Corrupted`]: the detail is the address.
+    Corrupted,
+    /// [`Error::Full`]: the detail is the bytes needed, the bytes available
+    /// are parked ([`Parked::limit`]).
+    Full,
+    /// [`Error::TooLarge`]: size and limit are parked.
+    TooLarge,
+    /// [`Error::Blocked`].
+    Blocked,
+    /// [`Error::NotFound`].
+    NotFound,
+    /// [`Error::InvalidInput`].
+    InvalidInput,
+    /// [`Error::TooManySessions`]: the detail is the maximum.
+    TooManySessions,
+    /// [`Error::BufferTooSmall`]: the needed bytes are parked
+    /// ([`Parked::size`]).
+    BufferTooSmall,
+    /// [`Error::Config`] (made here only by a build without `memory`).
+    #[cfg_attr(feature = "memory", allow(dead_code))]
+    Config,
+    /// [`Error::LogicBug`].
+    LogicBug,
+}
+
+/// What an error site says: the kind and the text. One constant per site
+/// (the [`fail!`] macro makes it), so that a [`Fail`] points at it instead
+/// of carrying both.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Why {
+    /// The variant.
+    pub kind: Kind,
+    /// The text of a variant that has one (`what`), else empty.
+    pub what: &'static str,
+}
+
+/// The engine's internal error: two words, so that a `Result<(), Fail>`
+/// comes back in registers and `?` passes it on without copying a whole
+/// [`Error`] from frame to frame (about 20 bytes on a Cortex-M, and 290 or
+/// so `?` in the engine). What does not fit in the two words (the flash
+/// driver's error, a second number) waits in the store's [`Parked`] until
+/// the public function that returns it builds the [`Error`]
+/// ([`Parked::error`]): every public error carries what it carried before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fail {
+    why: &'static Why,
+    /// The one number of the variant (see [`Kind`]), else 0.
+    detail: u32,
+}
+
+/// A [`Fail`] of a kind with a text: `fail!(Corrupted, "what", address)`,
+/// `fail!(LogicBug, "what")`. The text is a constant.
+macro_rules! fail {
+    ($kind:ident, $what:expr) => {
+        $crate::error::Fail::of(
+            const {
+                &$crate::error::Why {
+                    kind: $crate::error::Kind::$kind,
+                    what: $what,
+                }
+            },
+            0,
+        )
+    };
+    ($kind:ident, $what:expr, $detail:expr) => {
+        $crate::error::Fail::of(
+            const {
+                &$crate::error::Why {
+                    kind: $crate::error::Kind::$kind,
+                    what: $what,
+                }
+            },
+            $detail,
+        )
+    };
+}
+pub(crate) use fail;
+
+/// The [`Why`] of a kind without a text.
+macro_rules! bare {
+    ($kind:ident) => {
+        const {
+            &Why {
+                kind: Kind::$kind,
+                what: "",
+            }
+        }
+    };
+}
+
+impl Fail {
+    /// Not found.
+    pub const NOT_FOUND: Fail = Fail::of(bare!(NotFound), 0);
+    /// The session is blocked.
+    pub const BLOCKED: Fail = Fail::of(bare!(Blocked), 0);
+    /// No store on the partition.
+    pub const NOT_FORMATTED: Fail = Fail::of(bare!(NotFormatted), 0);
+    /// The flash driver failed; its error is parked ([`Parked::flash`]).
+    pub const FLASH: Fail = Fail::of(bare!(Flash), 0);
+    /// Full: the bytes available are parked ([`Parked::full`]).
+    const FULL: Fail = Fail::of(bare!(Full), 0);
+    /// The buffer is too small: the bytes needed are parked
+    /// ([`Parked::buffer_too_small`]).
+    const BUFFER_TOO_SMALL: Fail = Fail::of(bare!(BufferTooSmall), 0);
+
+    /// An error that says `why`, with its number (see [`Kind`]).
+    pub const fn of(why: &'static Why, detail: u32) -> Fail {
+        Fail { why, detail }
+    }
+
+    /// Its kind.
+    pub fn kind(self) -> Kind {
+        self.why.kind
+    }
+
+    /// [`Error::TooManySessions`]: `max` is a table's capacity.
+    pub fn too_many_sessions(max: usize) -> Fail {
+        Fail::of(bare!(TooManySessions), max as u32)
+    }
+
+    /// [`Error::UnsupportedVersion`].
+    pub fn unsupported_version(found: u16, supported: u16) -> Fail {
+        Fail::of(
+            bare!(UnsupportedVersion),
+            u32::from(found) | u32::from(supported) << 16,
+        )
+    }
+}
+
+/// What an engine error could not carry, kept beside the flash until the
+/// public function that returns the error collects it
+/// ([`Parked::error`]). Each field is set with the error that needs it, so
+/// it always holds the newest one's.
+#[derive(Debug)]
+pub(crate) struct Parked<E> {
+    /// The flash driver's error of the newest [`Kind::Flash`].
+    pub flash: Option<E>,
+    /// A [`Kind::TooLarge`]'s size, a [`Kind::BufferTooSmall`]'s bytes
+    /// needed.
+    pub size: usize,
+    /// A [`Kind::TooLarge`]'s limit, a [`Kind::Full`]'s bytes available, a
+    /// [`Kind::Geometry`]'s write unit.
+    pub limit: usize,
+}
+
+impl<E> Parked<E> {
+    /// Nothing parked.
+    pub const fn new() -> Self {
+        Parked {
+            flash: None,
+            size: 0,
+            limit: 0,
+        }
+    }
+
+    /// Parks the driver's error `e`: [`Error::Flash`].
+    pub fn flash(&mut self, e: E) -> Fail {
+        self.flash = Some(e);
+        Fail::FLASH
+    }
+
+    /// [`Error::Full`].
+    pub fn full(&mut self, needed_bytes: u32, available_bytes: u32) -> Fail {
+        self.limit = available_bytes as usize;
+        Fail {
+            detail: needed_bytes,
+            ..Fail::FULL
+        }
+    }
+
+    /// [`Error::TooLarge`] with `f`'s text (`fail!(TooLarge, "what")`).
+    pub fn too_large(&mut self, f: Fail, size: usize, limit: usize) -> Fail {
+        self.size = size;
+        self.limit = limit;
+        f
+    }
+
+    /// [`Error::BufferTooSmall`].
+    pub fn buffer_too_small(&mut self, needed: usize) -> Fail {
+        self.size = needed;
+        Fail::BUFFER_TOO_SMALL
+    }
+
+    /// [`Error::Geometry`].
+    pub fn geometry(&mut self, sector: u32, write: u32) -> Fail {
+        self.limit = write as usize;
+        Fail::of(bare!(Geometry), sector)
+    }
+
+    /// The public error `f` stands for, with what was parked for it.
+    // Out of line: every public function of the store calls it.
+    #[inline(never)]
+    pub fn error(&mut self, f: Fail) -> Error<E> {
+        let (what, detail) = (f.why.what, f.detail);
+        match f.why.kind {
+            Kind::Flash => match self.flash.take() {
+                Some(e) => Error::Flash(e),
+                None => Error::LogicBug("a flash error was not kept"),
+            },
+            Kind::NotFormatted => Error::NotFormatted,
+            Kind::UnsupportedVersion => Error::UnsupportedVersion {
+                found: detail as u16,
+                supported: (detail >> 16) as u16,
+            },
+            Kind::Geometry => Error::Geometry {
+                sector: detail,
+                write: self.limit as u32,
+            },
+            Kind::Corrupted => Error::Corrupted {
+                address: detail,
+                what,
+            },
+            Kind::Full => Error::Full {
+                needed_bytes: detail,
+                available_bytes: self.limit as u32,
+            },
+            Kind::TooLarge => Error::TooLarge {
+                what,
+                size: self.size,
+                limit: self.limit,
+            },
+            Kind::Blocked => Error::Blocked,
+            Kind::NotFound => Error::NotFound,
+            Kind::InvalidInput => Error::InvalidInput(what),
+            Kind::TooManySessions => Error::TooManySessions {
+                max: detail as usize,
+            },
+            Kind::BufferTooSmall => Error::BufferTooSmall { needed: self.size },
+            Kind::Config => Error::Config(what),
+            Kind::LogicBug => Error::LogicBug(what),
+        }
+    }
+}
 
 impl<E> From<Error<E, NoLabel>> for Error<E, UnknownLabelError> {
     fn from(e: Error<E, NoLabel>) -> Self {

@@ -15,7 +15,7 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use super::read_first_chunk;
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail};
 use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::SESSION_BATCH;
@@ -43,16 +43,17 @@ impl Chain {
 
 impl Chain {
     /// Collects the chain of `s` by walking back from its head.
-    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail<F::Error>> {
+    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail> {
         let mut addrs = [0u32; CHAIN_CAP];
         let mut n = 0;
         let mut at = s.head;
         loop {
             if n > CHAIN_MAX {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "a session chain is longer than it may be",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "a session chain is longer than it may be",
+                    at
+                ));
             }
             // Newest last, from CHAIN_MAX down; moved to the front below.
             addrs[CHAIN_MAX - n] = at;
@@ -63,15 +64,17 @@ impl Chain {
             let h = read_first_chunk(io, at, Some(SESSION_BATCH))?;
             let mut fixed = [0u8; BATCH_FIXED as usize];
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
-            let f = BatchFixed::decode(&fixed).ok_or(Error::Corrupted {
-                address: at,
-                what: "session batch meta is invalid",
-            })?;
+            let f = BatchFixed::decode(&fixed).ok_or(fail!(
+                Corrupted,
+                "session batch meta is invalid",
+                at
+            ))?;
             if f.uid != s.uid || f.prev == at {
-                return Err(Error::Corrupted {
-                    address: at,
-                    what: "a session chain leads to another session",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "a session chain leads to another session",
+                    at
+                ));
             }
             let _ = h;
             at = f.prev;
@@ -91,7 +94,7 @@ impl Chain {
         io: &mut Io<'_, F>,
         s: &Session,
         ring: RingView,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         let addrs = &mut self.addrs;
         addrs[0] = s.root;
         let mut n = 1;

@@ -12,7 +12,7 @@ mod chain;
 pub(crate) use chain::{Chain, RingView, CHAIN_CAP};
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail, Kind};
 use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::session::{
@@ -93,16 +93,18 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     want_kind: Option<u8>,
-) -> Result<ChunkHeader, Fail<F::Error>> {
-    let h = io.chunk_header(addr)?.ok_or(Error::Corrupted {
-        address: addr,
-        what: "no chunk header where a record should start",
-    })?;
+) -> Result<ChunkHeader, Fail> {
+    let h = io.chunk_header(addr)?.ok_or(fail!(
+        Corrupted,
+        "no chunk header where a record should start",
+        addr
+    ))?;
     if !h.is_first() || want_kind.is_some_and(|k| k != h.kind) {
-        return Err(Error::Corrupted {
-            address: addr,
-            what: "a pointer leads to the wrong kind of record",
-        });
+        return Err(fail!(
+            Corrupted,
+            "a pointer leads to the wrong kind of record",
+            addr
+        ));
     }
     Ok(h)
 }
@@ -110,10 +112,7 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
 /// Reads a base's layout from its first chunk at `addr`. A damaged CHDX
 /// header is reported in [`BaseLayout::header_ok`], not as an error: the
 /// entries after it are still validated one by one.
-pub(crate) fn read_base<F: NorFlash>(
-    io: &mut Io<'_, F>,
-    addr: u32,
-) -> Result<BaseLayout, Fail<F::Error>> {
+pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BaseLayout, Fail> {
     let h = read_first_chunk(io, addr, Some(SESSION_BASE))?;
     let payload = addr + CHUNK_HEADER_LEN;
     let mut b = [0u8; BASE_FIXED as usize + CHDX_HEADER_SIZE];
@@ -137,10 +136,7 @@ pub(crate) fn read_base<F: NorFlash>(
         None => correct_fixed(io, addr, &h, &mut fixed)?
             .and_then(|()| BaseFixed::decode(&fixed))
             .filter(|f| fits(f))
-            .ok_or(Error::Corrupted {
-                address: addr,
-                what: "session base header is invalid",
-            })?,
+            .ok_or(fail!(Corrupted, "session base header is invalid", addr))?,
     };
     let layout = |io: &mut Io<'_, F>, f: BaseFixed| {
         let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
@@ -152,7 +148,7 @@ pub(crate) fn read_base<F: NorFlash>(
     // the bytes after the last entry are CRCs, and look like an entry only
     // by chance (1 in thousands). If they do, a flipped bit is looked for.
     let capacity = io.geo.capacity();
-    let entry_like = |io: &mut Io<'_, F>, crcs: u32| -> Result<bool, Fail<F::Error>> {
+    let entry_like = |io: &mut Io<'_, F>, crcs: u32| -> Result<bool, Fail> {
         let mut e = [0u8; CHDX_ENTRY_SIZE];
         io.read_stream(crcs, &mut e)?;
         let e = RawEntry::decode(&e);
@@ -189,7 +185,7 @@ pub(crate) fn batch_len<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     h: &ChunkHeader,
-) -> Result<u32, Fail<F::Error>> {
+) -> Result<u32, Fail> {
     let geo = *io.geo;
     let mut total = h.len;
     let mut c = *h;
@@ -218,7 +214,7 @@ fn correct_fixed<F: NorFlash>(
     addr: u32,
     h: &ChunkHeader,
     fixed: &mut [u8],
-) -> Result<Option<()>, Fail<F::Error>> {
+) -> Result<Option<()>, Fail> {
     let mut scratch = [0u8; 64];
     Ok(single_flip(io, addr, h, fixed.len(), &mut scratch)?
         .map(|(byte, bit)| fixed[byte] ^= 1 << bit))
@@ -234,7 +230,7 @@ fn single_flip<F: NorFlash>(
     h: &ChunkHeader,
     within: usize,
     scratch: &mut [u8],
-) -> Result<Option<(usize, u8)>, Fail<F::Error>> {
+) -> Result<Option<(usize, u8)>, Fail> {
     let geo = *io.geo;
     if addr + geo.chunk_size(h.len) > geo.sector_end(addr) {
         return Ok(None);
@@ -259,7 +255,7 @@ pub(crate) fn digest_stream<F: NorFlash>(
     at: u32,
     len: u32,
     scratch: &mut [u8],
-) -> Result<(), Fail<F::Error>> {
+) -> Result<(), Fail> {
     let mut got = 0u32;
     while got < len {
         let m = ((len - got) as usize).min(scratch.len());
@@ -277,7 +273,7 @@ pub(crate) fn read_id<F: NorFlash>(
     io: &mut Io<'_, F>,
     s: &Session,
     out: &mut [u8; crate::session::MAX_SESSION_ID_BYTES],
-) -> Result<usize, Fail<F::Error>> {
+) -> Result<usize, Fail> {
     let payload = s.root + CHUNK_HEADER_LEN;
     let at = if s.root_is_base {
         io.stream_advance(payload, BASE_FIXED)
@@ -313,7 +309,7 @@ pub(crate) fn start_name<F: NorFlash>(
     uid: Option<u32>,
     out: &mut [u8; MAX_SESSION_ID_BYTES],
     scratch: &mut [u8],
-) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
+) -> Result<Option<(u32, usize)>, Fail> {
     let name = |m: &[u8; NAME_META_MAX], out: &mut [u8; MAX_SESSION_ID_BYTES]| {
         let uid = uid.unwrap_or_else(|| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         let at = BATCH_FIXED as usize;
@@ -339,7 +335,7 @@ pub(crate) fn start_name<F: NorFlash>(
     let mut m = [0xFFu8; NAME_META_MAX];
     match io.read_stream(addr + CHUNK_HEADER_LEN, &mut m) {
         Ok(()) => {}
-        Err(e @ Error::Flash(_)) => return Err(e),
+        Err(e) if e.kind() == Kind::Flash => return Err(e),
         Err(_) => return Ok(None),
     }
     if let Some(found) = name(&m, out) {
@@ -396,7 +392,7 @@ pub(crate) struct BatchMeta {
 
 impl BatchMeta {
     /// Reads and parses the meta of the batch whose first chunk is `addr`.
-    pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Fail<F::Error>> {
+    pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Fail> {
         let h = read_first_chunk(io, addr, Some(SESSION_BATCH))?;
         Self::read_with(io, addr, &h)
     }
@@ -408,12 +404,9 @@ impl BatchMeta {
         io: &mut Io<'_, F>,
         addr: u32,
         h: &crate::layout::ChunkHeader,
-    ) -> Result<BatchMeta, Fail<F::Error>> {
+    ) -> Result<BatchMeta, Fail> {
         let mut bytes = [0u8; BATCH_META_MAX];
-        let bad = || Error::Corrupted {
-            address: addr,
-            what: "session batch meta is invalid",
-        };
+        let bad = || fail!(Corrupted, "session batch meta is invalid", addr);
         if h.kind != SESSION_BATCH || !h.is_first() {
             return Err(bad());
         }
@@ -547,12 +540,12 @@ impl Records {
         io: &mut Io<'_, F>,
         s: &Session,
         ring: Option<RingView>,
-    ) -> Result<Records, Fail<F::Error>> {
+    ) -> Result<Records, Fail> {
         let mut degraded = false;
         let mut chain = Chain::EMPTY;
         match (Chain::collect(io, s), ring) {
             (Ok(c), _) => chain = c,
-            (Err(Error::Flash(e)), _) => return Err(Error::Flash(e)),
+            (Err(e), _) if e.kind() == Kind::Flash => return Err(e),
             (Err(e), None) => return Err(e),
             (Err(_), Some(ring)) => {
                 degraded = true;
@@ -565,7 +558,7 @@ impl Records {
                     degraded |= !b.header_ok;
                     Held::Full(b)
                 }
-                Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+                Err(e) if e.kind() == Kind::Flash => return Err(e),
                 Err(e) if ring.is_none() => return Err(e),
                 Err(_) => {
                     degraded = true;
@@ -605,7 +598,7 @@ impl Records {
         s: &Session,
         ring: RingView,
         seg: usize,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         if seg == 0 || self.scanned {
             return Ok(false);
         }
@@ -644,10 +637,7 @@ impl Records {
     }
 
     /// The next record, or `None` after the last.
-    pub fn next<F: NorFlash>(
-        &mut self,
-        io: &mut Io<'_, F>,
-    ) -> Result<Option<RecordInfo>, Fail<F::Error>> {
+    pub fn next<F: NorFlash>(&mut self, io: &mut Io<'_, F>) -> Result<Option<RecordInfo>, Fail> {
         self.pos.next(io, &self.chain)
     }
 }
@@ -687,7 +677,7 @@ impl RecPos {
         &mut self,
         io: &mut Io<'_, F>,
         chain: &Chain,
-    ) -> Result<Option<RecordInfo>, Fail<F::Error>> {
+    ) -> Result<Option<RecordInfo>, Fail> {
         loop {
             if self.segment >= chain.len {
                 return Ok(None);
@@ -753,7 +743,7 @@ impl RecPos {
                         self.index = meta.records_at as u32;
                         self.meta.insert(meta)
                     }
-                    Err(Error::Flash(e)) => return Err(Error::Flash(e)),
+                    Err(e) if e.kind() == Kind::Flash => return Err(e),
                     Err(_) => {
                         // The batch's meta is damaged: its records are lost.
                         self.degraded = true;
@@ -796,7 +786,7 @@ pub(crate) fn verify_batch<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     scratch: &mut [u8],
-) -> Result<Option<u32>, Fail<F::Error>> {
+) -> Result<Option<u32>, Fail> {
     let first = match io.chunk_header(addr)? {
         Some(h) if h.is_first() => h,
         _ => return Ok(None),
@@ -848,7 +838,7 @@ impl VerifiedReader {
         io: &mut Io<'_, F>,
         addr: u32,
         kind_: u8,
-    ) -> Result<Option<VerifiedReader>, Fail<F::Error>> {
+    ) -> Result<Option<VerifiedReader>, Fail> {
         let h = match io.chunk_header(addr)? {
             Some(h) if h.kind == kind_ && h.is_first() => h,
             _ => return Ok(None),
@@ -869,11 +859,7 @@ impl VerifiedReader {
 
     /// Reads the next `out.len()` payload bytes; `false` if the batch ends
     /// first or a chunk failed its check.
-    pub fn read<F: NorFlash>(
-        &mut self,
-        io: &mut Io<'_, F>,
-        out: &mut [u8],
-    ) -> Result<bool, Fail<F::Error>> {
+    pub fn read<F: NorFlash>(&mut self, io: &mut Io<'_, F>, out: &mut [u8]) -> Result<bool, Fail> {
         let mut filled = 0;
         while filled < out.len() {
             if !self.ok {
@@ -911,7 +897,7 @@ impl VerifiedReader {
         }
     }
 
-    fn next_chunk<F: NorFlash>(&mut self, io: &mut Io<'_, F>) -> Result<bool, Fail<F::Error>> {
+    fn next_chunk<F: NorFlash>(&mut self, io: &mut Io<'_, F>) -> Result<bool, Fail> {
         if self.header.is_last() {
             return Ok(false);
         }

@@ -28,7 +28,7 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use super::{Io, Log, Slices, ERASE_AHEAD, MIN_CHUNK_PAYLOAD, NOTE_ROOM};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail};
 use crate::layout::kind::ERASED_AHEAD;
 use crate::layout::CHUNK_HEADER_LEN;
 
@@ -53,7 +53,7 @@ impl<F: NorFlash> Log<F> {
     /// room is there: a chunk says a sector is erased only if a header-only
     /// chunk still fits after it (`write_chunks`). Does nothing otherwise.
     #[inline(never)]
-    pub fn settle_ahead(&mut self) -> Result<(), Fail<F::Error>> {
+    pub fn settle_ahead(&mut self) -> Result<(), Fail> {
         if self.ahead_unread > 0 {
             self.ahead_unread = 0;
             for k in 0..self.erased_ahead {
@@ -71,11 +71,11 @@ impl<F: NorFlash> Log<F> {
         if self.ahead_said > self.erased_ahead {
             let room = self.head_room();
             if room < NOTE_ROOM {
-                return Err(Error::LogicBug("no room to take back sectors said erased"));
+                return Err(fail!(LogicBug, "no room to take back sectors said erased"));
             }
             self.write_batch_settled(ERASED_AHEAD, &mut Slices::<0>([]))?;
             if self.ahead_said > self.erased_ahead {
-                return Err(Error::LogicBug("sectors said erased not taken back"));
+                return Err(fail!(LogicBug, "sectors said erased not taken back"));
             }
         }
         Ok(())
@@ -87,7 +87,7 @@ impl<F: NorFlash> Log<F> {
     ///
     /// Power loss: the sector is free before and after; a cut leaves it
     /// without a header, and it is erased again when opened.
-    pub fn erase_ahead(&mut self) -> Result<bool, Fail<F::Error>> {
+    pub fn erase_ahead(&mut self) -> Result<bool, Fail> {
         self.settle_ahead()?;
         if !self.erase_ahead_due() {
             return Ok(false);
@@ -159,7 +159,7 @@ impl<F: NorFlash> Log<F> {
     /// is a torn chunk at the head, and says nothing. A cut while the next
     /// sector is opened leaves it without a header: free, and erased again
     /// when opened.
-    pub fn say_erased_ahead(&mut self) -> Result<(), Fail<F::Error>> {
+    pub fn say_erased_ahead(&mut self) -> Result<(), Fail> {
         if !self.erased_ahead_unsaid() {
             return Ok(());
         }

@@ -51,7 +51,7 @@ use embedded_storage::nor_flash::NorFlash;
 mod ahead;
 mod open;
 
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail, Parked};
 use crate::layout::{
     align_up, decode_sector_header, encode_sector_header, geometry_flags, u16_at, u32_at,
     ChunkHeader, Geometry, SectorHeader, CHUNK_AHEAD_SHIFT, CHUNK_FIRST, CHUNK_HEADER_LEN,
@@ -73,9 +73,41 @@ const MIN_CHUNK_PAYLOAD: u32 = 16;
 const NOTE_ROOM: u32 = CHUNK_HEADER_LEN + 1;
 
 /// Flash access with the partition's geometry.
-pub(crate) struct Io<'a, F> {
-    pub flash: &'a mut F,
+pub(crate) struct Io<'a, F: NorFlash> {
+    pub flash: &'a mut Dev<F>,
     pub geo: &'a Geometry,
+}
+
+/// The flash, with what the errors met on it could not carry: the
+/// driver's error of a [`Fail::FLASH`], a second number ([`Parked`]),
+/// until the public function that returns the error collects it.
+pub(crate) struct Dev<F: NorFlash> {
+    pub dev: F,
+    pub parked: Parked<F::Error>,
+}
+
+impl<F: NorFlash> Dev<F> {
+    /// Reads `out.len()` bytes at `address`; a driver error is parked.
+    #[inline(never)]
+    pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Fail> {
+        self.dev
+            .read(address, out)
+            .map_err(|e| self.parked.flash(e))
+    }
+
+    /// Programs `bytes` at `address`; a driver error is parked.
+    #[inline(never)]
+    pub fn write(&mut self, address: u32, bytes: &[u8]) -> Result<(), Fail> {
+        self.dev
+            .write(address, bytes)
+            .map_err(|e| self.parked.flash(e))
+    }
+
+    /// Erases `from..to`; a driver error is parked.
+    #[inline(never)]
+    pub fn erase(&mut self, from: u32, to: u32) -> Result<(), Fail> {
+        self.dev.erase(from, to).map_err(|e| self.parked.flash(e))
+    }
 }
 
 /// A source of batch payload bytes.
@@ -86,12 +118,7 @@ pub(crate) trait Payload<F: NorFlash> {
     /// Total payload length in bytes.
     fn len(&self) -> u32;
     /// Copies payload bytes `offset..offset + out.len()` into `out`.
-    fn fill(
-        &mut self,
-        io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>>;
+    fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail>;
 }
 
 /// A payload made of byte slices laid end to end.
@@ -102,12 +129,7 @@ impl<F: NorFlash, const N: usize> Payload<F> for Slices<'_, N> {
         self.0.iter().map(|s| s.len() as u32).sum()
     }
 
-    fn fill(
-        &mut self,
-        _io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>> {
+    fn fill(&mut self, _io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
         copy_from_parts(self.0.iter().copied(), offset, out);
         Ok(())
     }
@@ -139,21 +161,22 @@ pub(crate) fn copy_from_parts<'p>(
 
 impl<F: NorFlash> Io<'_, F> {
     /// Reads `out.len()` bytes at `address`.
-    pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Fail<F::Error>> {
+    pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Fail> {
         let end = address as u64 + out.len() as u64;
         if end > self.geo.capacity() as u64 {
-            return Err(Error::Corrupted {
-                address,
-                what: "a pointer leads past the end of the partition",
-            });
+            return Err(fail!(
+                Corrupted,
+                "a pointer leads past the end of the partition",
+                address
+            ));
         }
-        self.flash.read(address, out).map_err(Error::Flash)
+        self.flash.read(address, out)
     }
 
     /// Reads `out.len()` bytes of a batch payload stream starting at
     /// `address`: at a sector end the stream continues after the next
     /// sector's header and continuation chunk header.
-    pub fn read_stream(&mut self, mut address: u32, out: &mut [u8]) -> Result<(), Fail<F::Error>> {
+    pub fn read_stream(&mut self, mut address: u32, out: &mut [u8]) -> Result<(), Fail> {
         let mut done = 0;
         let mut hops = 0;
         while done < out.len() {
@@ -164,10 +187,11 @@ impl<F: NorFlash> Io<'_, F> {
             if done < out.len() {
                 hops += 1;
                 if hops > self.geo.count {
-                    return Err(Error::Corrupted {
-                        address,
-                        what: "a payload stream longer than the partition",
-                    });
+                    return Err(fail!(
+                        Corrupted,
+                        "a payload stream longer than the partition",
+                        address
+                    ));
                 }
                 let next = self.geo.next(self.geo.sector_of(address));
                 address = self.geo.first_chunk(next) + CHUNK_HEADER_LEN;
@@ -184,14 +208,14 @@ impl<F: NorFlash> Io<'_, F> {
     }
 
     /// Reads and decodes the header of sector `index`.
-    pub fn sector_header(&mut self, index: u32) -> Result<SectorHeader, Fail<F::Error>> {
+    pub fn sector_header(&mut self, index: u32) -> Result<SectorHeader, Fail> {
         let mut b = [0u8; SECTOR_HEADER_LEN as usize];
         self.read(self.geo.sector_start(index), &mut b)?;
         Ok(decode_sector_header(&b))
     }
 
     /// Reads the chunk header at `address`; `None` if erased or invalid.
-    pub fn chunk_header(&mut self, address: u32) -> Result<Option<ChunkHeader>, Fail<F::Error>> {
+    pub fn chunk_header(&mut self, address: u32) -> Result<Option<ChunkHeader>, Fail> {
         let mut b = [0u8; CHUNK_HEADER_LEN as usize];
         self.read(address, &mut b)?;
         Ok(ChunkHeader::decode(&b))
@@ -203,7 +227,7 @@ impl<F: NorFlash> Io<'_, F> {
         address: u32,
         h: &ChunkHeader,
         scratch: &mut [u8],
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
         let mut at = address + CHUNK_HEADER_LEN;
         let mut left = h.len;
@@ -218,12 +242,7 @@ impl<F: NorFlash> Io<'_, F> {
     }
 
     /// Whether `len` bytes at `address` are all 0xFF.
-    pub fn is_erased(
-        &mut self,
-        address: u32,
-        len: u32,
-        scratch: &mut [u8],
-    ) -> Result<bool, Fail<F::Error>> {
+    pub fn is_erased(&mut self, address: u32, len: u32, scratch: &mut [u8]) -> Result<bool, Fail> {
         let mut at = address;
         let end = address + len;
         while at < end {
@@ -257,8 +276,8 @@ pub(crate) enum Slot {
 }
 
 /// The ring's write state.
-pub(crate) struct Log<F> {
-    flash: F,
+pub(crate) struct Log<F: NorFlash> {
+    flash: Dev<F>,
     geo: Geometry,
     /// Head sector index: the sector being written.
     head: u32,
@@ -321,7 +340,10 @@ impl<F: NorFlash> Log<F> {
     #[inline(never)]
     pub fn new(flash: F, geo: Geometry, head: u32, write_pos: u32, tail_seq: u32) -> Self {
         Log {
-            flash,
+            flash: Dev {
+                dev: flash,
+                parked: Parked::new(),
+            },
             geo,
             head,
             head_seq: 0,
@@ -344,7 +366,7 @@ impl<F: NorFlash> Log<F> {
 
     /// Whether sector `idx` starts with a chunk whose header decodes and
     /// whose CRC checks out.
-    pub fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail<F::Error>> {
+    pub fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail> {
         match self.slot_at(idx, self.geo.first_chunk(idx))? {
             Slot::Chunk(c) => self.crc_ok(&c),
             _ => Ok(false),
@@ -393,12 +415,23 @@ impl<F: NorFlash> Log<F> {
 
     /// The flash.
     pub fn flash(&self) -> &F {
-        &self.flash
+        &self.flash.dev
     }
 
     /// The flash, mutably (a scrub's in-place writes, fault injection).
     pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.flash.dev
+    }
+
+    /// The flash with its parked error parts, for what writes to the flash
+    /// beside the log (format's and mount's erases).
+    pub fn dev(&mut self) -> &mut Dev<F> {
         &mut self.flash
+    }
+
+    /// What the errors met could not carry, for the public error.
+    pub fn parked(&mut self) -> &mut Parked<F::Error> {
+        &mut self.flash.parked
     }
 
     /// Flash access together with the staging buffer, as scratch for what
@@ -448,7 +481,7 @@ impl<F: NorFlash> Log<F> {
     #[cfg(feature = "memory")] // a memory scrub only
     /// Seals the head sector: nothing more is written to it, the next
     /// write opens a new sector.
-    pub fn seal_head(&mut self) -> Result<(), Fail<F::Error>> {
+    pub fn seal_head(&mut self) -> Result<(), Fail> {
         // What the head's last chunk says must be true before nothing more
         // can be written after it.
         self.settle_ahead()?;
@@ -466,7 +499,7 @@ impl<F: NorFlash> Log<F> {
     /// Whether the batch whose first chunk is at `addr` has a chunk in sector
     /// `index`: its chunks are followed through the next sectors' first
     /// chunks until the last one (or one that does not check out).
-    pub fn batch_touches(&mut self, addr: u32, index: u32) -> Result<bool, Fail<F::Error>> {
+    pub fn batch_touches(&mut self, addr: u32, index: u32) -> Result<bool, Fail> {
         let mut at = addr;
         for _ in 0..self.geo.count {
             let sector = self.geo.sector_of(at);
@@ -484,7 +517,7 @@ impl<F: NorFlash> Log<F> {
     #[cfg(feature = "memory")] // a memory scrub only
     /// Erases sector `index`, which holds nothing live (released and not
     /// yet reopened): no header is written.
-    pub fn erase_free_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
+    pub fn erase_free_sector(&mut self, index: u32) -> Result<(), Fail> {
         self.settle_ahead()?;
         // A sector erased ahead is erased, and a chunk may say so: a cut
         // erase of it now would make that claim false.
@@ -492,14 +525,12 @@ impl<F: NorFlash> Log<F> {
             return Ok(());
         }
         let start = self.geo.sector_start(index);
-        self.flash
-            .erase(start, start + self.geo.sector)
-            .map_err(Error::Flash)
+        self.flash.erase(start, start + self.geo.sector)
     }
 
     /// The flash, given back.
     pub fn into_flash(self) -> F {
-        self.flash
+        self.flash.dev
     }
 
     /// Flash access.
@@ -574,15 +605,13 @@ impl<F: NorFlash> Log<F> {
 
     /// Erases free sector `index`; returns the erase count its next header
     /// carries (its old header's + 1, else the head's + 1).
-    fn erase_free(&mut self, index: u32) -> Result<u32, Fail<F::Error>> {
+    fn erase_free(&mut self, index: u32) -> Result<u32, Fail> {
         let erase_count = match self.io().sector_header(index)? {
             SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
             _ => self.head_erase_count.saturating_add(1),
         };
         let start = self.geo.sector_start(index);
-        self.flash
-            .erase(start, start + self.geo.sector)
-            .map_err(Error::Flash)?;
+        self.flash.erase(start, start + self.geo.sector)?;
         Ok(erase_count)
     }
 
@@ -593,7 +622,7 @@ impl<F: NorFlash> Log<F> {
     /// Whether sector `index`'s header begins as the ring's header of
     /// sequence `seq` does (magic, version, sequence: its first 12 bytes;
     /// the rest and the CRC are not read).
-    pub fn header_prefix_is(&mut self, index: u32, seq: u32) -> Result<bool, Fail<F::Error>> {
+    pub fn header_prefix_is(&mut self, index: u32, seq: u32) -> Result<bool, Fail> {
         let mut b = [0u8; 12];
         let at = self.geo.sector_start(index);
         self.io().read(at, &mut b)?;
@@ -608,9 +637,9 @@ impl<F: NorFlash> Log<F> {
     ///
     /// Power loss: a cut during the erase or before the header lands leaves
     /// the sector without a valid header; it stays free and is erased again.
-    pub fn open_next_sector(&mut self) -> Result<(), Fail<F::Error>> {
+    pub fn open_next_sector(&mut self) -> Result<(), Fail> {
         if self.free_sectors() == 0 {
-            return Err(Error::LogicBug("opened a sector that is not free"));
+            return Err(fail!(LogicBug, "opened a sector that is not free"));
         }
         let index = self.geo.next(self.head);
         // (A no-op but right after a mount, and never inside a batch: the
@@ -650,18 +679,16 @@ impl<F: NorFlash> Log<F> {
     ///
     /// Power loss: a cut before the header lands leaves a sector in the ring
     /// without a valid header; mount gives it one again.
-    pub fn wipe_sector(&mut self, index: u32) -> Result<(), Fail<F::Error>> {
+    pub fn wipe_sector(&mut self, index: u32) -> Result<(), Fail> {
         if index == self.head {
-            return Err(Error::LogicBug("wiping the head sector"));
+            return Err(fail!(LogicBug, "wiping the head sector"));
         }
         let erase_count = match self.io().sector_header(index)? {
             SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
             _ => self.head_erase_count,
         };
         let start = self.geo.sector_start(index);
-        self.flash
-            .erase(start, start + self.geo.sector)
-            .map_err(Error::Flash)?;
+        self.flash.erase(start, start + self.geo.sector)?;
         match self.seq_of_sector(index) {
             Some(seq) => self.write_sector_header(index, seq, erase_count),
             None => Ok(()),
@@ -674,7 +701,7 @@ impl<F: NorFlash> Log<F> {
         index: u32,
         seq: u32,
         erase_count: u32,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         let len = self.geo.sector_header as usize;
         self.buf[..len].fill(0xFF);
         encode_sector_header(
@@ -685,9 +712,7 @@ impl<F: NorFlash> Log<F> {
             self.checkpoint,
         );
         let start = self.geo.sector_start(index);
-        self.flash
-            .write(start, &self.buf[..len])
-            .map_err(Error::Flash)
+        self.flash.write(start, &self.buf[..len])
     }
 
     /// Writes one batch at the head. The caller has made sure that
@@ -699,7 +724,7 @@ impl<F: NorFlash> Log<F> {
         &mut self,
         kind: u8,
         payload: &mut P,
-    ) -> Result<(u32, u32), Fail<F::Error>> {
+    ) -> Result<(u32, u32), Fail> {
         self.write_batch_dyn(kind, payload)
     }
 
@@ -710,7 +735,7 @@ impl<F: NorFlash> Log<F> {
         &mut self,
         kind: u8,
         payload: &mut dyn Payload<F>,
-    ) -> Result<(u32, u32), Fail<F::Error>> {
+    ) -> Result<(u32, u32), Fail> {
         self.settle_ahead()?;
         self.write_batch_settled(kind, payload)
     }
@@ -721,11 +746,11 @@ impl<F: NorFlash> Log<F> {
         &mut self,
         kind: u8,
         payload: &mut dyn Payload<F>,
-    ) -> Result<(u32, u32), Fail<F::Error>> {
+    ) -> Result<(u32, u32), Fail> {
         let len = payload.len();
         let (_, opens) = self.plan(len);
         if opens > self.free_sectors() {
-            return Err(Error::LogicBug("batch written without room"));
+            return Err(fail!(LogicBug, "batch written without room"));
         }
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
@@ -750,7 +775,7 @@ impl<F: NorFlash> Log<F> {
         seq: u32,
         payload: &mut dyn Payload<F>,
         len: u32,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         let mut offset = 0u32;
         let mut first_addr = None;
         loop {
@@ -803,7 +828,7 @@ impl<F: NorFlash> Log<F> {
         offset: u32,
         n: u32,
         addr: u32,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         // Pass 1: checksum.
         let mut d = ChunkHeader::crc_start(kind, flags, n, seq);
         let mut done = 0;
@@ -852,9 +877,7 @@ impl<F: NorFlash> Log<F> {
                 };
                 payload.fill(&mut io, offset + lo - CHUNK_HEADER_LEN, &mut self.buf[s..e])?;
             }
-            self.flash
-                .write(piece_start, &self.buf[..piece])
-                .map_err(Error::Flash)?;
+            self.flash.write(piece_start, &self.buf[..piece])?;
             at += piece as u32;
         }
         Ok(())
@@ -862,7 +885,7 @@ impl<F: NorFlash> Log<F> {
 
     /// What lies at `address` in sector `sector` (the sector's end is
     /// [`Slot::End`]).
-    pub fn slot_at(&mut self, sector: u32, address: u32) -> Result<Slot, Fail<F::Error>> {
+    pub fn slot_at(&mut self, sector: u32, address: u32) -> Result<Slot, Fail> {
         let end = self.geo.sector_start(sector) + self.geo.sector;
         if address >= end || end - address < CHUNK_HEADER_LEN {
             return Ok(Slot::End);
@@ -883,7 +906,7 @@ impl<F: NorFlash> Log<F> {
     /// After damage, the next sound chunk of `sector` at or after `from`
     /// (its header decodes, it fits, its CRC checks out), searched word by
     /// word. Bounded by the sector; used only when damage is found.
-    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Fail<F::Error>> {
+    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Fail> {
         let end = self.geo.sector_start(sector) + self.geo.sector;
         self.resync_before(sector, from, end)
     }
@@ -894,7 +917,7 @@ impl<F: NorFlash> Log<F> {
         sector: u32,
         from: u32,
         until: u32,
-    ) -> Result<Option<u32>, Fail<F::Error>> {
+    ) -> Result<Option<u32>, Fail> {
         let end = (self.geo.sector_start(sector) + self.geo.sector).min(until + CHUNK_HEADER_LEN);
         let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
         while p + CHUNK_HEADER_LEN <= end {
@@ -909,7 +932,7 @@ impl<F: NorFlash> Log<F> {
     }
 
     /// Checks the chunk's CRC.
-    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Fail<F::Error>> {
+    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Fail> {
         let mut io = Io {
             flash: &mut self.flash,
             geo: &self.geo,
@@ -926,7 +949,7 @@ impl<F: embedded_storage::nor_flash::MultiwriteNorFlash> Log<F> {
     ///
     /// Power loss: a cut leaves some of the bytes zeroed; a scrub run again
     /// zeroes the rest.
-    pub fn zero_in_place(&mut self, start: u32, end: u32) -> Result<(), Fail<F::Error>> {
+    pub fn zero_in_place(&mut self, start: u32, end: u32) -> Result<(), Fail> {
         let w = self.geo.write;
         let mut at = start / w * w;
         while at < end {
@@ -935,9 +958,7 @@ impl<F: embedded_storage::nor_flash::MultiwriteNorFlash> Log<F> {
                 let p = at + k as u32;
                 *b = if p >= start && p < end { 0x00 } else { 0xFF };
             }
-            self.flash
-                .write(at, &self.buf[..n as usize])
-                .map_err(Fail::Flash)?;
+            self.flash.write(at, &self.buf[..n as usize])?;
             at += n;
         }
         Ok(())

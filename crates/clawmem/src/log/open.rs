@@ -56,7 +56,7 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use super::{ChunkAt, Io, Log, Slot, ERASE_AHEAD, NOTE_ROOM, STAGE};
-use crate::error::{Error, Fail};
+use crate::error::Fail;
 use crate::layout::{u16_at, u32_at, SectorHeader, ERASED_AHEAD_VERSION};
 
 /// What [`Log::open`] found besides the ring's position, which it set.
@@ -95,7 +95,7 @@ impl<F: NorFlash> Log<F> {
     /// for an image of a newer format, [`Error::Geometry`] for a store
     /// (of version 4 on) written with another sector or write unit size.
     #[inline(never)]
-    pub fn open(&mut self, format_if_blank: bool) -> Result<Option<Opened>, Fail<F::Error>> {
+    pub fn open(&mut self, format_if_blank: bool) -> Result<Option<Opened>, Fail> {
         let geo = self.geo;
         let mut report = Opened::default();
         // 1. Sector headers: find the head. A first pass reads 12 bytes of
@@ -118,10 +118,8 @@ impl<F: NorFlash> Log<F> {
             let version = u16_at(&b, 4);
             if version > crate::layout::FORMAT_VERSION {
                 if let SectorHeader::Newer { version } = self.io().sector_header(i)? {
-                    return Err(Error::UnsupportedVersion {
-                        found: version,
-                        supported: crate::layout::FORMAT_VERSION,
-                    });
+                    let supported = crate::layout::FORMAT_VERSION;
+                    return Err(Fail::unsupported_version(version, supported));
                 }
                 continue;
             }
@@ -133,7 +131,7 @@ impl<F: NorFlash> Log<F> {
             {
                 if let SectorHeader::Valid { flags, .. } = self.io().sector_header(i)? {
                     let (sector, write) = crate::layout::flags_geometry(flags);
-                    return Err(Error::Geometry { sector, write });
+                    return Err(self.parked().geometry(sector, write));
                 }
                 continue;
             }
@@ -183,7 +181,7 @@ impl<F: NorFlash> Log<F> {
                 let buf = &mut self.buf[..(geo.capacity() - at).min(STAGE as u32) as usize];
                 io.read(at, buf)?;
                 if buf.iter().any(|x| *x != 0xFF) {
-                    return Err(Error::NotFormatted);
+                    return Err(Fail::NOT_FORMATTED);
                 }
                 at += STAGE as u32;
             }
@@ -192,7 +190,7 @@ impl<F: NorFlash> Log<F> {
             if format_if_blank && all_erased {
                 return Ok(None);
             }
-            return Err(Error::NotFormatted);
+            return Err(Fail::NOT_FORMATTED);
         };
         // The head's own header may have rotted: then the newest valid
         // header is the sector before it. Such a sector holds sound chunks
@@ -472,7 +470,7 @@ impl<F: NorFlash> Log<F> {
     /// damage (the mount then loads the checkpoint the head's header
     /// names, and scans from it). Whether the checkpoint is sound is for
     /// its loader to check. Bounded by the ring.
-    pub fn checkpoint_ending_in(&mut self, seq: u32) -> Result<Option<u32>, Fail<F::Error>> {
+    pub fn checkpoint_ending_in(&mut self, seq: u32) -> Result<Option<u32>, Fail> {
         let geo = self.geo;
         let mut sector = self.head;
         let mut sector_seq = self.head_seq;

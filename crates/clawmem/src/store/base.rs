@@ -25,7 +25,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{digest_stream, Chain, Held, RecPos, RecordInfo, Records};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail};
 use crate::layout::{CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
 use crate::session::SESSION_BASE;
@@ -124,7 +124,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         summary: Option<Record<'_>>,
         embed: Embed,
         p: Priority,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)
     }
 
@@ -136,7 +136,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         i: usize,
         embed: Embed,
         budget: u64,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)
     }
 
@@ -148,7 +148,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         p: Priority,
         budget: u64,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         if self.in_gc {
             return self.rewrite_base_now(i, keep, summary, embed, budget);
         }
@@ -168,15 +168,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.ensure_room(estimate, p)?;
         // Garbage collection may have dropped a session damaged at rest,
         // which moves others in the table.
-        let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
+        let i = self.index_of(s.uid).ok_or(Fail::NOT_FOUND)?;
         self.in_gc = true;
         let result = self.rewrite_base_now(i, keep, summary, embed, budget);
         self.in_gc = false;
         match result {
-            Ok(false) => Err(Error::Full {
-                needed_bytes: estimate,
-                available_bytes: 0,
-            }),
+            Ok(false) => Err(self.log.parked().full(estimate, 0)),
             r => r,
         }
     }
@@ -190,7 +187,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         summary: Option<Record<'_>>,
         embed: Embed,
         budget: u64,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         let ring = Ring {
             head: self.log.head(),
             head_seq: self.log.head_seq(),
@@ -262,12 +259,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         if count == 0 {
             if summary.is_none() && matches!(keep, Keep::All) {
-                return Err(Error::Corrupted {
-                    address: s.root,
-                    what: "no record of the session checks out",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "no record of the session checks out",
+                    s.root
+                ));
             }
-            return Err(Error::LogicBug("a base with no records"));
+            return Err(fail!(LogicBug, "a base with no records"));
         }
         #[cfg(feature = "memory")]
         if !touched {
@@ -309,10 +307,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
         if super::sessions::session_id_in(&mut self.log, &s, &mut w.id)?.is_none() {
-            return Err(Error::Corrupted {
-                address: s.root,
-                what: "a session's name is damaged beyond repair",
-            });
+            return Err(fail!(
+                Corrupted,
+                "a session's name is damaged beyond repair",
+                s.root
+            ));
         }
         w.chain = chain;
         w.sweeps = [sweep; 3];
@@ -333,7 +332,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let (addr, _) = self.log.write_batch(SESSION_BASE, &mut payload)?;
         if addr != start {
-            return Err(Error::LogicBug("base landed elsewhere than planned"));
+            return Err(fail!(LogicBug, "base landed elsewhere than planned"));
         }
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(total);
         let s = &mut self.sessions[i];
@@ -452,7 +451,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
         io: &mut Io<'_, F>,
         which: usize,
         k: u32,
-    ) -> Result<(Kept<'r>, Option<u32>), Fail<F::Error>> {
+    ) -> Result<(Kept<'r>, Option<u32>), Fail> {
         let (keep, summary, embed, ring) = (self.keep, self.summary, self.embed, &self.ring);
         let BaseWork { chain, sweeps, .. } = &mut *self.w;
         let sweep = &mut sweeps[which];
@@ -476,7 +475,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
                         let r = sweep
                             .pos
                             .next(io, chain)?
-                            .ok_or(Error::LogicBug("base sweep ran out of records"))?;
+                            .ok_or(fail!(LogicBug, "base sweep ran out of records"))?;
                         if !r.damaged && sweep.state.keep(keep, r.kind) {
                             break r;
                         }
@@ -491,7 +490,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
         let kept = match (sweep.cur.get(), summary) {
             (Some(r), _) => Kept::Flash(*r),
             (None, Some(s)) => Kept::Summary(s),
-            (None, None) => return Err(Error::LogicBug("base sweep lost its record")),
+            (None, None) => return Err(fail!(LogicBug, "base sweep lost its record")),
         };
         Ok((kept, sweep.cur_embedded.then_some(sweep.embed_off)))
     }
@@ -502,12 +501,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
         self.total
     }
 
-    fn fill(
-        &mut self,
-        io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>> {
+    fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
         if offset < self.last_end {
             // A new pass over this chunk (checksum, then program).
             for sweep in &mut self.w.sweeps {
@@ -583,7 +577,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         continue;
                     };
                     if rel < o {
-                        return Err(Error::LogicBug("base body sweep went backwards"));
+                        return Err(fail!(LogicBug, "base body sweep went backwards"));
                     }
                     if rel < o + len {
                         let j = rel - o;

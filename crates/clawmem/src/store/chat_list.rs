@@ -10,7 +10,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::objects::OBJ_CHAT_MAP;
 use super::{Store, Work};
 use crate::chat::ChatSessions;
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Calls `f` with every stored chat session map (in the order the store
@@ -19,13 +19,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         f: impl FnMut(&ChatSessions),
     ) -> Result<(), Error<F::Error>> {
-        Ok(self.list_chat_sessions(f)?)
+        let r = self.list_chat_sessions(f);
+        self.surface(r)
     }
 
-    fn list_chat_sessions(
-        &mut self,
-        mut f: impl FnMut(&ChatSessions),
-    ) -> Result<(), Fail<F::Error>> {
+    fn list_chat_sessions(&mut self, mut f: impl FnMut(&ChatSessions)) -> Result<(), Fail> {
         let mut k = 0;
         while let Some(o) = self.objects.get(k).copied() {
             k += 1;
@@ -36,10 +34,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 continue;
             };
             let w: &mut Work = self.work.borrow_mut();
-            let map = ChatSessions::decode(&w.scratch[..n]).map_err(|_| Error::Corrupted {
-                address: at,
-                what: "a stored chat session map does not decode",
-            })?;
+            let map = ChatSessions::decode(&w.scratch[..n])
+                .map_err(|_| fail!(Corrupted, "a stored chat session map does not decode", at))?;
             f(&map);
         }
         Ok(())

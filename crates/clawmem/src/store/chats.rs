@@ -17,13 +17,19 @@ use embedded_storage::nor_flash::NorFlash;
 use super::objects::OBJ_CHAT_MAP;
 use super::{Store, Work};
 use crate::chat::{ChatKey, ChatSessions, SessionCommand, SessionError, SessionReply};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail, Kind};
 use crate::naming::fnv1a32;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// A chat's session map (ESP-Claw `/session`). On first use the chat
     /// gets `default_01` as its current session, which is stored.
     pub fn chat_sessions(&mut self, chat: &ChatKey) -> Result<ChatSessions, Error<F::Error>> {
+        let r = self.chat_sessions_inner(chat);
+        self.surface(r)
+    }
+
+    /// [`chat_sessions`](Self::chat_sessions) with the engine's error.
+    pub(crate) fn chat_sessions_inner(&mut self, chat: &ChatKey) -> Result<ChatSessions, Fail> {
         // One map on the stack: the stored one is decoded into it in place.
         let mut map = ChatSessions::first_use(chat.clone());
         if !self.load_chat_sessions(chat, &mut map)? {
@@ -34,18 +40,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Reads the stored chat map with `key` into the work area's scratch;
     /// where its bytes are and their length, `None` if none is stored.
-    pub(super) fn read_chat_map(
-        &mut self,
-        key: u32,
-    ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
+    pub(super) fn read_chat_map(&mut self, key: u32) -> Result<Option<(u32, usize)>, Fail> {
         let Some((at, n)) = self.object_data(OBJ_CHAT_MAP, key)? else {
             return Ok(None);
         };
         let w: &mut Work = self.work.borrow_mut();
-        let buf = w.scratch.get_mut(..n).ok_or(Error::Corrupted {
-            address: at,
-            what: "a chat session map is longer than any map",
-        })?;
+        let buf = w.scratch.get_mut(..n).ok_or(fail!(
+            Corrupted,
+            "a chat session map is longer than any map",
+            at
+        ))?;
         self.log.io().read_stream(at, buf)?;
         Ok(Some((at, n)))
     }
@@ -54,11 +58,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// stored (`map` is then unchanged). The map is read into the work
     /// area's scratch, not onto the stack.
     #[inline(never)]
-    fn load_chat_sessions(
-        &mut self,
-        chat: &ChatKey,
-        map: &mut ChatSessions,
-    ) -> Result<bool, Fail<F::Error>> {
+    fn load_chat_sessions(&mut self, chat: &ChatKey, map: &mut ChatSessions) -> Result<bool, Fail> {
         let key = fnv1a32(chat.as_str().as_bytes());
         let Some((_, n)) = self.read_chat_map(key)? else {
             return Ok(false);
@@ -67,12 +67,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         match map.decode_from(&w.scratch[..n]) {
             Ok(()) if map.key() == chat => Ok(true),
             // Another chat key with the same hash: not supported.
-            _ => Err(Error::InvalidInput("chat key collides with another chat's")),
+            _ => Err(fail!(InvalidInput, "chat key collides with another chat's")),
         }
     }
 
     /// Stores a chat's session map.
-    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Fail<F::Error>> {
+    fn save_chat_sessions(&mut self, map: &ChatSessions) -> Result<(), Fail> {
         let key = fnv1a32(map.key().as_str().as_bytes());
         self.write_object(OBJ_CHAT_MAP, key, &[], Some(map))
     }
@@ -96,6 +96,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         chat: &ChatKey,
         command: &SessionCommand,
     ) -> Result<Result<Option<SessionReply>, SessionError>, Error<F::Error>> {
+        let r = self.session_command_inner(chat, command);
+        self.surface(r)
+    }
+
+    /// [`session_command`](Self::session_command) with the engine's error.
+    pub(crate) fn session_command_inner(
+        &mut self,
+        chat: &ChatKey,
+        command: &SessionCommand,
+    ) -> Result<Result<Option<SessionReply>, SessionError>, Fail> {
         // One map on the stack (as `chat_sessions`).
         let mut map = ChatSessions::first_use(chat.clone());
         let stored = self.load_chat_sessions(chat, &mut map)?;
@@ -125,8 +135,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Ok(Err(e));
                 }
                 let id = map.session_id(alias);
-                match self.delete_session(id.as_str()) {
-                    Ok(()) | Err(Error::NotFound) | Err(Error::TooLarge { .. }) => {}
+                match self.delete_session_inner(id.as_str()) {
+                    Ok(()) => {}
+                    Err(e) if matches!(e.kind(), Kind::NotFound | Kind::TooLarge) => {}
                     Err(e) => return Err(e),
                 }
                 if let Err(e) = map.delete(alias) {

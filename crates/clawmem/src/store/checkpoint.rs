@@ -28,7 +28,7 @@ use super::memory::{MemState, MEM_STATE_ENCODED};
 use super::objects::{ObjectSlot, MAX_OBJECTS, OBJ_CHAT_MAP, OBJ_ENCODED, OBJ_PROFILE};
 use super::{Priority, Store, Work};
 use crate::cursor::VerifiedReader;
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::log::{Io, Payload};
 use crate::session::{Session, DIR_DELTA, DIR_FULL, SESSION_ENCODED};
@@ -74,7 +74,7 @@ type DeletionState<'a, const N: usize> = (
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads a checkpoint: the full checkpoint it builds on, then every
     /// delta after it in order; `false` if any is damaged.
-    pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
+    pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail> {
         // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
         // deltas follow a full one).
         let mut chain = [0u32; DELTAS_PER_FULL as usize + 1];
@@ -125,7 +125,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // every session is in the table, and then it is not read: until
             // the next full checkpoint, none goes cold.
             if self.dir.cold_oldest != u32::MAX {
-                return Err(Error::TooManySessions { max: MAX_SESSIONS });
+                return Err(Fail::too_many_sessions(MAX_SESSIONS));
             }
             self.dir.clear();
             self.deleted_since_full.clear();
@@ -148,7 +148,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         delta: bool,
         overflow: &mut bool,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         let geo = self.log.geo();
         let mut io = self.log.io();
         // One pass: decode while every chunk's CRC is checked; a damaged
@@ -232,7 +232,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         Some(x) => *x = s,
                         None => {
                             if !super::directory::free_slot(&mut self.sessions, &mut self.dir) {
-                                return Err(Error::TooManySessions { max: MAX_SESSIONS });
+                                return Err(Fail::too_many_sessions(MAX_SESSIONS));
                             }
                             let _ = self.sessions.push(s);
                         }
@@ -299,7 +299,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         mut skip: usize,
         deleted: usize,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         let Some(mut r) = VerifiedReader::new(io, addr, kind::CHECKPOINT)? else {
             return Ok(false);
         };
@@ -346,7 +346,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// due at once that the running store had just written, and refused a
     /// write the running store took. `false` if it fails its CRC or lies
     /// outside the ring.
-    pub(super) fn checkpoint_met(&mut self, addr: u32) -> Result<bool, Fail<F::Error>> {
+    pub(super) fn checkpoint_met(&mut self, addr: u32) -> Result<bool, Fail> {
         // The stubs of cold sessions are filled in from the directory they
         // were made against, before it may change.
         self.resolve_stubs()?;
@@ -461,7 +461,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Before a deletion is written: a full checkpoint when RAM could not
     /// note another deletion, so that a lookup in the directory never
     /// meets a deleted session it does not know of.
-    pub(super) fn room_for_deletion(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn room_for_deletion(&mut self) -> Result<(), Fail> {
         if self.deleted_since_full.is_full() && self.cold_count() > 0 {
             self.write_full_checkpoint(Priority::Maintenance)?;
         }
@@ -522,7 +522,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             + MEM_STATE_ENCODED) as u32
     }
 
-    pub(super) fn write_checkpoint(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn write_checkpoint(&mut self) -> Result<(), Fail> {
         self.write_checkpoint_with(Priority::Maintenance)
     }
 
@@ -533,7 +533,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: until the checkpoint commits, the previous one (which is
     /// never reclaimed before a newer one exists) stays in force.
-    pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Fail> {
         let delta = self.full_checkpoint != NO_ADDR
             && self.deltas_since_full < DELTAS_PER_FULL
             && self.delta_len() < self.checkpoint_len();
@@ -542,11 +542,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Writes a full checkpoint (needed before its predecessor's sector is
     /// released).
-    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Fail> {
         self.write_checkpoint_kind(p, false)
     }
 
-    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Fail<F::Error>> {
+    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Fail> {
         let len = if delta {
             self.delta_len()
         } else {
@@ -561,10 +561,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             for k in 0..self.dir.chain().len() {
                 let at = self.dir.chain()[k];
                 if self.log.verify(at)?.is_none() {
-                    return Err(Error::Corrupted {
-                        address: at,
-                        what: "a checkpoint of the session directory failed its checksum",
-                    });
+                    return Err(fail!(
+                        Corrupted,
+                        "a checkpoint of the session directory failed its checksum",
+                        at
+                    ));
                 }
             }
         }
@@ -643,8 +644,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.deleted_written = self.deleted_since_full.len() as u8;
             // (No directory while it is cleared: until the next full one.)
             if !self.dir.chain().is_empty() && !self.dir.push_delta(addr) {
-                return Err(Error::LogicBug(
-                    "a delta checkpoint past the directory's chain",
+                return Err(fail!(
+                    LogicBug,
+                    "a delta checkpoint past the directory's chain"
                 ));
             }
             for s in self.sessions.iter_mut().filter(|s| s.dirty) {
@@ -661,7 +663,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.checkpoint_sector_seq = self
                 .log
                 .seq_of_sector(self.log.geo().sector_of(addr))
-                .ok_or(Error::LogicBug("checkpoint written outside the ring"))?;
+                .ok_or(fail!(LogicBug, "checkpoint written outside the ring"))?;
             self.deltas_since_full = 0;
         }
         // The next delta carries what changes after this checkpoint (and
@@ -699,13 +701,9 @@ struct CheckpointPayload<'a> {
 impl CheckpointPayload<'_> {
     /// The cold session `c` (counted after the table's) encoded in
     /// `entry`: the cursor goes on from where it is, or starts over.
-    fn cold_entry<F: NorFlash>(
-        &mut self,
-        io: &mut Io<'_, F>,
-        c: usize,
-    ) -> Result<(), Fail<F::Error>> {
+    fn cold_entry<F: NorFlash>(&mut self, io: &mut Io<'_, F>, c: usize) -> Result<(), Fail> {
         let Some(view) = &self.cold else {
-            return Err(Error::LogicBug("checkpoint payload overrun"));
+            return Err(fail!(LogicBug, "checkpoint payload overrun"));
         };
         if c + 1 == self.next_cold {
             return Ok(());
@@ -716,10 +714,11 @@ impl CheckpointPayload<'_> {
         }
         while self.next_cold <= c {
             let Some((s, _)) = self.cursor.next(io, view)? else {
-                return Err(Error::Corrupted {
-                    address: view.dir.chain()[0],
-                    what: "the session directory holds fewer sessions than counted",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "the session directory holds fewer sessions than counted",
+                    view.dir.chain()[0]
+                ));
             };
             s.encode(&mut self.entry);
             self.next_cold += 1;
@@ -772,12 +771,7 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
             + MEM_STATE_ENCODED) as u32
     }
 
-    fn fill(
-        &mut self,
-        io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>> {
+    fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
         let cold_at = self.fixed_len + self.sessions.len() * SESSION_ENCODED;
         let cold_end = self.fixed_len + self.count * SESSION_ENCODED;
         let mut k = 0;
@@ -789,7 +783,7 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
                 self.entry[q % SESSION_ENCODED]
             } else {
                 self.byte(p)
-                    .ok_or(Error::LogicBug("checkpoint payload overrun"))?
+                    .ok_or(fail!(LogicBug, "checkpoint payload overrun"))?
             };
             k += 1;
         }

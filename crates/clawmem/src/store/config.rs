@@ -18,7 +18,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::checkpoint::{CKPT_FIXED, CKPT_WASTE};
 use super::{MemoryConfig, Store, Work};
-use crate::error::{Error, Fail};
+use crate::error::Error;
 pub use crate::layout::FlashUnits;
 use crate::layout::CHUNK_HEADER_LEN;
 use crate::session::{BASE_FIXED, MAX_SESSION_ID_BYTES, SESSION_ENCODED};
@@ -114,7 +114,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn check_config(
         geo: &crate::layout::Geometry,
         config: &Config,
-    ) -> Result<(u32, u32), Fail<F::Error>> {
+    ) -> Result<(u32, u32), Error<F::Error>> {
         if config.max_session_id_bytes == 0 || config.max_session_id_bytes > MAX_SESSION_ID_BYTES {
             return Err(Error::Config("max_session_id_bytes must be 1 to 255"));
         }
@@ -148,9 +148,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let bytes = 2 * ckpt + session + limit / 8 + knowledge;
         let needed = u64::from(gc + maintenance) + bytes.div_ceil(u64::from(space)) + 1;
         if needed > u64::from(geo.count) {
-            return Err(Error::Config(
-                "partition too small for the session size limit: needs room for a session at the limit beside the reserves and the room kept for memory and profiles",
-            ));
+            return Err(Error::Config("partition too small for the session size limit: needs room for a session at the limit beside the reserves and the room kept for memory and profiles"));
         }
         Ok((gc, maintenance))
     }

@@ -46,7 +46,7 @@ use heapless::Vec;
 use super::checkpoint::{CKPT_DELTA, CKPT_DELTA_WASTE, CKPT_FULL_WASTE};
 use super::checkpoint::{CKPT_DELTA_FIXED, CKPT_FIXED, CKPT_WASTE, DELTAS_PER_FULL};
 use super::{Priority, Store, Work};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Fail};
 use crate::layout::NO_ADDR;
 use crate::layout::{u16_at, u32_at, CHUNK_HEADER_LEN};
 use crate::log::Io;
@@ -223,7 +223,7 @@ impl ColdCursor {
         &mut self,
         io: &mut Io<'_, F>,
         v: &DirView<'_>,
-    ) -> Result<Option<(Session, u8)>, Fail<F::Error>> {
+    ) -> Result<Option<(Session, u8)>, Fail> {
         loop {
             if self.left == 0 {
                 if self.next_k == 0 {
@@ -305,10 +305,7 @@ pub(super) fn free_slot<const N: usize>(sessions: &mut Vec<Session, N>, dir: &mu
 
 /// Where checkpoint `addr`'s session entries start (a stream address) and
 /// how many it has.
-pub(super) fn sessions_of<F: NorFlash>(
-    io: &mut Io<'_, F>,
-    addr: u32,
-) -> Result<(u32, u32), Fail<F::Error>> {
+pub(super) fn sessions_of<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<(u32, u32), Fail> {
     let mut fixed = [0u8; CKPT_FIXED];
     io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed)?;
     let extra = match fixed[0] {
@@ -326,7 +323,7 @@ pub(super) fn sessions_of<F: NorFlash>(
 pub(super) fn count_and_next_uid<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
-) -> Result<(u32, u32), Fail<F::Error>> {
+) -> Result<(u32, u32), Fail> {
     let mut fixed = [0u8; CKPT_FIXED];
     io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed)?;
     Ok((u32::from(u16_at(&fixed, 2)), u32_at(&fixed, 4)))
@@ -360,10 +357,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The next cold session of a pass.
-    pub(super) fn cold_next(
-        &mut self,
-        c: &mut ColdCursor,
-    ) -> Result<Option<(Session, u8)>, Fail<F::Error>> {
+    pub(super) fn cold_next(&mut self, c: &mut ColdCursor) -> Result<Option<(Session, u8)>, Fail> {
         let view = DirView {
             dir: &self.dir,
             hot: &self.sessions,
@@ -378,7 +372,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         i: &mut usize,
         cold: &mut ColdCursor,
-    ) -> Result<Option<Session>, Fail<F::Error>> {
+    ) -> Result<Option<Session>, Fail> {
         if let Some(s) = self.sessions.get(*i) {
             *i += 1;
             return Ok(Some(*s));
@@ -392,7 +386,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         want: Want<'_>,
         may_write: bool,
-    ) -> Result<Option<usize>, Fail<F::Error>> {
+    ) -> Result<Option<usize>, Fail> {
         if self.dir.len == 0 || self.cold_count() == 0 {
             return Ok(None);
         }
@@ -428,7 +422,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Whether the name of `s` on flash is `id` (corrected when damage at
     /// rest allows it).
-    fn id_matches(&mut self, s: &Session, id: &[u8]) -> Result<bool, Fail<F::Error>> {
+    fn id_matches(&mut self, s: &Session, id: &[u8]) -> Result<bool, Fail> {
         let mut buf = [0u8; MAX_SESSION_ID_BYTES];
         Ok(
             match super::sessions::session_id_in(&mut self.log, s, &mut buf)? {
@@ -445,7 +439,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         mut s: Session,
         dir: u8,
         may_write: bool,
-    ) -> Result<usize, Fail<F::Error>> {
+    ) -> Result<usize, Fail> {
         let full = self.dir.chain().first().copied();
         // A session that leaves the delta versions RAM names makes room
         // there for the one that goes cold in its place.
@@ -474,7 +468,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         self.sessions
             .push(s)
-            .map_err(|_| Fail::LogicBug("session table full after a slot was made"))?;
+            .map_err(|_| fail!(LogicBug, "session table full after a slot was made"))?;
         Ok(self.sessions.len() - 1)
     }
 
@@ -482,7 +476,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// farthest from the tail); if every one is changed, a checkpoint is
     /// written first (`may_write`; a mount cannot, and answers
     /// [`Error::TooManySessions`]).
-    pub(super) fn make_slot(&mut self, may_write: bool) -> Result<(), Fail<F::Error>> {
+    pub(super) fn make_slot(&mut self, may_write: bool) -> Result<(), Fail> {
         for attempt in 0..3 {
             if !self.sessions.is_full() {
                 return Ok(());
@@ -504,7 +498,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         if self.sessions.is_full() {
-            return Err(Error::TooManySessions { max: MAX_SESSIONS });
+            return Err(Fail::too_many_sessions(MAX_SESSIONS));
         }
         Ok(())
     }
@@ -518,7 +512,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// makes its changed sessions clean (each then has its version there)
     /// when there are some and RAM can name one more as cold, else (or
     /// without a directory) a full one, after which every session can go.
-    pub(super) fn clean_table(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn clean_table(&mut self, p: Priority) -> Result<(), Fail> {
         let dirty = self.sessions.iter().filter(|s| s.dirty).count();
         // (Without a directory, RAM cannot let any session go before a full
         // checkpoint makes one.)
@@ -550,7 +544,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Learns the oldest sector and the largest index of the cold sessions
     /// exactly, in one pass over the directory, bringing none in.
-    pub(super) fn learn_cold(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn learn_cold(&mut self) -> Result<(), Fail> {
         self.dir.cold_oldest = u32::MAX;
         self.dir.cold_index_max = 0;
         let mut c = ColdCursor::new(&self.dir);
@@ -564,7 +558,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// of clean ones whose oldest sector is farther from it, and learns the
     /// oldest sector of the cold sessions left exactly. One pass over the
     /// directory; nothing is written.
-    pub(super) fn warm(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn warm(&mut self) -> Result<(), Fail> {
         if self.dir.len == 0 || self.cold_count() == 0 {
             self.dir.cold_oldest = u32::MAX;
             self.dir.cold_index_max = 0;
@@ -615,7 +609,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// session's newest). A stub's batches add to the entry; a stub's base
     /// replaces it if it names the same session. A stub the directory does
     /// not hold (damage at rest) is dropped with what it gathered.
-    pub(super) fn resolve_stubs(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn resolve_stubs(&mut self) -> Result<(), Fail> {
         let stub = |s: &Session| matches!(s.dir, DIR_STUB | DIR_STUB_BASE);
         if !self.sessions.iter().any(stub) {
             return Ok(());

@@ -49,7 +49,7 @@ use super::base::Embed;
 use super::objects::{OBJ_ENCODED, OBJ_FIXED};
 use super::{Maintenance, Store, Work};
 use crate::chdx::{CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail, Kind};
 use crate::layout::CHUNK_HEADER_LEN;
 use crate::log::{Io, Payload};
 use crate::session::{Session, BASE_FIXED, SESSION_ENCODED};
@@ -192,7 +192,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// ([`collectable`](Self::collectable)) decides whether collecting can
     /// make the room: a write that would not fit is refused with
     /// [`Error::Full`] having written and erased nothing.
-    pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn ensure_room(&mut self, len: u32, p: Priority) -> Result<(), Fail> {
         let geo = self.log.geo();
         // Fixed for this write: a collection does not change it.
         let reserve = self.reserve_for(p);
@@ -212,10 +212,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         let free = u64::from(self.log.free_sectors().saturating_sub(reserve)) * space;
-        Err(Error::Full {
-            needed_bytes: len,
-            available_bytes: free.min(u64::from(u32::MAX)) as u32,
-        })
+        let available = free.min(u64::from(u32::MAX)) as u32;
+        Err(self.log.parked().full(len, available))
     }
 
     /// A dry run of collection, from what RAM knows: whether releasing tail
@@ -251,7 +249,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`collectable`](Self::collectable), bringing the cold sessions
     /// nearest the tail into the table first if the run would meet one
     /// (`directory.rs`, `warm`); a run that still would is refused.
-    fn collectable_warm(&mut self, len: u32, reserve: u32) -> Result<bool, Fail<F::Error>> {
+    fn collectable_warm(&mut self, len: u32, reserve: u32) -> Result<bool, Fail> {
         // The dry run meets sessions in table order: in uid order, it
         // decides as a remounted store, whose table was filled otherwise.
         self.sort_table();
@@ -362,8 +360,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// opened after a remount (a blank sector is never trusted across a
     /// mount).
     pub fn maintain(&mut self, max_steps: u32) -> Result<Maintenance, Error<F::Error>> {
+        let r = self.maintain_inner(max_steps);
+        self.surface(r)
+    }
+
+    /// [`maintain`](Self::maintain) with the engine's error.
+    pub(crate) fn maintain_inner(&mut self, max_steps: u32) -> Result<Maintenance, Fail> {
         let mut left = max_steps;
-        self.maintain_while(&mut || {
+        self.maintain_while_inner(&mut || {
             let go = left > 0;
             left = left.saturating_sub(1);
             go
@@ -377,6 +381,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         go_on: &mut dyn FnMut() -> bool,
     ) -> Result<Maintenance, Error<F::Error>> {
+        let r = self.maintain_while_inner(go_on);
+        self.surface(r)
+    }
+
+    /// [`maintain_while`](Self::maintain_while) with the engine's error.
+    pub(crate) fn maintain_while_inner(
+        &mut self,
+        go_on: &mut dyn FnMut() -> bool,
+    ) -> Result<Maintenance, Fail> {
         self.log.idle_begin();
         let r = self.maintain_steps(go_on);
         self.log.idle_end();
@@ -384,10 +397,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The steps of [`maintain_while`](Self::maintain_while).
-    fn maintain_steps(
-        &mut self,
-        go_on: &mut dyn FnMut() -> bool,
-    ) -> Result<Maintenance, Error<F::Error>> {
+    fn maintain_steps(&mut self, go_on: &mut dyn FnMut() -> bool) -> Result<Maintenance, Fail> {
         let mut steps = 0u32;
         // A collection that cannot release anything is not retried in the
         // same call.
@@ -425,7 +435,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// since `maintain` last collected: the rate appends would collect at,
     /// so that idle calls on a nearly full partition never move the same
     /// data again and again.
-    fn collection_due(&mut self) -> Result<bool, Fail<F::Error>> {
+    fn collection_due(&mut self) -> Result<bool, Fail> {
         let geo = self.log.geo();
         let reserve = self.reserve_for(Priority::User);
         let due = self.log.free_sectors() < reserve + APPEND_OPENS
@@ -449,7 +459,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Releases the tail sector, relocating what is still live in it.
     /// `false` if nothing can be released.
-    fn reclaim_tail(&mut self) -> Result<bool, Fail<F::Error>> {
+    fn reclaim_tail(&mut self) -> Result<bool, Fail> {
         // Never from inside a collection or a maintenance write: releasing
         // the tail would relocate the same tail again (the sector is only
         // released once its contents are out), without end. What a
@@ -465,7 +475,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(false);
         }
         if self.checkpoint_sector_seq <= tail_seq {
-            return Err(Error::LogicBug("checkpoint still in the reclaimed sector"));
+            return Err(fail!(LogicBug, "checkpoint still in the reclaimed sector"));
         }
         self.log.release_tail();
         Ok(true)
@@ -480,7 +490,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// could refuse a write the running store took.
     ///
     /// Power loss: nothing is written; a mount after a cut finds the same.
-    pub(super) fn release_dead_tail(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn release_dead_tail(&mut self) -> Result<(), Fail> {
         let mut live = self.checkpoint_sector_seq.min(self.log.head_seq());
         for o in self.objects.iter() {
             live = live.min(o.seq);
@@ -521,7 +531,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// will not need moving again for a whole turn of the ring); otherwise
     /// only its bodies in the tail are copied and the rest referenced.
     /// `false` if there is not even room for that.
-    pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Fail<F::Error>> {
+    pub(crate) fn relocate_tail(&mut self, tail_seq: u32) -> Result<bool, Fail> {
         self.relocate(tail_seq, None)
     }
 
@@ -530,11 +540,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// that sector (its index; `tail_seq` is its sequence): what has a byte
     /// there is copied, the rest referenced where it is. A scrub writes the
     /// checkpoint itself, after.
-    pub(crate) fn relocate(
-        &mut self,
-        tail_seq: u32,
-        span: Option<u32>,
-    ) -> Result<bool, Fail<F::Error>> {
+    pub(crate) fn relocate(&mut self, tail_seq: u32, span: Option<u32>) -> Result<bool, Fail> {
         let space = u64::from(self.log.geo().sector_payload_space());
         if span.is_none() && self.checkpoint_sector_seq <= tail_seq {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
@@ -611,7 +617,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Brought::None => return Ok(false),
             }
         }
-        Err(Error::LogicBug("relocating the cold sessions did not end"))
+        Err(fail!(LogicBug, "relocating the cold sessions did not end"))
     }
 
     /// Brings cold sessions that may hold bytes at or before sector
@@ -626,7 +632,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         tail_seq: u32,
         span: Option<u32>,
         last_uid: &mut u32,
-    ) -> Result<Brought, Fail<F::Error>> {
+    ) -> Result<Brought, Fail> {
         let reached = |s: &Session| s.oldest <= tail_seq;
         for attempt in 0..2 {
             if attempt == 1 {
@@ -663,8 +669,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.pinned = uid;
             match self.find_cold(super::directory::Want::Uid(uid), true) {
                 Ok(Some(_)) => return Ok(Brought::Some),
-                Ok(None) => return Err(Error::LogicBug("a cold session vanished")),
-                Err(Error::TooManySessions { .. }) => continue,
+                Ok(None) => return Err(fail!(LogicBug, "a cold session vanished")),
+                Err(e) if e.kind() == Kind::TooManySessions => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -672,7 +678,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// [`relocate`](Self::relocate)'s step for the sessions in the table.
-    fn relocate_hot(&mut self, tail_seq: u32, span: Option<u32>) -> Result<bool, Fail<F::Error>> {
+    fn relocate_hot(&mut self, tail_seq: u32, span: Option<u32>) -> Result<bool, Fail> {
         let space = u64::from(self.log.geo().sector_payload_space());
         // What each other session in the tail needs at least: a new index
         // (their bodies in the tail are a sector at most, for all).
@@ -722,7 +728,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // name is lost, or no record checks out): the session can
                 // no longer be found or read, and it goes with the tail
                 // rather than stop every later write.
-                Err(Error::Corrupted { .. }) => {
+                Err(e) if e.kind() == Kind::Corrupted => {
                     self.remove_uid(s.uid);
                     self.sessions_dropped = self.sessions_dropped.saturating_add(1);
                 }
@@ -738,7 +744,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         k: u8,
         payload: &mut P,
         p: Priority,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         self.prepare_write(payload.len(), p)?;
         self.write_prepared(k, payload)
     }
@@ -746,7 +752,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Writes a due checkpoint and makes room for `len` payload bytes. After
     /// this, nothing moves until the write: a record that points at others
     /// (a batch at its session's head) must be built after this call.
-    pub(super) fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Fail> {
         if p != Priority::Gc
             && !self.in_gc
             && self.bytes_since_checkpoint >= self.checkpoint_interval()
@@ -761,9 +767,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // wrote after it had decided on this write's checkpoint and
                 // a store remounted after a cut counts before. So a cut
                 // does not turn away a write the uncut store took.
-                Err(Error::Full { .. })
-                    if self.bytes_since_checkpoint
-                        < self.checkpoint_interval().saturating_mul(2) => {}
+                Err(e)
+                    if e.kind() == Kind::Full
+                        && self.bytes_since_checkpoint
+                            < self.checkpoint_interval().saturating_mul(2) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -776,7 +783,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         k: u8,
         payload: &mut P,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         let len = payload.len();
         let (addr, _) = self.log.write_batch(k, payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -832,12 +839,7 @@ impl<F: NorFlash> Payload<F> for FlashCopy {
         self.len
     }
 
-    fn fill(
-        &mut self,
-        io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>> {
+    fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
         let at = io.stream_advance(self.from, offset);
         io.read_stream(at, out)
     }

@@ -35,7 +35,7 @@ use crate::backend::ScanError;
 use crate::backend::{degrade_assistant_final, history_action, Degraded, HistoryAction};
 use crate::chdx::{BackendFormat, RecordType};
 use crate::cursor::{RecordInfo, Records, VerifiedReader};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail};
 use crate::layout::CRC;
 use crate::session::{Record, Session, SESSION_BATCH};
 
@@ -172,11 +172,7 @@ const STREAM_FAILED: &str = "a read of this history stream failed part-way: open
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// A walk over `s`'s records for the `current` backend.
-    fn hist_cursor(
-        &mut self,
-        s: &Session,
-        current: BackendFormat,
-    ) -> Result<HistCursor, Fail<F::Error>> {
+    fn hist_cursor(&mut self, s: &Session, current: BackendFormat) -> Result<HistCursor, Fail> {
         let ring = self.ring_view();
         Ok(HistCursor {
             recs: Records::new(&mut self.log.io(), s, Some(ring))?,
@@ -193,12 +189,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// After segment `seg` of walk `c` failed its check, finds `s`'s chain
     /// again by scanning the log ([`Records::rescan`]) and rewinds the walk:
     /// `false` if that is not done (the root, or scanned already).
-    fn hist_rescan(
-        &mut self,
-        c: &mut HistCursor,
-        s: &Session,
-        seg: usize,
-    ) -> Result<bool, Fail<F::Error>> {
+    fn hist_rescan(&mut self, c: &mut HistCursor, s: &Session, seg: usize) -> Result<bool, Fail> {
         let ring = self.ring_view();
         let again = c.recs.rescan(&mut self.log.io(), s, ring, seg)?;
         if again {
@@ -210,7 +201,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The next step of walk `c`, reading a record's body into `dst`.
     #[inline(never)]
-    fn hist_step(&mut self, c: &mut HistCursor, dst: &mut [u8]) -> Result<Step, Fail<F::Error>> {
+    fn hist_step(&mut self, c: &mut HistCursor, dst: &mut [u8]) -> Result<Step, Fail> {
         let next = match c.pending.take() {
             Some(r) => Some(r),
             None => c.recs.next(&mut self.log.io())?,
@@ -320,8 +311,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         current: BackendFormat,
         buf: &'b mut [u8],
     ) -> Result<History<'b>, Error<F::Error>> {
+        let r = self.history_inner(session, current, buf);
+        self.surface(r)
+    }
+
+    /// [`history`](Self::history) with the engine's error.
+    pub(crate) fn history_inner<'b>(
+        &mut self,
+        session: &str,
+        current: BackendFormat,
+        buf: &'b mut [u8],
+    ) -> Result<History<'b>, Fail> {
         self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
         let s = self.sessions[i];
         let mut needed =
             (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
@@ -336,7 +338,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 resized = true;
             }
             if buf.len() < needed {
-                return Err(Error::BufferTooSmall { needed });
+                return Err(self.log.parked().buffer_too_small(needed));
             }
         }
         let mut c = self.hist_cursor(&s, current)?;
@@ -371,16 +373,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Step::Damaged => damaged += 1,
                 Step::TooLarge => {
                     if buf.len() < needed {
-                        return Err(Error::BufferTooSmall { needed });
+                        return Err(self.log.parked().buffer_too_small(needed));
                     }
                     // `needed` holds the whole session: a record that does
                     // not fit has a length damaged at rest.
                     damaged += 1;
                 }
                 Step::NoRoom { out, .. } => {
-                    return Err(Error::BufferTooSmall {
-                        needed: buf.len() + out,
-                    })
+                    return Err(self.log.parked().buffer_too_small(buf.len() + out))
                 }
                 Step::SegmentEnd { seg, ok } => {
                     if !ok && self.hist_rescan(&mut c, &s, seg)? {
@@ -398,7 +398,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         c.recs.rewind();
                         needed = needed.max(held);
                         if buf.len() < needed {
-                            return Err(Error::BufferTooSmall { needed });
+                            return Err(self.log.parked().buffer_too_small(needed));
                         }
                         // Read it all afresh.
                         (at, count, damaged, seg_start, seg_records) = (0, 0, 0, 0, 0);
@@ -419,7 +419,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.repair_index(i);
         }
         if count == 0 {
-            return Err(Error::NotFound);
+            return Err(Fail::NOT_FOUND);
         }
         Ok(History {
             buf: &buf[..at],
@@ -441,7 +441,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// and body, as the index and batch metas give them (a length beyond
     /// the partition is damage, and not counted).
     #[inline(never)]
-    fn history_len(&mut self, s: &Session) -> Result<usize, Fail<F::Error>> {
+    fn history_len(&mut self, s: &Session) -> Result<usize, Fail> {
         let capacity = self.log.geo().capacity();
         let mut total = 0usize;
         self.each_record(s, 1, &mut |_, _, len| {
@@ -469,8 +469,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         current: BackendFormat,
         buf: &mut [u8],
     ) -> Result<HistoryStream, Error<F::Error>> {
+        let r = self.history_stream_inner(session, current, buf);
+        self.surface(r)
+    }
+
+    /// [`history_stream`](Self::history_stream) with the engine's error.
+    pub(crate) fn history_stream_inner(
+        &mut self,
+        session: &str,
+        current: BackendFormat,
+        buf: &mut [u8],
+    ) -> Result<HistoryStream, Fail> {
         self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
         let s = self.sessions[i];
         let mut c = self.hist_cursor(&s, current)?;
         // Once more from the start if a rescan finds the chain again.
@@ -487,9 +498,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             c.recs.rewind();
             if buf.len() < longest as usize {
-                return Err(Error::BufferTooSmall {
-                    needed: longest as usize,
-                });
+                return Err(self.log.parked().buffer_too_small(longest as usize));
             }
             let (mut records, mut bytes, mut damaged, mut need) = (0u32, 0usize, 0u32, 0usize);
             let (mut seg_records, mut seg_bytes) = (0u32, 0usize);
@@ -529,13 +538,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // one, included) must fit the reads too: they decide alike.
         let need = need.max(longest as usize).max(c.read_max);
         if buf.len() < need {
-            return Err(Error::BufferTooSmall { needed: need });
+            return Err(self.log.parked().buffer_too_small(need));
         }
         if records == 0 {
             if c.recs.degraded() || damaged > 0 {
                 self.repair_index(i);
             }
-            return Err(Error::NotFound);
+            return Err(Fail::NOT_FOUND);
         }
         c.rewind();
         Ok(HistoryStream {
@@ -570,16 +579,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         stream: &mut HistoryStream,
         buf: &'b mut [u8],
     ) -> Result<Option<Record<'b>>, Error<F::Error>> {
+        let r = self.history_next_inner(stream, buf);
+        self.surface(r)
+    }
+
+    /// [`history_next`](Self::history_next) with the engine's error.
+    pub(crate) fn history_next_inner<'b>(
+        &mut self,
+        stream: &mut HistoryStream,
+        buf: &'b mut [u8],
+    ) -> Result<Option<Record<'b>>, Fail> {
         if stream.failed {
-            return Err(Error::InvalidInput(STREAM_FAILED));
+            return Err(fail!(InvalidInput, STREAM_FAILED));
         }
         if stream.done {
             return Ok(None);
         }
         if buf.len() < stream.need {
-            return Err(Error::BufferTooSmall {
-                needed: stream.need,
-            });
+            return Err(self.log.parked().buffer_too_small(stream.need));
         }
         let was = stream.session;
         let i = self
@@ -589,7 +606,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 s.head == was.head && s.root == was.root && s.records == was.records
             })
             .filter(|_| self.log.tail_seq() == stream.tail_seq)
-            .ok_or(Fail::InvalidInput(STREAM_STALE))?;
+            .ok_or(fail!(InvalidInput, STREAM_STALE))?;
         let cap = buf.len().min(stream.open_len);
         match self.stream_step(stream, &mut buf[..cap], i) {
             Ok(Some((kind, format, len))) => Ok(Some(Record {
@@ -613,13 +630,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         stream: &mut HistoryStream,
         buf: &mut [u8],
         i: usize,
-    ) -> Result<Option<Given>, Error<F::Error>> {
+    ) -> Result<Option<Given>, Fail> {
         // The open checked all of this: a difference now is the flash
         // changing under the read.
-        let changed = Error::Corrupted {
-            address: stream.session.root,
-            what: "a session's history changed on flash while it was streamed",
-        };
+        let changed = fail!(
+            Corrupted,
+            "a session's history changed on flash while it was streamed",
+            stream.session.root
+        );
         loop {
             match self.hist_step(&mut stream.cursor, buf)? {
                 Step::Kept {

@@ -85,7 +85,7 @@ use memory::MemState;
 use objects::ObjectSlot;
 
 use crate::cursor::{start_name, verify_batch, Records, RingView};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail};
 use crate::layout::SectorHeader;
 use crate::log::{Log, DELTA_CHECKPOINT_SLOT};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
@@ -243,6 +243,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.log.into_flash()
     }
 
+    /// The public error of an engine result: what its [`Fail`] says, with
+    /// what was parked for it (every public function returns through here).
+    #[inline(always)]
+    fn surface<T>(&mut self, r: Result<T, Fail>) -> Result<T, Error<F::Error>> {
+        r.map_err(|f| self.log.parked().error(f))
+    }
+
     /// Sessions dropped by garbage collection since the mount because damage
     /// at rest left them without a name or without a sound record.
     pub fn damaged_sessions_dropped(&self) -> u32 {
@@ -253,20 +260,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// and index, checksums, record counts and sizes, and the ring.
     /// Returns the number of records checked.
     pub fn check(&mut self) -> Result<u32, Error<F::Error>> {
+        let r = self.check_inner();
+        self.surface(r)
+    }
+
+    /// [`check`](Self::check) with the engine's error.
+    pub(crate) fn check_inner(&mut self) -> Result<u32, Fail> {
         let geo = self.log.geo();
         let mut records = 0u32;
         for seq in self.log.tail_seq()..=self.log.head_seq() {
             let idx = self
                 .log
                 .sector_index_of_seq(seq)
-                .ok_or(Fail::LogicBug("ring"))?;
+                .ok_or(fail!(LogicBug, "ring"))?;
             match self.log.io().sector_header(idx)? {
                 SectorHeader::Valid { seq: s, .. } if s == seq => {}
                 _ => {
-                    return Err(Error::Corrupted {
-                        address: geo.sector_start(idx),
-                        what: "a sector in use has a wrong or missing header",
-                    })
+                    return Err(fail!(
+                        Corrupted,
+                        "a sector in use has a wrong or missing header",
+                        geo.sector_start(idx)
+                    ))
                 }
             }
         }
@@ -275,49 +289,55 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut i = 0;
         while let Some(s) = self.next_session(&mut i, &mut cold)? {
             if s.oldest < self.log.tail_seq() || s.oldest > self.log.head_seq() {
-                return Err(Error::Corrupted {
-                    address: s.root,
-                    what: "a session's oldest sector is outside the ring",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "a session's oldest sector is outside the ring",
+                    s.root
+                ));
             }
             let mut recs = Records::new(&mut self.log.io(), &s, None)?;
             if recs.chain().len != s.chain as usize + 1 {
-                return Err(Error::Corrupted {
-                    address: s.head,
-                    what: "a session's chain length disagrees with the table",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "a session's chain length disagrees with the table",
+                    s.head
+                ));
             }
             let (mut n, mut size) = (0u32, 0u32);
             while let Some(r) = recs.next(&mut self.log.io())? {
                 if r.damaged || recs.degraded() {
-                    return Err(Error::Corrupted {
-                        address: s.root,
-                        what: "a session's index or chain is damaged",
-                    });
+                    return Err(fail!(
+                        Corrupted,
+                        "a session's index or chain is damaged",
+                        s.root
+                    ));
                 }
                 n += 1;
                 size += r.len + 1;
                 let sector_seq = self.log.seq_of_sector(geo.sector_of(r.addr));
                 if sector_seq.is_none_or(|q| q < s.oldest) {
-                    return Err(Error::Corrupted {
-                        address: r.addr,
-                        what: "a record body lies outside the session's live sectors",
-                    });
+                    return Err(fail!(
+                        Corrupted,
+                        "a record body lies outside the session's live sectors",
+                        r.addr
+                    ));
                 }
             }
             if n != u32::from(s.records) || size != s.size {
-                return Err(Error::Corrupted {
-                    address: s.root,
-                    what: "a session's record count or size disagrees with the table",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "a session's record count or size disagrees with the table",
+                    s.root
+                ));
             }
             for k in 0..recs.chain().len {
                 let addr = recs.chain().addrs[k];
                 if self.log.verify(addr)?.is_none() {
-                    return Err(Error::Corrupted {
-                        address: addr,
-                        what: "a session record failed its checksum",
-                    });
+                    return Err(fail!(
+                        Corrupted,
+                        "a session record failed its checksum",
+                        addr
+                    ));
                 }
             }
             records += n;
@@ -325,10 +345,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for k in 0..self.objects.len() {
             let o = self.objects[k];
             if self.object_len(o.addr)? != Some(o.len) || self.log.head_seq_of(o.addr) != o.seq {
-                return Err(Error::Corrupted {
-                    address: o.addr,
-                    what: "a stored document disagrees with the table",
-                });
+                return Err(fail!(
+                    Corrupted,
+                    "a stored document disagrees with the table",
+                    o.addr
+                ));
             }
         }
         Ok(records)
@@ -337,7 +358,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
 impl<F: NorFlash> Log<F> {
     /// Verifies the batch at `addr` (see [`verify_batch`]).
-    fn verify(&mut self, addr: u32) -> Result<Option<u32>, Fail<F::Error>> {
+    fn verify(&mut self, addr: u32) -> Result<Option<u32>, Fail> {
         let (mut io, buf) = self.io_buf();
         verify_batch(&mut io, addr, buf)
     }
@@ -349,7 +370,7 @@ impl<F: NorFlash> Log<F> {
         addr: u32,
         uid: Option<u32>,
         out: &mut [u8; MAX_SESSION_ID_BYTES],
-    ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
+    ) -> Result<Option<(u32, usize)>, Fail> {
         let (mut io, buf) = self.io_buf();
         start_name(&mut io, addr, uid, out, buf)
     }

@@ -33,7 +33,7 @@ use heapless::Vec;
 use super::checkpoint::DELTAS_PER_FULL;
 use super::memory::MemState;
 use super::{Config, MountMode, MountReport, Priority, Store, Work};
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail};
 use crate::layout::{geometry, kind, ChunkHeader, SectorHeader, NO_ADDR};
 use crate::log::{Log, Slot};
 
@@ -81,36 +81,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         work: W,
         config: Config,
     ) -> Result<(), Error<F::Error>> {
-        Ok(Self::format_in_place(slot, flash, work, config)?)
+        Self::format_in_place(slot, flash, work, config)
     }
 
-    /// [`format_into`](Self::format_into) with the engine's error, for
-    /// mount to call too (the error is converted once, by the caller).
+    /// [`format_into`](Self::format_into), for mount to call too. The
+    /// engine's errors become public ones here, where the log (and the
+    /// store) that keeps their parked parts is at hand.
     fn format_in_place(
         slot: &mut Option<Self>,
         flash: F,
         work: W,
         config: Config,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Error<F::Error>> {
         *slot = None;
-        let geo = geometry(&flash, config.flash_units).map_err(Fail::Config)?;
+        let geo = geometry(&flash, config.flash_units).map_err(Error::<F::Error>::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         // Head sequence 0 and tail 1, an empty ring: opening sector 0 takes
         // sequence 1.
         let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
-        // Sector 0 is left to `open_next_sector`, which erases it last (and
-        // carries its erase count on): erasing it here as well would wear
-        // it twice for one format.
-        for i in (1..geo.count).rev() {
-            let h = log.io().sector_header(i)?;
-            if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) {
-                let start = geo.sector_start(i);
-                log.flash_mut()
-                    .erase(start, start + geo.sector)
-                    .map_err(Fail::Flash)?;
-            }
+        if let Err(f) = Self::format_ring(&mut log) {
+            return Err(log.parked().error(f));
         }
-        log.open_next_sector()?;
         // The store is written out here and in `mount_into` rather than
         // built by a shared constructor: a constructor's return value is
         // a second `Store` on the stack (measured: the QEMU remount went
@@ -148,10 +139,37 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             work,
         });
         let r = store.write_checkpoint();
-        if r.is_err() {
-            *slot = None;
+        Self::settle(slot, r)
+    }
+
+    /// Erases every sector of `log`'s partition that holds a store, and
+    /// opens the first sector of an empty ring.
+    fn format_ring(log: &mut Log<F>) -> Result<(), Fail> {
+        let geo = log.geo();
+        // Sector 0 is left to `open_next_sector`, which erases it last (and
+        // carries its erase count on): erasing it here as well would wear
+        // it twice for one format.
+        for i in (1..geo.count).rev() {
+            let h = log.io().sector_header(i)?;
+            if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) {
+                let start = geo.sector_start(i);
+                log.dev().erase(start, start + geo.sector)?;
+            }
         }
-        r
+        log.open_next_sector()
+    }
+
+    /// The end of a format or mount into `slot`: the public error of `r`,
+    /// with the slot emptied, or the store left in it.
+    // Out of line: format and mount share it.
+    #[inline(never)]
+    fn settle(slot: &mut Option<Self>, r: Result<(), Fail>) -> Result<(), Error<F::Error>> {
+        let (Err(f), Some(store)) = (r, slot.as_mut()) else {
+            return Ok(());
+        };
+        let e = store.log.parked().error(f);
+        *slot = None;
+        Err(e)
     }
 
     /// Mounts the store on `flash`, with `work` as the engine's working RAM
@@ -191,25 +209,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         config: Config,
         mode: MountMode,
     ) -> Result<(), Error<F::Error>> {
-        Ok(Self::mount_in_place(slot, flash, work, config, mode)?)
+        Self::mount_in_place(slot, flash, work, config, mode)
     }
 
-    /// [`mount_into`](Self::mount_into) with the engine's error (converted
-    /// once, by the caller).
+    /// [`mount_into`](Self::mount_into). The engine's errors become public
+    /// ones here, where the log (and the store) that keeps their parked
+    /// parts is at hand.
     fn mount_in_place(
         slot: &mut Option<Self>,
         flash: F,
         work: W,
         config: Config,
         mode: MountMode,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Error<F::Error>> {
         *slot = None;
-        let geo = geometry(&flash, config.flash_units).map_err(Fail::Config)?;
+        let geo = geometry(&flash, config.flash_units).map_err(Error::<F::Error>::Config)?;
         let (reserve_gc, reserve_maintenance) = Self::check_config(&geo, &config)?;
         let mut log = Log::new(flash, geo, 0, 0, 0);
         // 1. and 2.: the sector headers and the head sector (`log/open.rs`).
-        let Some(opened) = log.open(mode == MountMode::FormatIfBlank)? else {
-            return Self::format_in_place(slot, log.into_flash(), work, config);
+        let opened = match log.open(mode == MountMode::FormatIfBlank) {
+            Ok(Some(opened)) => opened,
+            Ok(None) => return Self::format_in_place(slot, log.into_flash(), work, config),
+            Err(f) => return Err(log.parked().error(f)),
         };
         let report = MountReport {
             sector_headers: opened.sector_headers,
@@ -259,10 +280,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             head_seq,
             opened.head_valid_end,
         );
-        if r.is_err() {
-            *slot = None;
-        }
-        r
+        Self::settle(slot, r)
     }
 
     /// Steps 3 on of a mount, on the store built in place: the newest
@@ -278,7 +296,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         head: u32,
         head_seq: u32,
         head_valid_end: u32,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         let geo = self.log.geo();
         // 3. The newest checkpoint, else a scan of the whole ring: one that
         // begins in the head sector, else one that ends there (found from
@@ -305,13 +323,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.mount_report.from_checkpoint = true;
                 self.log.set_checkpoint(c);
                 let full = self.full_checkpoint;
-                self.checkpoint_sector_seq =
-                    self.log
-                        .seq_of_sector(geo.sector_of(full))
-                        .ok_or(Error::Corrupted {
-                            address: full,
-                            what: "the checkpoint lies outside the ring",
-                        })?;
+                self.checkpoint_sector_seq = self.log.seq_of_sector(geo.sector_of(full)).ok_or(
+                    fail!(Corrupted, "the checkpoint lies outside the ring", full),
+                )?;
                 c
             }
             None => {
@@ -343,7 +357,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let idx = self
                 .log
                 .sector_index_of_seq(self.log.tail_seq())
-                .ok_or(Error::LogicBug("tail outside the ring"))?;
+                .ok_or(fail!(LogicBug, "tail outside the ring"))?;
             match self.log.io().sector_header(idx)? {
                 SectorHeader::Valid { seq, .. } if seq == self.log.tail_seq() => break,
                 _ => self.log.set_tail_seq(self.log.tail_seq() + 1),
@@ -358,9 +372,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // writing anything, so that nothing stored is lost.
         #[cfg(not(feature = "memory"))]
         if self.mem.root != NO_ADDR || self.mem.head != NO_ADDR {
-            return Err(Error::Config(
-                "the store holds long-term memory; mount it with a clawmem built with the `memory` feature",
-            ));
+            return Err(fail!(Config, "the store holds long-term memory; mount it with a clawmem built with the `memory` feature"));
         }
         // A sector inside the ring without its header was being wiped (a
         // scrub) when power failed; its contents had been moved: give it
@@ -370,7 +382,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let idx = self
                 .log
                 .sector_index_of_seq(seq)
-                .ok_or(Error::LogicBug("ring"))?;
+                .ok_or(fail!(LogicBug, "ring"))?;
             // The first 12 bytes (magic, version, flags, sequence) tell a
             // sector that was wiped or is not this ring's; the rest (erase
             // count, checkpoint, CRC) matter only for the head, which the
@@ -392,10 +404,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 _ => {
                     let start = geo.sector_start(idx);
-                    self.log
-                        .flash_mut()
-                        .erase(start, start + geo.sector)
-                        .map_err(Error::Flash)?;
+                    self.log.dev().erase(start, start + geo.sector)?;
                     let erase_count = self.log.head_erase_count();
                     self.log.write_sector_header(idx, seq, erase_count)?;
                 }
@@ -434,7 +443,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Returns the first chunk of a batch left uncommitted at the head, if
     /// any.
     #[inline(never)]
-    fn scan(&mut self, from: u32, head_end: u32) -> Result<Option<u32>, Fail<F::Error>> {
+    fn scan(&mut self, from: u32, head_end: u32) -> Result<Option<u32>, Fail> {
         let geo = self.log.geo();
         let mut pos = from;
         let mut sector = geo.sector_of(from);

@@ -23,7 +23,7 @@ use super::Priority;
 use super::{Store, Work};
 #[cfg(any(feature = "chat", feature = "profiles"))]
 use crate::chat::ChatSessions;
-use crate::error::{Error, Fail};
+use crate::error::Fail;
 #[cfg(any(feature = "chat", feature = "profiles"))]
 use crate::layout::CHUNK_HEADER_LEN;
 #[cfg(any(feature = "chat", feature = "profiles"))]
@@ -81,14 +81,14 @@ impl ObjectSlot {
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads an object's data length from its batch (CRC checked).
-    pub(super) fn object_len(&mut self, addr: u32) -> Result<Option<u32>, Fail<F::Error>> {
+    pub(super) fn object_len(&mut self, addr: u32) -> Result<Option<u32>, Fail> {
         Ok(self
             .log
             .verify(addr)?
             .and_then(|total| total.checked_sub(OBJ_FIXED)))
     }
 
-    pub(super) fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Fail<F::Error>> {
+    pub(super) fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Fail> {
         match self
             .objects
             .iter_mut()
@@ -98,7 +98,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             None => self
                 .objects
                 .push(slot)
-                .map_err(|_| Error::TooManySessions { max: MAX_OBJECTS })?,
+                .map_err(|_| Fail::too_many_sessions(MAX_OBJECTS))?,
         }
         Ok(())
     }
@@ -115,25 +115,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         key: u32,
         data: &[u8],
         map: Option<&ChatSessions>,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         let n = match map {
             Some(m) => m.encoded_len(),
             None => data.len(),
         };
         if map.is_some() && n > crate::chat::MAP_ENCODED_MAX_BYTES {
-            return Err(Error::LogicBug("chat map larger than its maximum"));
+            return Err(crate::error::fail!(
+                LogicBug,
+                "chat map larger than its maximum"
+            ));
         }
         let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
         if !exists && self.objects.is_full() {
-            return Err(Error::TooManySessions { max: MAX_OBJECTS });
+            return Err(Fail::too_many_sessions(MAX_OBJECTS));
         }
         let len = OBJ_FIXED + n as u32;
         self.prepare_write(len, Priority::User)?;
         let w: &mut Work = self.work.borrow_mut();
         let data = match map {
             Some(m) => {
-                m.encode(&mut w.scratch)
-                    .map_err(|_| Error::LogicBug("chat map larger than its maximum"))?;
+                m.encode(&mut w.scratch).map_err(|_| {
+                    crate::error::fail!(LogicBug, "chat map larger than its maximum")
+                })?;
                 &w.scratch[..n]
             }
             None => data,
@@ -163,13 +167,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         ty: u8,
         key: u32,
         out: &mut [u8],
-    ) -> Result<Option<usize>, Fail<F::Error>> {
+    ) -> Result<Option<usize>, Fail> {
         let Some((at, len)) = self.object_data(ty, key)? else {
             return Ok(None);
         };
         let dst = out
             .get_mut(..len)
-            .ok_or(Error::BufferTooSmall { needed: len })?;
+            .ok_or(self.log.parked().buffer_too_small(len))?;
         self.log.io().read_stream(at, dst)?;
         Ok(Some(len))
     }
@@ -177,11 +181,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[cfg(any(feature = "chat", feature = "profiles"))]
     /// Where the newest object of this type and key has its data, and how
     /// long it is (its CRC checked); `None` if there is none.
-    pub(super) fn object_data(
-        &mut self,
-        ty: u8,
-        key: u32,
-    ) -> Result<Option<(u32, usize)>, Fail<F::Error>> {
+    pub(super) fn object_data(&mut self, ty: u8, key: u32) -> Result<Option<(u32, usize)>, Fail> {
         let Some(o) = self
             .objects
             .iter()
@@ -190,10 +190,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         else {
             return Ok(None);
         };
-        let len = self.object_len(o.addr)?.ok_or(Error::Corrupted {
-            address: o.addr,
-            what: "a stored document failed its checksum",
-        })? as usize;
+        let len = self.object_len(o.addr)?.ok_or(crate::error::fail!(
+            Corrupted,
+            "a stored document failed its checksum",
+            o.addr
+        ))? as usize;
         let at = self
             .log
             .io()

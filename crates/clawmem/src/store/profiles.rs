@@ -16,7 +16,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::objects::OBJ_PROFILE;
 use super::{Store, Work};
-use crate::error::Error;
+use crate::error::{fail, Error, Fail, Kind};
 use crate::profile::ProfileDoc;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
@@ -32,17 +32,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         doc: ProfileDoc,
         out: &mut [u8],
     ) -> Result<usize, Error<F::Error>> {
+        let r = self.profile_read_inner(doc, out);
+        self.surface(r)
+    }
+
+    /// [`profile_read`](Self::profile_read) with the engine's error.
+    pub(crate) fn profile_read_inner(
+        &mut self,
+        doc: ProfileDoc,
+        out: &mut [u8],
+    ) -> Result<usize, Fail> {
         if let Some(n) = self.read_object(OBJ_PROFILE, u32::from(doc.tag()), out)? {
             return Ok(n);
         }
         let default = doc.default_contents();
         if out.len() < default.len() {
-            return Err(Error::BufferTooSmall {
-                needed: default.len(),
-            });
+            return Err(self.log.parked().buffer_too_small(default.len()));
         }
-        match self.profile_write(doc, default) {
-            Ok(()) | Err(Error::Full { .. }) => {}
+        match self.profile_write_inner(doc, default) {
+            Ok(()) => {}
+            Err(e) if e.kind() == Kind::Full => {}
             Err(e) => return Err(e),
         }
         out[..default.len()].copy_from_slice(default.as_bytes());
@@ -51,6 +60,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Length of a profile document (its default's if never written).
     pub fn profile_len(&mut self, doc: ProfileDoc) -> Result<usize, Error<F::Error>> {
+        let r = self.profile_len_inner(doc);
+        self.surface(r)
+    }
+
+    /// [`profile_len`](Self::profile_len) with the engine's error.
+    pub(crate) fn profile_len_inner(&mut self, doc: ProfileDoc) -> Result<usize, Fail> {
         match self
             .objects
             .iter()
@@ -78,6 +93,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         doc: ProfileDoc,
         body: &str,
     ) -> Result<bool, Error<F::Error>> {
+        let r = self.profile_write_if_absent_inner(doc, body);
+        self.surface(r)
+    }
+
+    /// [`profile_write_if_absent`](Self::profile_write_if_absent) with the engine's error.
+    pub(crate) fn profile_write_if_absent_inner(
+        &mut self,
+        doc: ProfileDoc,
+        body: &str,
+    ) -> Result<bool, Fail> {
         let present = self
             .objects
             .iter()
@@ -85,7 +110,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if present && body.len() <= self.config.profile_max_bytes {
             return Ok(false);
         }
-        self.profile_write(doc, body)?;
+        self.profile_write_inner(doc, body)?;
         Ok(true)
     }
 
@@ -94,13 +119,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: atomic; a read after any cut returns the old or the new
     /// document, never a mix.
     pub fn profile_write(&mut self, doc: ProfileDoc, body: &str) -> Result<(), Error<F::Error>> {
+        let r = self.profile_write_inner(doc, body);
+        self.surface(r)
+    }
+
+    /// [`profile_write`](Self::profile_write) with the engine's error.
+    pub(crate) fn profile_write_inner(&mut self, doc: ProfileDoc, body: &str) -> Result<(), Fail> {
         if body.len() > self.config.profile_max_bytes {
-            return Err(Error::TooLarge {
-                what: "profile document",
-                size: body.len(),
-                limit: self.config.profile_max_bytes,
-            });
+            let limit = self.config.profile_max_bytes;
+            let f = fail!(TooLarge, "profile document");
+            return Err(self.log.parked().too_large(f, body.len(), limit));
         }
-        Ok(self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes(), None)?)
+        self.write_object(OBJ_PROFILE, u32::from(doc.tag()), body.as_bytes(), None)
     }
 }

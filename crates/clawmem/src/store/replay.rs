@@ -29,7 +29,7 @@ use heapless::Vec;
 use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
 use super::{Store, Work};
 use crate::cursor::{read_base, BatchMeta};
-use crate::error::{Error, Fail};
+use crate::error::Fail;
 use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
@@ -45,8 +45,8 @@ use crate::store::objects::OBJECT;
 /// reason is not carried.
 pub(super) struct Skip;
 
-impl<E> From<Fail<E>> for Skip {
-    fn from(_: Fail<E>) -> Self {
+impl From<Fail> for Skip {
+    fn from(_: Fail) -> Self {
         Skip
     }
 }
@@ -247,17 +247,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         sessions: &mut Vec<Session, MAX_SESSIONS>,
         dir: &mut super::directory::Dir,
         s: Session,
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         dir.forget(s.uid);
         match sessions.iter_mut().find(|x| x.uid == s.uid) {
             Some(x) => *x = s,
             None => {
                 if !super::directory::free_slot(sessions, dir) {
-                    return Err(Error::TooManySessions { max: MAX_SESSIONS });
+                    return Err(Fail::too_many_sessions(MAX_SESSIONS));
                 }
                 sessions
                     .push(s)
-                    .map_err(|_| Error::TooManySessions { max: MAX_SESSIONS })?
+                    .map_err(|_| Fail::too_many_sessions(MAX_SESSIONS))?
             }
         }
         Ok(())
@@ -268,7 +268,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// after the checkpoint change; one pass over the directory at the end
     /// of the scan fills the stubs in (`resolve_stubs`), so that a mount
     /// reads the directory once, not once a session.
-    fn warm_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
+    fn warm_uid(&mut self, uid: u32) -> Result<(), Fail> {
         if self.sessions.iter().any(|s| s.uid == uid) || !self.may_be_cold(uid) {
             return Ok(());
         }

@@ -30,7 +30,7 @@ use super::{Appended, Gate, Priority, SessionInfo, Store, Work};
 use crate::chdx::RecordType;
 use crate::cursor::{read_id, Records};
 use crate::error::SESSION_BLOCKED_WARNING;
-use crate::error::{Error, Fail};
+use crate::error::{fail, Error, Fail, Kind};
 use crate::layout::NO_ADDR;
 use crate::log::{copy_from_parts, Io, Payload, Slices};
 use crate::naming::fnv1a32;
@@ -63,16 +63,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Checks a session id against the configured length.
     #[inline(never)]
-    pub(super) fn check_id(&self, id: &str) -> Result<(), Fail<F::Error>> {
+    pub(super) fn check_id(&mut self, id: &str) -> Result<(), Fail> {
         if id.is_empty() {
-            return Err(Error::InvalidInput("session id is empty"));
+            return Err(fail!(InvalidInput, "session id is empty"));
         }
         if id.len() > self.config.max_session_id_bytes {
-            return Err(Error::TooLarge {
-                what: "session id",
-                size: id.len(),
-                limit: self.config.max_session_id_bytes,
-            });
+            let limit = self.config.max_session_id_bytes;
+            let f = fail!(TooLarge, "session id");
+            return Err(self.log.parked().too_large(f, id.len(), limit));
         }
         Ok(())
     }
@@ -82,7 +80,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// cold one is brought in from the directory. The session found is the
     /// one the operation works on: the table keeps it until the next
     /// lookup.
-    pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Fail<F::Error>> {
+    pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Fail> {
         let found = match self.find_hot(id)? {
             Some(i) => Some(i),
             None => self.find_cold(super::directory::Want::Id(id), true)?,
@@ -92,7 +90,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// [`find`](Self::find) in the table alone.
-    fn find_hot(&mut self, id: &str) -> Result<Option<usize>, Fail<F::Error>> {
+    fn find_hot(&mut self, id: &str) -> Result<Option<usize>, Fail> {
         let hash = fnv1a32(id.as_bytes());
         for i in 0..self.sessions.len() {
             let s = self.sessions[i];
@@ -124,12 +122,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         s: &Session,
         out: &mut [u8; MAX_SESSION_ID_BYTES],
-    ) -> Result<Option<usize>, Fail<F::Error>> {
+    ) -> Result<Option<usize>, Fail> {
         session_id_in(&mut self.log, s, out)
     }
 
     /// Facts about a session, or `None` if it does not exist.
     pub fn session_info(&mut self, id: &str) -> Result<Option<SessionInfo>, Error<F::Error>> {
+        let r = self.session_info_inner(id);
+        self.surface(r)
+    }
+
+    /// [`session_info`](Self::session_info) with the engine's error.
+    pub(crate) fn session_info_inner(&mut self, id: &str) -> Result<Option<SessionInfo>, Fail> {
         self.check_id(id)?;
         Ok(self.find(id)?.map(|i| {
             let s = &self.sessions[i];
@@ -152,8 +156,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// (they cannot be looked up either).
     pub fn for_each_session(
         &mut self,
-        mut f: impl FnMut(&str, SessionInfo),
+        f: impl FnMut(&str, SessionInfo),
     ) -> Result<usize, Error<F::Error>> {
+        let r = self.for_each_session_inner(f);
+        self.surface(r)
+    }
+
+    /// [`for_each_session`](Self::for_each_session) with the engine's error.
+    pub(crate) fn for_each_session_inner(
+        &mut self,
+        mut f: impl FnMut(&str, SessionInfo),
+    ) -> Result<usize, Fail> {
         let mut lost = 0;
         // The table's sessions, then the directory's others.
         let mut cold = super::directory::ColdCursor::new(&self.dir);
@@ -216,21 +229,30 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         records: &[Record<'_>],
         turn_completed: bool,
     ) -> Result<Appended, Error<F::Error>> {
+        let r = self.append_inner(session, records, turn_completed);
+        self.surface(r)
+    }
+
+    /// [`append`](Self::append) with the engine's error.
+    pub(crate) fn append_inner(
+        &mut self,
+        session: &str,
+        records: &[Record<'_>],
+        turn_completed: bool,
+    ) -> Result<Appended, Fail> {
         self.check_id(session)?;
         if records.is_empty() {
-            return Err(Error::InvalidInput("an append needs at least one record"));
+            return Err(fail!(InvalidInput, "an append needs at least one record"));
         }
         if records.len() > MAX_RECORDS_PER_APPEND {
-            return Err(Error::TooLarge {
-                what: "records in one append",
-                size: records.len(),
-                limit: MAX_RECORDS_PER_APPEND,
-            });
+            let f = fail!(TooLarge, "records in one append");
+            let size = records.len();
+            return Err(self.log.parked().too_large(f, size, MAX_RECORDS_PER_APPEND));
         }
         let mut total: u64 = 0;
         for r in records {
             if r.body.is_empty() {
-                return Err(Error::InvalidInput("a record body is empty"));
+                return Err(fail!(InvalidInput, "a record body is empty"));
             }
             total += r.body.len() as u64 + 1;
         }
@@ -239,11 +261,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // only a batch the partition could never hold is refused.
         let most = self.largest_append(records.len());
         if total > most {
-            return Err(Error::TooLarge {
-                what: "one append (more than the partition holds beside its reserves)",
-                size: total as usize,
-                limit: most as usize,
-            });
+            let f = fail!(
+                TooLarge,
+                "one append (more than the partition holds beside its reserves)"
+            );
+            let (size, limit) = (total as usize, most as usize);
+            return Err(self.log.parked().too_large(f, size, limit));
         }
         let found = self.find(session)?;
         // Collecting garbage may drop a session damaged at rest, which moves
@@ -251,7 +274,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let found_uid = found.map(|i| self.sessions[i].uid);
         if let Some(i) = found {
             if self.sessions[i].blocked() {
-                return Err(Error::Blocked);
+                return Err(Fail::BLOCKED);
             }
             if self.sessions[i].chain as usize >= CHAIN_MAX {
                 // Room for the new index and the batch together first: an
@@ -259,7 +282,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let index = crate::store::gc::index_len(&self.sessions[i]);
                 self.ensure_room(index + total as u32 + 64, Priority::History)?;
                 let uid = self.sessions[i].uid;
-                let i = self.index_of(uid).ok_or(Fail::NotFound)?;
+                let i = self.index_of(uid).ok_or(Fail::NOT_FOUND)?;
                 self.rewrite_base(i, Keep::All, None, Embed::None, Priority::History)?;
             }
         } else {
@@ -267,9 +290,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // cold, after a checkpoint if none is), and no more than a
             // checkpoint can count.
             if self.session_count() >= usize::from(u16::MAX) {
-                return Err(Error::TooManySessions {
-                    max: usize::from(u16::MAX),
-                });
+                return Err(Fail::too_many_sessions(usize::from(u16::MAX)));
             }
             self.pinned = NO_ADDR;
         }
@@ -294,7 +315,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 break;
             }
             if attempt == 2 {
-                return Err(Error::TooManySessions { max: MAX_SESSIONS });
+                return Err(Fail::too_many_sessions(MAX_SESSIONS));
             }
             self.ensure_room(len.saturating_add(self.checkpoint_len()), Priority::History)?;
             self.clean_table(Priority::Maintenance)?;
@@ -303,7 +324,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Garbage collection may have dropped a session damaged at rest,
         // which moves others in the table.
         let found = match found_uid {
-            Some(uid) => Some(self.index_of(uid).ok_or(Fail::NotFound)?),
+            Some(uid) => Some(self.index_of(uid).ok_or(Fail::NOT_FOUND)?),
             None => None,
         };
         let (uid, prev) = match found {
@@ -355,7 +376,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 };
                 self.sessions
                     .push(s)
-                    .map_err(|_| Fail::LogicBug("session table full after check"))?;
+                    .map_err(|_| fail!(LogicBug, "session table full after check"))?;
                 self.sessions.len() - 1
             }
         };
@@ -368,14 +389,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// ESP-Claw's turn-aware compaction of session `i`.
     #[inline(never)]
-    fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail<F::Error>> {
+    fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail> {
         let s = self.sessions[i];
         let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
         self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
             self.write_uid(SESSION_BLOCK, s.uid)?;
-            let i = self.index_of(s.uid).ok_or(Error::NotFound)?;
+            let i = self.index_of(s.uid).ok_or(Fail::NOT_FOUND)?;
             self.sessions[i].flags |= FLAG_BLOCKED;
             self.sessions[i].dirty = true;
             return Ok(Appended {
@@ -411,11 +432,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         keep_turns: u64,
         summary: Record<'_>,
     ) -> Result<bool, Error<F::Error>> {
+        let r = self.compact_with_summary_inner(session, keep_turns, summary);
+        self.surface(r)
+    }
+
+    /// [`compact_with_summary`](Self::compact_with_summary) with the engine's error.
+    pub(crate) fn compact_with_summary_inner(
+        &mut self,
+        session: &str,
+        keep_turns: u64,
+        summary: Record<'_>,
+    ) -> Result<bool, Fail> {
         self.check_id(session)?;
         if summary.body.is_empty() {
-            return Err(Error::InvalidInput("the summary is empty"));
+            return Err(fail!(InvalidInput, "the summary is empty"));
         }
-        let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
         let Some(cut) = self.summary_cut(i, keep_turns)? else {
             return Ok(false);
         };
@@ -438,7 +470,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         i: usize,
         keep_turns: u64,
-    ) -> Result<Option<crate::turns::SummaryCut>, Fail<F::Error>> {
+    ) -> Result<Option<crate::turns::SummaryCut>, Fail> {
         let s = self.sessions[i];
         let mut turns = TurnCursor::new();
         // Made again after each record of the first pass, so that it starts
@@ -465,7 +497,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         s: &Session,
         passes: u8,
         f: &mut dyn FnMut(u8, RecordType, u32),
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         let ring = self.ring_view();
         let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
         for pass in 0..passes {
@@ -483,8 +515,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic; the deletion commits with one small record.
     pub fn delete_session(&mut self, session: &str) -> Result<(), Error<F::Error>> {
+        let r = self.delete_session_inner(session);
+        self.surface(r)
+    }
+
+    /// [`delete_session`](Self::delete_session) with the engine's error.
+    pub(crate) fn delete_session_inner(&mut self, session: &str) -> Result<(), Fail> {
         self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NotFound)?;
+        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
         self.delete_uid(self.sessions[i].uid)?;
         Ok(())
     }
@@ -493,6 +531,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: each session's deletion is atomic on its own.
     pub fn clear_sessions(&mut self) -> Result<usize, Error<F::Error>> {
+        let r = self.clear_sessions_inner();
+        self.surface(r)
+    }
+
+    /// [`clear_sessions`](Self::clear_sessions) with the engine's error.
+    pub(crate) fn clear_sessions_inner(&mut self) -> Result<usize, Fail> {
         let mut n = 0;
         loop {
             let uid = match self.sessions.last() {
@@ -512,11 +556,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Deletes the session with `uid`: its deletion record, then its entry
     /// (a full checkpoint first if RAM could not note another deletion).
-    fn delete_uid(&mut self, uid: u32) -> Result<(), Fail<F::Error>> {
+    fn delete_uid(&mut self, uid: u32) -> Result<(), Fail> {
         self.room_for_deletion()?;
         self.write_uid(SESSION_DELETE, uid)?;
         if !self.remove_uid(uid) {
-            return Err(Error::LogicBug("a deletion RAM could not note"));
+            return Err(fail!(LogicBug, "a deletion RAM could not note"));
         }
         Ok(())
     }
@@ -524,7 +568,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Writes a record of kind `k` that holds only a session's uid (a
     /// deletion, a block).
     #[inline(never)]
-    fn write_uid(&mut self, k: u8, uid: u32) -> Result<u32, Fail<F::Error>> {
+    fn write_uid(&mut self, k: u8, uid: u32) -> Result<u32, Fail> {
         let mut payload = Slices([&uid.to_le_bytes()[..]]);
         self.write(k, &mut payload, Priority::Maintenance)
     }
@@ -545,12 +589,7 @@ impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
                 .sum::<u32>()
     }
 
-    fn fill(
-        &mut self,
-        _io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>> {
+    fn fill(&mut self, _io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
         let parts = core::iter::once(self.meta).chain(self.records.iter().map(|r| r.body));
         copy_from_parts(parts, offset, out);
         Ok(())
@@ -563,7 +602,7 @@ pub(super) fn session_id_in<F: NorFlash>(
     log: &mut crate::log::Log<F>,
     s: &Session,
     out: &mut [u8; MAX_SESSION_ID_BYTES],
-) -> Result<Option<usize>, Fail<F::Error>> {
+) -> Result<Option<usize>, Fail> {
     let sound = |id: &[u8]| {
         id.len() == usize::from(s.id_len)
             && fnv1a32(id) == s.id_hash
@@ -571,7 +610,8 @@ pub(super) fn session_id_in<F: NorFlash>(
     };
     match read_id(&mut log.io(), s, out) {
         Ok(n) if sound(&out[..n]) => return Ok(Some(n)),
-        Ok(_) | Err(Error::Corrupted { .. }) => {}
+        Ok(_) => {}
+        Err(e) if e.kind() == Kind::Corrupted => {}
         Err(e) => return Err(e),
     }
     if s.root_is_base {

@@ -47,10 +47,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         replace: bool,
     ) -> Result<Stored, Error<F::Error>> {
+        let r = self.memory_store_inner(input, now, replace);
+        self.surface(r)
+    }
+
+    /// [`memory_store`](Self::memory_store) with the engine's error.
+    pub(crate) fn memory_store_inner(
+        &mut self,
+        input: &ItemInput<'_>,
+        now: u32,
+        replace: bool,
+    ) -> Result<Stored, Fail> {
         let id = ItemId::new(self.mem.next_id);
         let mut stored = Stored {
             item: Item::new(id, input, now, self.config.memory.label_limit)
-                .map_err(|_| Fail::InvalidInput("memory content is empty"))?,
+                .map_err(|_| fail!(InvalidInput, "memory content is empty"))?,
             changed: true,
             replaced: 0,
         };
@@ -70,10 +81,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         updated_at: u32,
         access_count: u16,
     ) -> Result<Stored, Error<F::Error>> {
+        let r = self.memory_import_inner(input, created_at, updated_at, access_count);
+        self.surface(r)
+    }
+
+    /// [`memory_import`](Self::memory_import) with the engine's error.
+    pub(crate) fn memory_import_inner(
+        &mut self,
+        input: &ItemInput<'_>,
+        created_at: u32,
+        updated_at: u32,
+        access_count: u16,
+    ) -> Result<Stored, Fail> {
         let id = ItemId::new(self.mem.next_id);
         let mut stored = Stored {
             item: Item::new(id, input, created_at, self.config.memory.label_limit)
-                .map_err(|_| Fail::InvalidInput("memory content is empty"))?,
+                .map_err(|_| fail!(InvalidInput, "memory content is empty"))?,
             changed: true,
             replaced: 0,
         };
@@ -87,11 +110,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// id: `stored` says what was done (on a duplicate, its item becomes the
     /// existing one). The item stays in the caller's frame.
     #[inline(never)]
-    pub(super) fn mem_store_new(
-        &mut self,
-        stored: &mut Stored,
-        replace: bool,
-    ) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_store_new(&mut self, stored: &mut Stored, replace: bool) -> Result<(), Fail> {
         let item = &stored.item;
         self.mem_active(OP)?;
         if self.mem_duplicate(item, None)? {
@@ -136,7 +155,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// items or more, memory is compacted first (evicting down to the item
     /// limit). Only such puts grow the set, so it never outgrows
     /// `ACTIVE_CAP`, however long the chain.
-    fn mem_room_for_one(&mut self) -> Result<(), Fail<F::Error>> {
+    fn mem_room_for_one(&mut self) -> Result<(), Fail> {
         if self.work.borrow().active[OP].len() >= ACTIVE_CAP - 1 {
             self.mem_compact_with(None, Priority::User)?;
         }
@@ -146,7 +165,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Whether `item` duplicates an item of active set [`OP`] (other than
     /// `skip`), which is then in slot 0.
     #[inline(never)]
-    fn mem_duplicate(&mut self, item: &Item, skip: Option<u32>) -> Result<bool, Fail<F::Error>> {
+    fn mem_duplicate(&mut self, item: &Item, skip: Option<u32>) -> Result<bool, Fail> {
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
             if Some(a.id) == skip || !self.mem_load_ok_in(&a, 0)? {
@@ -161,12 +180,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The active item with this id.
     pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
-        Ok(self.mem_load(&a)?)
+        let r = self.memory_get_inner(id);
+        self.surface(r)
+    }
+
+    /// [`memory_get`](Self::memory_get) with the engine's error.
+    pub(crate) fn memory_get_inner(&mut self, id: ItemId) -> Result<Item, Fail> {
+        let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
+        self.mem_load(&a)
     }
 
     /// The active-set entry of item `id`, if it is active.
-    pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Fail<F::Error>> {
+    pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Fail> {
         self.mem_active(OP)?;
         let set = &self.work.borrow().active[OP];
         Ok(position_of(set, id).map(|k| set[k]))
@@ -178,15 +203,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`memory_damaged_reads`](Self::memory_damaged_reads); so is every
     /// other memory read.
     pub fn memory_list(&mut self, mut f: impl FnMut(&Item)) -> Result<usize, Error<F::Error>> {
-        Ok(self.memory_list_dyn(&mut f)?)
+        let r = self.memory_list_dyn(&mut f);
+        self.surface(r)
     }
 
     /// [`memory_list`](Self::memory_list), compiled once whatever the
     /// caller's closure.
-    pub(super) fn memory_list_dyn(
-        &mut self,
-        f: &mut dyn FnMut(&Item),
-    ) -> Result<usize, Fail<F::Error>> {
+    pub(super) fn memory_list_dyn(&mut self, f: &mut dyn FnMut(&Item)) -> Result<usize, Fail> {
         self.mem_active(OP)?;
         sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
         let mut listed = 0;
@@ -207,7 +230,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         mut f: impl FnMut(&str, u16),
     ) -> Result<usize, Error<F::Error>> {
-        Ok(self.memory_catalog_dyn(&mut f)?)
+        let r = self.memory_catalog_dyn(&mut f);
+        self.surface(r)
     }
 
     /// [`memory_catalog`](Self::memory_catalog), compiled once whatever the
@@ -215,7 +239,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn memory_catalog_dyn(
         &mut self,
         f: &mut dyn FnMut(&str, u16),
-    ) -> Result<usize, Fail<F::Error>> {
+    ) -> Result<usize, Fail> {
         self.mem_active(OP)?;
         if let Some(n) = self.mem_catalog_from_index(f)? {
             return Ok(n);
@@ -273,7 +297,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn mem_catalog_from_index(
         &mut self,
         f: &mut dyn FnMut(&str, u16),
-    ) -> Result<Option<usize>, Fail<F::Error>> {
+    ) -> Result<Option<usize>, Fail> {
         let root = self.mem.root;
         if root == NO_ADDR {
             return Ok(None);
@@ -335,10 +359,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let rest = self.log.io().stream_advance(at, pos + 1);
             self.log.io().read_stream(rest, &mut label[..n + 2])?;
-            let text = core::str::from_utf8(&label[..n]).map_err(|_| Error::Corrupted {
-                address: addr,
-                what: "a memory catalog label is not UTF-8",
-            })?;
+            let text = core::str::from_utf8(&label[..n])
+                .map_err(|_| fail!(Corrupted, "a memory catalog label is not UTF-8", addr))?;
             let h = fnv1a32(text.as_bytes());
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
             let b = &mut self.work.borrow_mut().scratch;
@@ -387,7 +409,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         deltas: &mut usize,
         addr: u32,
         by: i16,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         let r = self.mem_read(addr, 0);
         if self.mem_tolerate(r)?.is_none() {
             return Ok(false);
@@ -420,10 +442,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
-    pub(super) fn unknown_label(
-        &mut self,
-        label: &str,
-    ) -> Result<UnknownLabelError, Fail<F::Error>> {
+    pub(super) fn unknown_label(&mut self, label: &str) -> Result<UnknownLabelError, Fail> {
         let mut e = UnknownLabelError {
             label: heapless::String::new(),
             available: heapless::String::new(),
@@ -472,9 +491,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         mut f: impl FnMut(&Item),
     ) -> Result<usize, Error<F::Error>> {
-        match self.memory_recall_dyn(labels, limit, now, &mut f)? {
-            Ok(n) => Ok(n),
-            Err(k) => Err(Error::UnknownLabel(self.unknown_label(labels[k])?)),
+        let unknown = match self.memory_recall_dyn(labels, limit, now, &mut f) {
+            Ok(Ok(n)) => return Ok(n),
+            Ok(Err(k)) => self.unknown_label(labels[k]),
+            Err(e) => Err(e),
+        };
+        match unknown {
+            Ok(e) => Err(Error::UnknownLabel(e)),
+            Err(e) => self.surface(Err(e)),
         }
     }
 
@@ -487,7 +511,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         limit: usize,
         now: u32,
         f: &mut dyn FnMut(&Item),
-    ) -> Result<Result<usize, usize>, Fail<F::Error>> {
+    ) -> Result<Result<usize, usize>, Fail> {
         // The first three non-empty labels (ESP-Claw's loop over
         // `summary_labels`), with where each is in `labels`; none: every
         // active item.
@@ -611,7 +635,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         patch: &ItemInput<'_>,
         now: u32,
     ) -> Result<Option<Stored>, Error<F::Error>> {
-        let old_a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
+        let r = self.memory_update_inner(id, patch, now);
+        self.surface(r)
+    }
+
+    /// [`memory_update`](Self::memory_update) with the engine's error.
+    pub(crate) fn memory_update_inner(
+        &mut self,
+        id: ItemId,
+        patch: &ItemInput<'_>,
+        now: u32,
+    ) -> Result<Option<Stored>, Fail> {
+        let old_a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
         // The old item waits in the operation's own slot: the compactions
         // the writes below may start leave it alone.
         let (_, old_root) = self.mem_load_in(&old_a, MERGED)?;
@@ -620,7 +655,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(mut new) = self
             .slot(MERGED)
             .updated(patch, new_id, now, self.config.memory.label_limit)
-            .map_err(|_| Fail::InvalidInput("memory content is empty"))?
+            .map_err(|_| fail!(InvalidInput, "memory content is empty"))?
         else {
             return Ok(None);
         };
@@ -651,6 +686,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic.
     pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
+        let r = self.memory_forget_inner(id);
+        self.surface(r)
+    }
+
+    /// [`memory_forget`](Self::memory_forget) with the engine's error.
+    pub(crate) fn memory_forget_inner(&mut self, id: ItemId) -> Result<Item, Fail> {
         let mut item = Item::empty();
         self.mem_forget_into(id, &mut item)?;
         Ok(item)
@@ -659,8 +700,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`memory_forget`](Self::memory_forget) with the forgotten item
     /// copied into `item`, the one copy on the caller's stack.
     #[inline(never)]
-    fn mem_forget_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail<F::Error>> {
-        let a = self.mem_find(id.get())?.ok_or(Fail::NotFound)?;
+    fn mem_forget_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
+        let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
         self.mem_load_in(&a, 0)?;
         item.clone_from(self.slot(0));
         self.mem_forget_record(id.get(), Priority::Maintenance)?;
@@ -673,6 +714,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// records the id it replaced and the first id of its lineage).
     /// `NotFound` if the lineage ends in a forgotten item.
     pub fn memory_newest(&mut self, id: ItemId) -> Result<ItemId, Error<F::Error>> {
+        let r = self.memory_newest_inner(id);
+        self.surface(r)
+    }
+
+    /// [`memory_newest`](Self::memory_newest) with the engine's error.
+    pub(crate) fn memory_newest_inner(&mut self, id: ItemId) -> Result<ItemId, Fail> {
         let want = id.get();
         if self.mem_find(want)?.is_some() {
             return Ok(id);
@@ -687,13 +734,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Ok(ItemId::new(a.id));
             }
         }
-        Err(Error::NotFound)
+        Err(Fail::NOT_FOUND)
     }
 
     /// Forgets every long-term memory item.
     ///
     /// Power loss: atomic (one empty index).
     pub fn memory_clear(&mut self) -> Result<(), Error<F::Error>> {
+        let r = self.memory_clear_inner();
+        self.surface(r)
+    }
+
+    /// [`memory_clear`](Self::memory_clear) with the engine's error.
+    pub(crate) fn memory_clear_inner(&mut self) -> Result<(), Fail> {
         let mut payload = IndexPayload {
             fixed: index_fixed(self.mem.next_id, 0, self.log.head_seq(), 0),
             entries: &[],
@@ -710,11 +763,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`MemoryConfig::compact_after_changes`] changes or
     /// [`MemoryConfig::compact_after_bytes`] bytes).
     pub fn memory_compact(&mut self) -> Result<(), Error<F::Error>> {
-        Ok(self.mem_compact_with(None, Priority::Maintenance)?).map(|_| ())
+        let r = self
+            .mem_compact_with(None, Priority::Maintenance)
+            .map(|_| ());
+        self.surface(r)
     }
 
     /// Number of active items.
     pub fn memory_len(&mut self) -> Result<usize, Error<F::Error>> {
+        let r = self.memory_len_inner();
+        self.surface(r)
+    }
+
+    /// [`memory_len`](Self::memory_len) with the engine's error.
+    pub(crate) fn memory_len_inner(&mut self) -> Result<usize, Fail> {
         self.mem_active(OP)?;
         Ok(self.work.borrow_mut().active[OP].len())
     }
@@ -723,9 +785,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// `Summary label catalog:` and one `- <label>` line per label, or
     /// `- (empty)`.
     pub fn write_memory_prompt<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Error<F::Error>> {
+        let r = self.write_memory_prompt_inner(w);
+        self.surface(r)
+    }
+
+    /// [`write_memory_prompt`](Self::write_memory_prompt) with the engine's error.
+    pub(crate) fn write_memory_prompt_inner<O: fmt::Write>(
+        &mut self,
+        w: &mut O,
+    ) -> Result<(), Fail> {
         let mut failed = w.write_str(LONG_TERM_PREAMBLE).is_err();
         let mut any = false;
-        self.memory_catalog(|l, _| {
+        self.memory_catalog_dyn(&mut |l, _| {
             any = true;
             failed |= writeln!(w, "- {l}").is_err();
         })?;
@@ -733,17 +804,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             failed |= w.write_str(crate::memory::CATALOG_EMPTY_LINE).is_err();
         }
         if failed {
-            return Err(Error::InvalidInput("the prompt writer failed"));
+            return Err(fail!(InvalidInput, "the prompt writer failed"));
         }
         Ok(())
     }
 
     /// Writes `MEMORY.md` in ESP-Claw's layout (lite mode injects it whole).
     pub fn write_memory_md<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Error<F::Error>> {
+        let r = self.write_memory_md_inner(w);
+        self.surface(r)
+    }
+
+    /// [`write_memory_md`](Self::write_memory_md) with the engine's error.
+    pub(crate) fn write_memory_md_inner<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Fail> {
         let mut failed = false;
         failed |= writeln!(w, "{}\n", crate::memory::MEMORY_MD_TITLE).is_err();
         let mut any_label = false;
-        self.memory_catalog(|l, refs| {
+        self.memory_catalog_dyn(&mut |l, refs| {
             if !any_label {
                 failed |= w.write_str("## Summary Labels\n\n").is_err();
             }
@@ -754,7 +831,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             failed |= w.write_char('\n').is_err();
         }
         let mut first = true;
-        let count = self.memory_list(|item| {
+        let count = self.memory_list_dyn(&mut |item| {
             if first {
                 failed |= w.write_str("## Active Memories\n\n").is_err();
                 first = false;
@@ -765,7 +842,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             failed |= writeln!(w, "{}", crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
         }
         if failed {
-            return Err(Error::InvalidInput("the MEMORY.md writer failed"));
+            return Err(fail!(InvalidInput, "the MEMORY.md writer failed"));
         }
         Ok(())
     }

@@ -22,8 +22,8 @@ const JSON_CHUNK: usize = 8;
 /// The error a failing writer gives.
 const WRITER_FAILED: &str = "the JSON writer failed";
 
-fn wr<E>(r: fmt::Result) -> Result<(), Fail<E>> {
-    r.map_err(|_| Fail::InvalidInput(WRITER_FAILED))
+fn wr(r: fmt::Result) -> Result<(), Fail> {
+    r.map_err(|_| fail!(InvalidInput, WRITER_FAILED))
 }
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
@@ -50,7 +50,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         limit: usize,
         now: u32,
     ) -> Result<RecallReply, Error<F::Error>> {
-        Ok(self.mem_recall_json(w, labels, limit, now)?)
+        let r = self.mem_recall_json(w, labels, limit, now);
+        self.surface(r)
     }
 
     /// Writes ESP-Claw's `memory_list` reply into `w`:
@@ -65,7 +66,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         w: &mut O,
     ) -> Result<usize, Error<F::Error>> {
-        Ok(self.mem_list_json(w)?)
+        let r = self.mem_list_json(w);
+        self.surface(r)
     }
 
     /// [`write_memory_recall_json`](Self::write_memory_recall_json),
@@ -77,7 +79,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         labels: &[&str],
         limit: usize,
         now: u32,
-    ) -> Result<RecallReply, Fail<F::Error>> {
+    ) -> Result<RecallReply, Fail> {
         let mut ids: Vec<u32, ACTIVE_CAP> = Vec::new();
         let recalled = self.memory_recall_dyn(labels, limit, now, &mut |item| {
             // At most the active set is recalled.
@@ -99,7 +101,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`write_memory_list_json`](Self::write_memory_list_json), compiled
     /// once whatever the writer.
     #[inline(never)]
-    fn mem_list_json(&mut self, w: &mut dyn fmt::Write) -> Result<usize, Fail<F::Error>> {
+    fn mem_list_json(&mut self, w: &mut dyn fmt::Write) -> Result<usize, Fail> {
         self.mem_active(OP)?;
         let set = &mut self.work.borrow_mut().active[OP];
         sort_active(set, &by_recall);
@@ -112,11 +114,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// (an id no longer active, or a damaged item, is left out), from
     /// active set [`OP`] as read (each catalog pass reads it again, the
     /// same items). Returns how many were written.
-    fn mem_items_json(
-        &mut self,
-        w: &mut dyn fmt::Write,
-        ids: &[u32],
-    ) -> Result<usize, Fail<F::Error>> {
+    fn mem_items_json(&mut self, w: &mut dyn fmt::Write, ids: &[u32]) -> Result<usize, Fail> {
         const LABELS: usize = JSON_CHUNK * MAX_SUMMARY_LABELS;
         wr(w.write_str(",\"items\":["))?;
         let mut written = 0;
@@ -173,7 +171,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Loads active item `id` of active set [`OP`] as read into slot 0;
     /// `false` if it is not there or damaged.
-    fn mem_load_id(&mut self, id: u32) -> Result<bool, Fail<F::Error>> {
+    fn mem_load_id(&mut self, id: u32) -> Result<bool, Fail> {
         let set = &self.work.borrow().active[OP];
         match position_of(set, id).map(|k| set[k]) {
             Some(a) => self.mem_load_ok_in(&a, 0),
@@ -184,7 +182,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Writes the labels of the active items in list order, each once, as
     /// comma-separated JSON strings: the catalog ESP-Claw's recall checks
     /// labels against. The labels seen go to the scratch area by hash.
-    fn mem_list_labels_json(&mut self, w: &mut dyn fmt::Write) -> Result<(), Fail<F::Error>> {
+    fn mem_list_labels_json(&mut self, w: &mut dyn fmt::Write) -> Result<(), Fail> {
         self.mem_active(OP)?;
         sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
         let cap = SCRATCH_BYTES / 4;

@@ -54,7 +54,7 @@ use crate::memory::{Item, LabelLimit, MAX_ACTIVE_ITEMS};
 use {
     super::work::{GC, MERGED, OP},
     super::{Priority, Store, Work},
-    crate::error::{Error, Fail, UnknownLabelError},
+    crate::error::{fail, Error, Fail, Kind, UnknownLabelError},
     crate::layout::{u32_at, CHUNK_HEADER_LEN},
     crate::log::{Io, Payload},
     crate::memory::{

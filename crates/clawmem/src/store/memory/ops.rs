@@ -196,10 +196,10 @@ pub(super) fn put_kind(origin: Lineage) -> u8 {
 }
 
 /// The payload length of a put of `item` with lineage `origin`.
-pub(super) fn put_len<E>(item: &Item, origin: Lineage) -> Result<u32, Fail<E>> {
+pub(super) fn put_len(item: &Item, origin: Lineage) -> Result<u32, Fail> {
     let n = item.encoded_len();
     if n > ITEM_ENCODED_MAX_BYTES {
-        return Err(Error::LogicBug("item larger than its encoding"));
+        return Err(fail!(LogicBug, "item larger than its encoding"));
     }
     let fixed = put_fixed(put_kind(origin)).unwrap_or(PUT_FIXED);
     Ok(fixed + n as u32)
@@ -207,12 +207,12 @@ pub(super) fn put_len<E>(item: &Item, origin: Lineage) -> Result<u32, Fail<E>> {
 
 /// Encodes a put of `item` (after `prev` and its lineage `origin`, if
 /// any) into `enc`; returns its length and kind.
-pub(super) fn put_encode<E>(
+pub(super) fn put_encode(
     enc: &mut [u8],
     prev: u32,
     origin: Lineage,
     item: &Item,
-) -> Result<(u32, u8), Fail<E>> {
+) -> Result<(u32, u8), Fail> {
     let len = put_len(item, origin)?;
     let kind = put_kind(origin);
     let fixed = put_fixed(kind).unwrap_or(PUT_FIXED) as usize;
@@ -223,9 +223,9 @@ pub(super) fn put_encode<E>(
     }
     let out = enc
         .get_mut(fixed..)
-        .ok_or(Error::LogicBug("put buffer too small"))?;
+        .ok_or(fail!(LogicBug, "put buffer too small"))?;
     item.encode(out)
-        .map_err(|_| Error::LogicBug("item larger than its encoding"))?;
+        .map_err(|_| fail!(LogicBug, "item larger than its encoding"))?;
     Ok((len, kind))
 }
 
@@ -330,12 +330,7 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
     fn len(&self) -> u32 {
         INDEX_FIXED + INDEX_ENTRY * self.entries.len() as u32 + self.catalog.len() as u32
     }
-    fn fill(
-        &mut self,
-        _io: &mut Io<'_, F>,
-        offset: u32,
-        out: &mut [u8],
-    ) -> Result<(), Fail<F::Error>> {
+    fn fill(&mut self, _io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
         let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
         for (i, b) in out.iter_mut().enumerate() {
             let p = offset as usize + i;
@@ -345,14 +340,14 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
                 *self
                     .catalog
                     .get(p - catalog_at)
-                    .ok_or(Error::LogicBug("index payload overrun"))?
+                    .ok_or(fail!(LogicBug, "index payload overrun"))?
             } else {
                 let k = (p - INDEX_FIXED as usize) / INDEX_ENTRY as usize;
                 let j = (p - INDEX_FIXED as usize) % INDEX_ENTRY as usize;
                 let e = self
                     .entries
                     .get(k)
-                    .ok_or(Error::LogicBug("index payload overrun"))?;
+                    .ok_or(fail!(LogicBug, "index payload overrun"))?;
                 // The entry's words, little-endian: id, addr, updated_at,
                 // then access and bloom.
                 let w = match j / 4 {

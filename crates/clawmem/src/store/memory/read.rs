@@ -14,22 +14,15 @@ use super::{MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN};
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Checks the memory record at `addr` (its kind, and the CRC of the
     /// whole batch); returns its payload length.
-    pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Fail<F::Error>> {
+    pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Fail> {
         Ok(self.mem_check_kind(addr, want)?.0)
     }
 
     /// [`mem_check`](Self::mem_check), also returning the record's kind:
     /// [`MEM_PUT`] wanted accepts either kind of put.
-    pub(super) fn mem_check_kind(
-        &mut self,
-        addr: u32,
-        want: u8,
-    ) -> Result<(usize, u8), Fail<F::Error>> {
+    pub(super) fn mem_check_kind(&mut self, addr: u32, want: u8) -> Result<(usize, u8), Fail> {
         let h = self.log.io().chunk_header(addr)?;
-        let bad = Error::Corrupted {
-            address: addr,
-            what: "a memory record is damaged",
-        };
+        let bad = fail!(Corrupted, "a memory record is damaged", addr);
         let Some(h) = h else { return Err(bad) };
         let kind_ok = h.kind == want || (want == MEM_PUT && h.kind == MEM_PUT_PLAIN);
         if !kind_ok || !h.is_first() {
@@ -45,7 +38,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         addr: u32,
         want: u8,
         buf: &mut [u8],
-    ) -> Result<usize, Fail<F::Error>> {
+    ) -> Result<usize, Fail> {
         let len = self.mem_check(addr, want)?;
         let n = len.min(buf.len());
         self.log
@@ -59,7 +52,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// lineage (0: none). The put is read into the work area, not onto the
     /// stack.
     #[inline(never)]
-    pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Fail<F::Error>> {
+    pub(super) fn mem_read(&mut self, addr: u32, slot: usize) -> Result<Lineage, Fail> {
         // Either kind of put: a plain one has no lineage words.
         let (len, kind) = self.mem_check_kind(addr, MEM_PUT)?;
         let fixed = put_fixed(kind).unwrap_or(PUT_FIXED) as usize;
@@ -71,10 +64,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let item = &mut w.items[slot];
         let decoded = w.enc.get(fixed..len).map(|body| item.decode_from(body));
         if !matches!(decoded, Some(Ok(()))) {
-            return Err(Error::Corrupted {
-                address: addr,
-                what: "a memory item does not decode",
-            });
+            return Err(fail!(Corrupted, "a memory item does not decode", addr));
         }
         if kind == MEM_PUT_PLAIN {
             return Ok((0, 0));
@@ -91,7 +81,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// chain list (emptied first).
     // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
-    pub(super) fn mem_chain(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_chain(&mut self) -> Result<(), Fail> {
         self.work.borrow_mut().chain.clear();
         let mut at = self.mem.head;
         // Bounded: each step either records a link or crosses a damaged
@@ -147,11 +137,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// up to the count the index states or its length allows, whichever is
     /// more (a damaged count), and at most `ACTIVE_CAP`.
     #[inline(never)]
-    pub(super) fn mem_salvage_index(
-        &mut self,
-        root: u32,
-        lvl: usize,
-    ) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_salvage_index(&mut self, root: u32, lvl: usize) -> Result<(), Fail> {
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let r = self
             .log
@@ -192,7 +178,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // is not damage met, so it is not counted.
             match self.mem_read(addr, 0) {
                 Ok(_) => {}
-                Err(Error::Corrupted { .. }) => continue,
+                Err(e) if e.kind() == Kind::Corrupted => continue,
                 Err(e) => return Err(e),
             }
             let w: &mut Work = self.work.borrow_mut();
@@ -206,14 +192,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The link (the previous record's address) at the start of the
     /// memory record at `at`, `None` if it cannot be read.
-    pub(super) fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Fail<F::Error>> {
+    pub(super) fn mem_prev_of(&mut self, at: u32) -> Result<Option<u32>, Fail> {
         let mut prev = [0u8; 4];
         let r = self.log.io().read_stream(at + CHUNK_HEADER_LEN, &mut prev);
         Ok(self.mem_tolerate(r)?.map(|()| u32::from_le_bytes(prev)))
     }
 
     /// Whether a sound memory chain record (header and CRC) starts at `at`.
-    pub(super) fn mem_sound(&mut self, at: u32) -> Result<bool, Fail<F::Error>> {
+    pub(super) fn mem_sound(&mut self, at: u32) -> Result<bool, Fail> {
         let h = self.log.io().chunk_header(at);
         match self.mem_tolerate(h)? {
             Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => {
@@ -227,7 +213,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The active items, into the work area's active set `lvl` ([`OP`] or
     /// [`GC`]): the index's entries with the chain applied.
     #[inline(never)]
-    pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Fail<F::Error>> {
+    pub(crate) fn mem_active(&mut self, lvl: usize) -> Result<(), Fail> {
         self.work.borrow_mut().active[lvl].clear();
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let root = self.mem.root;
@@ -247,10 +233,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 || count > ACTIVE_CAP
                 || catalog > CATALOG_MAX
             {
-                return Err(Error::Corrupted {
-                    address: root,
-                    what: "the memory index has a bad length",
-                });
+                return Err(fail!(Corrupted, "the memory index has a bad length", root));
             }
             for k in 0..count {
                 let mut e = [0u8; INDEX_ENTRY as usize];
@@ -367,11 +350,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The item with the applied access count and update time, into slot
     /// `slot`; returns its lineage.
-    pub(super) fn mem_load_in(
-        &mut self,
-        a: &Active,
-        slot: usize,
-    ) -> Result<Lineage, Fail<F::Error>> {
+    pub(super) fn mem_load_in(&mut self, a: &Active, slot: usize) -> Result<Lineage, Fail> {
         let lineage = self.mem_read(a.addr, slot)?;
         let item = &mut self.work.borrow_mut().items[slot];
         item.set_access_count(a.access);
@@ -380,31 +359,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// [`mem_load_in`](Self::mem_load_in), `false` for a damaged item.
-    pub(super) fn mem_load_ok_in(
-        &mut self,
-        a: &Active,
-        slot: usize,
-    ) -> Result<bool, Fail<F::Error>> {
+    pub(super) fn mem_load_ok_in(&mut self, a: &Active, slot: usize) -> Result<bool, Fail> {
         let r = self.mem_load_in(a, slot);
         Ok(self.mem_tolerate(r)?.is_some())
     }
 
     /// The item with the applied access count and update time, onto the
     /// caller's stack.
-    pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Fail<F::Error>> {
+    pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Fail> {
         self.mem_load_in(a, 0)?;
         Ok(self.slot(0).clone())
     }
 
     /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
     /// where `r` failed a checksum; flash errors pass through.
-    pub(super) fn mem_tolerate<T>(
-        &mut self,
-        r: Result<T, Fail<F::Error>>,
-    ) -> Result<Option<T>, Fail<F::Error>> {
+    pub(super) fn mem_tolerate<T>(&mut self, r: Result<T, Fail>) -> Result<Option<T>, Fail> {
         match r {
             Ok(v) => Ok(Some(v)),
-            Err(Error::Corrupted { .. }) => {
+            Err(e) if e.kind() == Kind::Corrupted => {
                 self.mem_damaged = self.mem_damaged.saturating_add(1);
                 Ok(None)
             }

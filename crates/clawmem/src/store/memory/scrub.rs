@@ -16,7 +16,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         id: u32,
         mut f: impl FnMut(u32, u32),
-    ) -> Result<(), Fail<F::Error>> {
+    ) -> Result<(), Fail> {
         let geo = self.log.geo();
         // Every sector, whatever its header says: a sector whose erase was
         // cut (its header gone, its chunks still there) holds copies too.
@@ -85,13 +85,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// contents are moved and a checkpoint records where they went. After a
     /// cut, call again with the same id to finish.
     pub fn memory_forget_scrub(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
-        Ok(self.mem_scrub(id)?)
+        let r = self.mem_scrub(id);
+        self.surface(r)
     }
 
     /// [`memory_forget_scrub`](Self::memory_forget_scrub), with the
     /// engine's small error and no item on the stack.
     #[inline(never)]
-    fn mem_scrub(&mut self, id: ItemId) -> Result<(), Fail<F::Error>> {
+    fn mem_scrub(&mut self, id: ItemId) -> Result<(), Fail> {
         if self.mem_find(id.get())?.is_some() {
             self.mem_forget_record(id.get(), Priority::Maintenance)?;
         }
@@ -111,11 +112,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 None => return Ok(()),
             }
         }
-        Err(Fail::LogicBug("scrub passes did not end"))
+        Err(fail!(LogicBug, "scrub passes did not end"))
     }
 
     /// Moves everything live out of `sector` and erases it.
-    pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Fail<F::Error>> {
+    pub(super) fn wipe_sector_contents(&mut self, sector: u32) -> Result<(), Fail> {
         if self.log.seq_of_sector(sector).is_none() {
             // Free (released, not yet erased): nothing lives there.
             return self.log.erase_free_sector(sector);
@@ -140,10 +141,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let moved = self.relocate(seq, Some(sector));
         self.in_gc = false;
         if !moved? {
-            return Err(Error::Full {
-                needed_bytes: self.log.geo().sector,
-                available_bytes: 0,
-            });
+            let needed = self.log.geo().sector;
+            return Err(self.log.parked().full(needed, 0));
         }
         // A full checkpoint (a delta's full one may be in this sector), out
         // of the room the relocation left it: the same as collection's.
@@ -165,6 +164,12 @@ impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
     /// forgotten, with some copies still to zero (call again with the same
     /// id: it is found by its copies even once forgotten).
     pub fn memory_forget_scrub_in_place(&mut self, id: ItemId) -> Result<(), Error<F::Error>> {
+        let r = self.memory_forget_scrub_in_place_inner(id);
+        self.surface(r)
+    }
+
+    /// [`memory_forget_scrub_in_place`](Self::memory_forget_scrub_in_place) with the engine's error.
+    pub(crate) fn memory_forget_scrub_in_place_inner(&mut self, id: ItemId) -> Result<(), Fail> {
         if self.mem_find(id.get())?.is_some() {
             self.mem_forget_record(id.get(), Priority::Maintenance)?;
         }

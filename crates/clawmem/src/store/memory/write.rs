@@ -16,7 +16,7 @@ use super::{MEM_FORGET, MEM_INDEX};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Makes room in the chain for one more record.
-    pub(super) fn mem_before_write(&mut self, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_before_write(&mut self, p: Priority) -> Result<(), Fail> {
         if self.mem.chain as usize >= MEM_CHAIN_MAX {
             self.mem_compact_with(None, p)?;
         }
@@ -30,7 +30,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         k: u8,
         payload: &mut P,
         changes: u16,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         let len = payload.len();
         let addr = self.write_prepared(k, payload)?;
         self.mem_written(addr, len, changes);
@@ -55,7 +55,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         item: &Item,
         origin: (u32, u32),
         p: Priority,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         self.mem_before_write(p)?;
         self.prepare_write(put_len(item, origin)?, p)?;
         let prev = self.mem_prev();
@@ -75,11 +75,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         origin: (u32, u32),
         chained: bool,
         p: Priority,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         if chained {
             self.mem_before_write(p)?;
         } else if !self.in_gc {
-            return Err(Error::LogicBug("an unchained put outside a compaction"));
+            return Err(fail!(LogicBug, "an unchained put outside a compaction"));
         }
         let len = put_len(&self.work.borrow().items[slot], origin)?;
         self.prepare_write(len, p)?;
@@ -95,7 +95,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         len: u32,
         kind: u8,
         chained: bool,
-    ) -> Result<u32, Fail<F::Error>> {
+    ) -> Result<u32, Fail> {
         let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
         let (addr, _) = self.log.write_batch(kind, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
@@ -111,7 +111,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem.head
     }
 
-    pub(super) fn mem_forget_record(&mut self, id: u32, p: Priority) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_forget_record(&mut self, id: u32, p: Priority) -> Result<(), Fail> {
         self.mem_before_write(p)?;
         self.prepare_write(8, p)?;
         let mut b = [0u8; 8];
@@ -132,7 +132,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`MEM_CHAIN_MAX`] records, so the index (16 bytes an item) is not
     /// rewritten every five changes.
     #[inline(never)]
-    pub(super) fn mem_maybe_compact(&mut self) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_maybe_compact(&mut self) -> Result<(), Fail> {
         let c = self.config.memory;
         if self.mem.changes < c.compact_after_changes && self.mem.bytes < c.compact_after_bytes {
             return Ok(());
@@ -220,7 +220,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         relocate: Option<u32>,
         p: Priority,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         if self.in_gc {
             return self.mem_compact_now(relocate, p);
         }
@@ -244,10 +244,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let result = self.mem_compact_now(relocate, p);
         self.in_gc = false;
         match result {
-            Ok(false) => Err(Error::Full {
-                needed_bytes: need,
-                available_bytes: 0,
-            }),
+            Ok(false) => Err(self.log.parked().full(need, 0)),
             r => r,
         }
     }
@@ -256,7 +253,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// empty key, which matches nothing), into the scratch area as words in
     /// the order of the set.
     #[inline(never)]
-    pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Fail<F::Error>> {
+    pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Fail> {
         for k in 0..self.work.borrow_mut().active[lvl].len() {
             let a = self.work.borrow_mut().active[lvl][k];
             // A damaged item has no key: it merges with nothing.
@@ -271,7 +268,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// How many merges a compaction of active set `lvl` would write (at
     /// most [`MAX_MERGES`]).
-    pub(super) fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Fail<F::Error>> {
+    pub(super) fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Fail> {
         self.mem_keys(lvl)?;
         let work: &Work = self.work.borrow();
         let keys = &work.scratch;
@@ -290,7 +287,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         relocate: Option<u32>,
         p: Priority,
-    ) -> Result<bool, Fail<F::Error>> {
+    ) -> Result<bool, Fail> {
         self.mem_active(GC)?;
         // A cut inside an update, between the new item and the old one's
         // tombstone, leaves both active: the new item's lineage names the
