@@ -1,17 +1,18 @@
 //! The one error type of the crate, [`Error`], with the texts and the
 //! value it carries ([`SESSION_BLOCKED_WARNING`], [`UnknownLabelError`]), and
 //! [`EncodeError`], which the pure encoders return; and the engine's
-//! internal error, [`Fail`] (two words: a [`Why`] and a number, made with
-//! [`fail!`]), with [`Parked`], what a [`Fail`] could not carry, kept beside
-//! the flash until a public function builds the [`Error`] from both.
+//! internal error, [`Fail`] (one word: a pointer to a constant [`Why`],
+//! the variant and its text, made with [`fail!`]), with [`Parked`], what a
+//! [`Fail`] does not carry, kept beside the flash until a public function
+//! builds the [`Error`] from both.
 //!
 //! Invariant: every public error says what it said when the engine passed
-//! whole [`Error`]s: the variant and its text are the [`Why`], one number
-//! rides in the [`Fail`], and the rest (the flash driver's error, a second
-//! number) is parked when the [`Fail`] is made and collected by
-//! [`Parked::error`] when the public function returns it. A parked part is
-//! overwritten by the next error that parks one, so it is always the
-//! newest error's.
+//! whole [`Error`]s: the variant and its text are the [`Why`]; its numbers
+//! and the flash driver's error are parked where the [`Fail`] is made and
+//! collected by [`Parked::error`] when the public function returns it. A
+//! parked part is overwritten by the next error that parks one, so it is
+//! always the newest error's (the engine never makes a second error while
+//! it passes one up).
 //!
 //! A leaf: it imports no module of the crate, so every layer can return it.
 
@@ -139,21 +140,23 @@ impl fmt::Display for NoLabel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Kind {
-    /// [`Error::Flash`]: the driver's error waits in [`Parked::flash`].
+    /// [`Error::Flash`]: the driver's error is parked ([`Parked::flash`]).
     Flash,
     /// [`Error::NotFormatted`].
     NotFormatted,
-    /// [`Error::UnsupportedVersion`]: the detail is `found | supported << 16`.
+    /// [`Error::UnsupportedVersion`]: `found | supported << 16` is parked
+    /// ([`Parked::detail`]).
     UnsupportedVersion,
-    /// [`Error::Geometry`]: the detail is the sector, the write unit is
-    /// parked ([`Parked::limit`]).
+    /// [`Error::Geometry`]: the sector and the write unit are parked
+    /// ([`Parked::detail`], [`Parked::limit`]).
     Geometry,
-    /// [`Error::Corrupted`]: the detail is the address.
+    /// [`Error::Corrupted`]: the address is parked ([`Parked::detail`]).
     Corrupted,
-    /// [`Error::Full`]: the detail is the bytes needed, the bytes available
-    /// are parked ([`Parked::limit`]).
+    /// [`Error::Full`]: the bytes needed and available are parked
+    /// ([`Parked::detail`], [`Parked::limit`]).
     Full,
-    /// [`Error::TooLarge`]: size and limit are parked.
+    /// [`Error::TooLarge`]: size and limit are parked ([`Parked::size`],
+    /// [`Parked::limit`]).
     TooLarge,
     /// [`Error::Blocked`].
     Blocked,
@@ -161,9 +164,9 @@ pub(crate) enum Kind {
     NotFound,
     /// [`Error::InvalidInput`].
     InvalidInput,
-    /// [`Error::TooManySessions`]: the detail is the maximum.
+    /// [`Error::TooManySessions`]: the maximum is parked ([`Parked::size`]).
     TooManySessions,
-    /// [`Error::BufferTooSmall`]: the needed bytes are parked
+    /// [`Error::BufferTooSmall`]: the bytes needed are parked
     /// ([`Parked::size`]).
     BufferTooSmall,
     /// [`Error::Config`] (made here only by a build without `memory`).
@@ -184,22 +187,22 @@ pub(crate) struct Why {
     pub what: &'static str,
 }
 
-/// The engine's internal error: two words, so that a `Result<(), Fail>`
-/// comes back in registers and `?` passes it on without copying a whole
-/// [`Error`] from frame to frame (about 20 bytes on a Cortex-M, and 290 or
-/// so `?` in the engine). What does not fit in the two words (the flash
-/// driver's error, a second number) waits in the store's [`Parked`] until
-/// the public function that returns it builds the [`Error`]
-/// ([`Parked::error`]): every public error carries what it carried before.
+/// The engine's internal error: one word, so that a `Result` of `()`, an
+/// integer or a pointer comes back in registers and `?` passes it on
+/// without copying a whole [`Error`] from frame to frame (about 20 bytes
+/// on a Cortex-M, and 290 or so `?` in the engine). Its numbers and the
+/// flash driver's error wait in the store's [`Parked`], set where the
+/// error is made, until the public function that returns it builds the
+/// [`Error`] ([`Parked::error`]): every public error carries what it
+/// carried before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fail {
     why: &'static Why,
-    /// The one number of the variant (see [`Kind`]), else 0.
-    detail: u32,
 }
 
-/// A [`Fail`] of a kind with a text: `fail!(Corrupted, "what", address)`,
-/// `fail!(LogicBug, "what")`. The text is a constant.
+/// A [`Fail`] of a kind with a constant text: `fail!(LogicBug, "what")`.
+/// A kind with numbers is made by [`Parked`], which keeps them
+/// (`parked.at(fail!(Corrupted, "what"), address)`).
 macro_rules! fail {
     ($kind:ident, $what:expr) => {
         $crate::error::Fail::of(
@@ -209,18 +212,6 @@ macro_rules! fail {
                     what: $what,
                 }
             },
-            0,
-        )
-    };
-    ($kind:ident, $what:expr, $detail:expr) => {
-        $crate::error::Fail::of(
-            const {
-                &$crate::error::Why {
-                    kind: $crate::error::Kind::$kind,
-                    what: $what,
-                }
-            },
-            $detail,
         )
     };
 }
@@ -240,40 +231,20 @@ macro_rules! bare {
 
 impl Fail {
     /// Not found.
-    pub const NOT_FOUND: Fail = Fail::of(bare!(NotFound), 0);
+    pub const NOT_FOUND: Fail = Fail::of(bare!(NotFound));
     /// The session is blocked.
-    pub const BLOCKED: Fail = Fail::of(bare!(Blocked), 0);
+    pub const BLOCKED: Fail = Fail::of(bare!(Blocked));
     /// No store on the partition.
-    pub const NOT_FORMATTED: Fail = Fail::of(bare!(NotFormatted), 0);
-    /// The flash driver failed; its error is parked ([`Parked::flash`]).
-    pub const FLASH: Fail = Fail::of(bare!(Flash), 0);
-    /// Full: the bytes available are parked ([`Parked::full`]).
-    const FULL: Fail = Fail::of(bare!(Full), 0);
-    /// The buffer is too small: the bytes needed are parked
-    /// ([`Parked::buffer_too_small`]).
-    const BUFFER_TOO_SMALL: Fail = Fail::of(bare!(BufferTooSmall), 0);
+    pub const NOT_FORMATTED: Fail = Fail::of(bare!(NotFormatted));
 
-    /// An error that says `why`, with its number (see [`Kind`]).
-    pub const fn of(why: &'static Why, detail: u32) -> Fail {
-        Fail { why, detail }
+    /// An error that says `why`.
+    pub const fn of(why: &'static Why) -> Fail {
+        Fail { why }
     }
 
     /// Its kind.
     pub fn kind(self) -> Kind {
         self.why.kind
-    }
-
-    /// [`Error::TooManySessions`]: `max` is a table's capacity.
-    pub fn too_many_sessions(max: usize) -> Fail {
-        Fail::of(bare!(TooManySessions), max as u32)
-    }
-
-    /// [`Error::UnsupportedVersion`].
-    pub fn unsupported_version(found: u16, supported: u16) -> Fail {
-        Fail::of(
-            bare!(UnsupportedVersion),
-            u32::from(found) | u32::from(supported) << 16,
-        )
     }
 }
 
@@ -285,8 +256,12 @@ impl Fail {
 pub(crate) struct Parked<E> {
     /// The flash driver's error of the newest [`Kind::Flash`].
     pub flash: Option<E>,
+    /// A [`Kind::Corrupted`]'s address, a [`Kind::Full`]'s bytes needed, a
+    /// [`Kind::Geometry`]'s sector, a [`Kind::UnsupportedVersion`]'s
+    /// versions (`found | supported << 16`).
+    pub detail: u32,
     /// A [`Kind::TooLarge`]'s size, a [`Kind::BufferTooSmall`]'s bytes
-    /// needed.
+    /// needed, a [`Kind::TooManySessions`]'s maximum.
     pub size: usize,
     /// A [`Kind::TooLarge`]'s limit, a [`Kind::Full`]'s bytes available, a
     /// [`Kind::Geometry`]'s write unit.
@@ -298,6 +273,7 @@ impl<E> Parked<E> {
     pub const fn new() -> Self {
         Parked {
             flash: None,
+            detail: 0,
             size: 0,
             limit: 0,
         }
@@ -306,16 +282,20 @@ impl<E> Parked<E> {
     /// Parks the driver's error `e`: [`Error::Flash`].
     pub fn flash(&mut self, e: E) -> Fail {
         self.flash = Some(e);
-        Fail::FLASH
+        Fail::of(bare!(Flash))
+    }
+
+    /// `f` (a [`Kind::Corrupted`]) at `address`.
+    pub fn at(&mut self, f: Fail, address: u32) -> Fail {
+        self.detail = address;
+        f
     }
 
     /// [`Error::Full`].
     pub fn full(&mut self, needed_bytes: u32, available_bytes: u32) -> Fail {
+        self.detail = needed_bytes;
         self.limit = available_bytes as usize;
-        Fail {
-            detail: needed_bytes,
-            ..Fail::FULL
-        }
+        Fail::of(bare!(Full))
     }
 
     /// [`Error::TooLarge`] with `f`'s text (`fail!(TooLarge, "what")`).
@@ -328,20 +308,33 @@ impl<E> Parked<E> {
     /// [`Error::BufferTooSmall`].
     pub fn buffer_too_small(&mut self, needed: usize) -> Fail {
         self.size = needed;
-        Fail::BUFFER_TOO_SMALL
+        Fail::of(bare!(BufferTooSmall))
+    }
+
+    /// [`Error::TooManySessions`]: `max` is a table's capacity.
+    pub fn too_many_sessions(&mut self, max: usize) -> Fail {
+        self.size = max;
+        Fail::of(bare!(TooManySessions))
     }
 
     /// [`Error::Geometry`].
     pub fn geometry(&mut self, sector: u32, write: u32) -> Fail {
+        self.detail = sector;
         self.limit = write as usize;
-        Fail::of(bare!(Geometry), sector)
+        Fail::of(bare!(Geometry))
+    }
+
+    /// [`Error::UnsupportedVersion`].
+    pub fn unsupported_version(&mut self, found: u16, supported: u16) -> Fail {
+        self.detail = u32::from(found) | u32::from(supported) << 16;
+        Fail::of(bare!(UnsupportedVersion))
     }
 
     /// The public error `f` stands for, with what was parked for it.
     // Out of line: every public function of the store calls it.
     #[inline(never)]
     pub fn error(&mut self, f: Fail) -> Error<E> {
-        let (what, detail) = (f.why.what, f.detail);
+        let (what, detail) = (f.why.what, self.detail);
         match f.why.kind {
             Kind::Flash => match self.flash.take() {
                 Some(e) => Error::Flash(e),
@@ -372,9 +365,7 @@ impl<E> Parked<E> {
             Kind::Blocked => Error::Blocked,
             Kind::NotFound => Error::NotFound,
             Kind::InvalidInput => Error::InvalidInput(what),
-            Kind::TooManySessions => Error::TooManySessions {
-                max: detail as usize,
-            },
+            Kind::TooManySessions => Error::TooManySessions { max: self.size },
             Kind::BufferTooSmall => Error::BufferTooSmall { needed: self.size },
             Kind::Config => Error::Config(what),
             Kind::LogicBug => Error::LogicBug(what),

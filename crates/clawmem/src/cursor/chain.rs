@@ -49,10 +49,9 @@ impl Chain {
         let mut at = s.head;
         loop {
             if n > CHAIN_MAX {
-                return Err(fail!(
-                    Corrupted,
-                    "a session chain is longer than it may be",
-                    at
+                return Err(io.parked().at(
+                    fail!(Corrupted, "a session chain is longer than it may be"),
+                    at,
                 ));
             }
             // Newest last, from CHAIN_MAX down; moved to the front below.
@@ -64,16 +63,14 @@ impl Chain {
             let h = read_first_chunk(io, at, Some(SESSION_BATCH))?;
             let mut fixed = [0u8; BATCH_FIXED as usize];
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
-            let f = BatchFixed::decode(&fixed).ok_or(fail!(
-                Corrupted,
-                "session batch meta is invalid",
-                at
-            ))?;
+            let f = BatchFixed::decode(&fixed).ok_or_else(|| {
+                io.parked()
+                    .at(fail!(Corrupted, "session batch meta is invalid"), at)
+            })?;
             if f.uid != s.uid || f.prev == at {
-                return Err(fail!(
-                    Corrupted,
-                    "a session chain leads to another session",
-                    at
+                return Err(io.parked().at(
+                    fail!(Corrupted, "a session chain leads to another session"),
+                    at,
                 ));
             }
             let _ = h;

@@ -94,16 +94,16 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
     addr: u32,
     want_kind: Option<u8>,
 ) -> Result<ChunkHeader, Fail> {
-    let h = io.chunk_header(addr)?.ok_or(fail!(
-        Corrupted,
-        "no chunk header where a record should start",
-        addr
-    ))?;
+    let h = io.chunk_header(addr)?.ok_or_else(|| {
+        io.parked().at(
+            fail!(Corrupted, "no chunk header where a record should start"),
+            addr,
+        )
+    })?;
     if !h.is_first() || want_kind.is_some_and(|k| k != h.kind) {
-        return Err(fail!(
-            Corrupted,
-            "a pointer leads to the wrong kind of record",
-            addr
+        return Err(io.parked().at(
+            fail!(Corrupted, "a pointer leads to the wrong kind of record"),
+            addr,
         ));
     }
     Ok(h)
@@ -136,7 +136,10 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
         None => correct_fixed(io, addr, &h, &mut fixed)?
             .and_then(|()| BaseFixed::decode(&fixed))
             .filter(|f| fits(f))
-            .ok_or(fail!(Corrupted, "session base header is invalid", addr))?,
+            .ok_or_else(|| {
+                io.parked()
+                    .at(fail!(Corrupted, "session base header is invalid"), addr)
+            })?,
     };
     let layout = |io: &mut Io<'_, F>, f: BaseFixed| {
         let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
@@ -406,9 +409,12 @@ impl BatchMeta {
         h: &crate::layout::ChunkHeader,
     ) -> Result<BatchMeta, Fail> {
         let mut bytes = [0u8; BATCH_META_MAX];
-        let bad = || fail!(Corrupted, "session batch meta is invalid", addr);
+        let bad = |io: &mut Io<'_, F>| {
+            io.parked()
+                .at(fail!(Corrupted, "session batch meta is invalid"), addr)
+        };
         if h.kind != SESSION_BATCH || !h.is_first() {
-            return Err(bad());
+            return Err(bad(io));
         }
         // A single-chunk batch is read no further than its payload; a
         // multi-chunk batch's meta may continue in the next sector, and
@@ -421,7 +427,7 @@ impl BatchMeta {
         let head = (BATCH_FIXED as usize + 1).min(limit);
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..head])?;
         // Decoded once: the second read below starts after the fixed part.
-        let fixed = BatchFixed::decode(&bytes[..head]).ok_or_else(bad)?;
+        let fixed = BatchFixed::decode(&bytes[..head]).ok_or_else(|| bad(io))?;
         let id_len = if fixed.flags & BATCH_HAS_ID != 0 {
             1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
         } else {
@@ -434,17 +440,17 @@ impl BatchMeta {
         }
         let mut at = BATCH_FIXED as usize;
         if fixed.flags & BATCH_HAS_ID != 0 {
-            let n = *bytes.get(at).ok_or_else(bad)? as usize;
+            let n = *bytes.get(at).ok_or_else(|| bad(io))? as usize;
             if n == 0 || n > crate::session::MAX_SESSION_ID_BYTES {
-                return Err(bad());
+                return Err(bad(io));
             }
             at += 1 + n + 4;
         }
         let records_at = at;
         for _ in 0..fixed.count {
-            let (_, _, len, next) = descriptor(&bytes[..avail], at).ok_or_else(bad)?;
+            let (_, _, len, next) = descriptor(&bytes[..avail], at).ok_or_else(|| bad(io))?;
             if len == 0 {
-                return Err(bad());
+                return Err(bad(io));
             }
             at = next;
         }

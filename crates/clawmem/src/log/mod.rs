@@ -160,14 +160,18 @@ pub(crate) fn copy_from_parts<'p>(
 }
 
 impl<F: NorFlash> Io<'_, F> {
+    /// What the errors met could not carry ([`Parked`]).
+    pub fn parked(&mut self) -> &mut Parked<F::Error> {
+        &mut self.flash.parked
+    }
+
     /// Reads `out.len()` bytes at `address`.
     pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Fail> {
         let end = address as u64 + out.len() as u64;
         if end > self.geo.capacity() as u64 {
-            return Err(fail!(
-                Corrupted,
-                "a pointer leads past the end of the partition",
-                address
+            return Err(self.parked().at(
+                fail!(Corrupted, "a pointer leads past the end of the partition"),
+                address,
             ));
         }
         self.flash.read(address, out)
@@ -187,10 +191,9 @@ impl<F: NorFlash> Io<'_, F> {
             if done < out.len() {
                 hops += 1;
                 if hops > self.geo.count {
-                    return Err(fail!(
-                        Corrupted,
-                        "a payload stream longer than the partition",
-                        address
+                    return Err(self.parked().at(
+                        fail!(Corrupted, "a payload stream longer than the partition"),
+                        address,
                     ));
                 }
                 let next = self.geo.next(self.geo.sector_of(address));

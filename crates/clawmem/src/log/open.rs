@@ -119,7 +119,7 @@ impl<F: NorFlash> Log<F> {
             if version > crate::layout::FORMAT_VERSION {
                 if let SectorHeader::Newer { version } = self.io().sector_header(i)? {
                     let supported = crate::layout::FORMAT_VERSION;
-                    return Err(Fail::unsupported_version(version, supported));
+                    return Err(self.parked().unsupported_version(version, supported));
                 }
                 continue;
             }

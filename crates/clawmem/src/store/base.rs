@@ -259,10 +259,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         if count == 0 {
             if summary.is_none() && matches!(keep, Keep::All) {
-                return Err(fail!(
-                    Corrupted,
-                    "no record of the session checks out",
-                    s.root
+                return Err(self.log.parked().at(
+                    fail!(Corrupted, "no record of the session checks out"),
+                    s.root,
                 ));
             }
             return Err(fail!(LogicBug, "a base with no records"));
@@ -307,10 +306,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
         if super::sessions::session_id_in(&mut self.log, &s, &mut w.id)?.is_none() {
-            return Err(fail!(
-                Corrupted,
-                "a session's name is damaged beyond repair",
-                s.root
+            return Err(self.log.parked().at(
+                fail!(Corrupted, "a session's name is damaged beyond repair"),
+                s.root,
             ));
         }
         w.chain = chain;

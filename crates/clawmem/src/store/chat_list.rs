@@ -34,8 +34,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 continue;
             };
             let w: &mut Work = self.work.borrow_mut();
-            let map = ChatSessions::decode(&w.scratch[..n])
-                .map_err(|_| fail!(Corrupted, "a stored chat session map does not decode", at))?;
+            let map = ChatSessions::decode(&w.scratch[..n]).map_err(|_| {
+                self.log.parked().at(
+                    fail!(Corrupted, "a stored chat session map does not decode"),
+                    at,
+                )
+            })?;
             f(&map);
         }
         Ok(())

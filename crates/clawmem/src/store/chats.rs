@@ -45,11 +45,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(None);
         };
         let w: &mut Work = self.work.borrow_mut();
-        let buf = w.scratch.get_mut(..n).ok_or(fail!(
-            Corrupted,
-            "a chat session map is longer than any map",
-            at
-        ))?;
+        let buf = w.scratch.get_mut(..n).ok_or_else(|| {
+            self.log.parked().at(
+                fail!(Corrupted, "a chat session map is longer than any map"),
+                at,
+            )
+        })?;
         self.log.io().read_stream(at, buf)?;
         Ok(Some((at, n)))
     }

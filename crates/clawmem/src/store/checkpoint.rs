@@ -125,7 +125,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // every session is in the table, and then it is not read: until
             // the next full checkpoint, none goes cold.
             if self.dir.cold_oldest != u32::MAX {
-                return Err(Fail::too_many_sessions(MAX_SESSIONS));
+                return Err(self.log.parked().too_many_sessions(MAX_SESSIONS));
             }
             self.dir.clear();
             self.deleted_since_full.clear();
@@ -232,7 +232,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         Some(x) => *x = s,
                         None => {
                             if !super::directory::free_slot(&mut self.sessions, &mut self.dir) {
-                                return Err(Fail::too_many_sessions(MAX_SESSIONS));
+                                return Err(self.log.parked().too_many_sessions(MAX_SESSIONS));
                             }
                             let _ = self.sessions.push(s);
                         }
@@ -561,10 +561,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             for k in 0..self.dir.chain().len() {
                 let at = self.dir.chain()[k];
                 if self.log.verify(at)?.is_none() {
-                    return Err(fail!(
-                        Corrupted,
-                        "a checkpoint of the session directory failed its checksum",
-                        at
+                    return Err(self.log.parked().at(
+                        fail!(
+                            Corrupted,
+                            "a checkpoint of the session directory failed its checksum"
+                        ),
+                        at,
                     ));
                 }
             }
@@ -714,11 +716,11 @@ impl CheckpointPayload<'_> {
         }
         while self.next_cold <= c {
             let Some((s, _)) = self.cursor.next(io, view)? else {
-                return Err(fail!(
+                let f = fail!(
                     Corrupted,
-                    "the session directory holds fewer sessions than counted",
-                    view.dir.chain()[0]
-                ));
+                    "the session directory holds fewer sessions than counted"
+                );
+                return Err(io.parked().at(f, view.dir.chain()[0]));
             };
             s.encode(&mut self.entry);
             self.next_cold += 1;

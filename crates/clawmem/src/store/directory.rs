@@ -498,7 +498,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         if self.sessions.is_full() {
-            return Err(Fail::too_many_sessions(MAX_SESSIONS));
+            return Err(self.log.parked().too_many_sessions(MAX_SESSIONS));
         }
         Ok(())
     }

@@ -633,10 +633,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<Option<Given>, Fail> {
         // The open checked all of this: a difference now is the flash
         // changing under the read.
-        let changed = fail!(
-            Corrupted,
-            "a session's history changed on flash while it was streamed",
-            stream.session.root
+        let changed = self.log.parked().at(
+            fail!(
+                Corrupted,
+                "a session's history changed on flash while it was streamed"
+            ),
+            stream.session.root,
         );
         loop {
             match self.hist_step(&mut stream.cursor, buf)? {

@@ -276,10 +276,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             match self.log.io().sector_header(idx)? {
                 SectorHeader::Valid { seq: s, .. } if s == seq => {}
                 _ => {
-                    return Err(fail!(
-                        Corrupted,
-                        "a sector in use has a wrong or missing header",
-                        geo.sector_start(idx)
+                    return Err(self.log.parked().at(
+                        fail!(Corrupted, "a sector in use has a wrong or missing header"),
+                        geo.sector_start(idx),
                     ))
                 }
             }
@@ -289,54 +288,57 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut i = 0;
         while let Some(s) = self.next_session(&mut i, &mut cold)? {
             if s.oldest < self.log.tail_seq() || s.oldest > self.log.head_seq() {
-                return Err(fail!(
-                    Corrupted,
-                    "a session's oldest sector is outside the ring",
-                    s.root
+                return Err(self.log.parked().at(
+                    fail!(Corrupted, "a session's oldest sector is outside the ring"),
+                    s.root,
                 ));
             }
             let mut recs = Records::new(&mut self.log.io(), &s, None)?;
             if recs.chain().len != s.chain as usize + 1 {
-                return Err(fail!(
-                    Corrupted,
-                    "a session's chain length disagrees with the table",
-                    s.head
+                return Err(self.log.parked().at(
+                    fail!(
+                        Corrupted,
+                        "a session's chain length disagrees with the table"
+                    ),
+                    s.head,
                 ));
             }
             let (mut n, mut size) = (0u32, 0u32);
             while let Some(r) = recs.next(&mut self.log.io())? {
                 if r.damaged || recs.degraded() {
-                    return Err(fail!(
-                        Corrupted,
-                        "a session's index or chain is damaged",
-                        s.root
+                    return Err(self.log.parked().at(
+                        fail!(Corrupted, "a session's index or chain is damaged"),
+                        s.root,
                     ));
                 }
                 n += 1;
                 size += r.len + 1;
                 let sector_seq = self.log.seq_of_sector(geo.sector_of(r.addr));
                 if sector_seq.is_none_or(|q| q < s.oldest) {
-                    return Err(fail!(
-                        Corrupted,
-                        "a record body lies outside the session's live sectors",
-                        r.addr
+                    return Err(self.log.parked().at(
+                        fail!(
+                            Corrupted,
+                            "a record body lies outside the session's live sectors"
+                        ),
+                        r.addr,
                     ));
                 }
             }
             if n != u32::from(s.records) || size != s.size {
-                return Err(fail!(
-                    Corrupted,
-                    "a session's record count or size disagrees with the table",
-                    s.root
+                return Err(self.log.parked().at(
+                    fail!(
+                        Corrupted,
+                        "a session's record count or size disagrees with the table"
+                    ),
+                    s.root,
                 ));
             }
             for k in 0..recs.chain().len {
                 let addr = recs.chain().addrs[k];
                 if self.log.verify(addr)?.is_none() {
-                    return Err(fail!(
-                        Corrupted,
-                        "a session record failed its checksum",
-                        addr
+                    return Err(self.log.parked().at(
+                        fail!(Corrupted, "a session record failed its checksum"),
+                        addr,
                     ));
                 }
             }
@@ -345,10 +347,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for k in 0..self.objects.len() {
             let o = self.objects[k];
             if self.object_len(o.addr)? != Some(o.len) || self.log.head_seq_of(o.addr) != o.seq {
-                return Err(fail!(
-                    Corrupted,
-                    "a stored document disagrees with the table",
-                    o.addr
+                return Err(self.log.parked().at(
+                    fail!(Corrupted, "a stored document disagrees with the table"),
+                    o.addr,
                 ));
             }
         }

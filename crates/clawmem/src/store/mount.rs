@@ -323,9 +323,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.mount_report.from_checkpoint = true;
                 self.log.set_checkpoint(c);
                 let full = self.full_checkpoint;
-                self.checkpoint_sector_seq = self.log.seq_of_sector(geo.sector_of(full)).ok_or(
-                    fail!(Corrupted, "the checkpoint lies outside the ring", full),
-                )?;
+                self.checkpoint_sector_seq =
+                    self.log
+                        .seq_of_sector(geo.sector_of(full))
+                        .ok_or(self.log.parked().at(
+                            fail!(Corrupted, "the checkpoint lies outside the ring"),
+                            full,
+                        ))?;
                 c
             }
             None => {

@@ -98,7 +98,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             None => self
                 .objects
                 .push(slot)
-                .map_err(|_| Fail::too_many_sessions(MAX_OBJECTS))?,
+                .map_err(|_| self.log.parked().too_many_sessions(MAX_OBJECTS))?,
         }
         Ok(())
     }
@@ -128,7 +128,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
         if !exists && self.objects.is_full() {
-            return Err(Fail::too_many_sessions(MAX_OBJECTS));
+            return Err(self.log.parked().too_many_sessions(MAX_OBJECTS));
         }
         let len = OBJ_FIXED + n as u32;
         self.prepare_write(len, Priority::User)?;
@@ -190,11 +190,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         else {
             return Ok(None);
         };
-        let len = self.object_len(o.addr)?.ok_or(crate::error::fail!(
-            Corrupted,
-            "a stored document failed its checksum",
-            o.addr
-        ))? as usize;
+        let len = self.object_len(o.addr)?.ok_or_else(|| {
+            let f = crate::error::fail!(Corrupted, "a stored document failed its checksum");
+            self.log.parked().at(f, o.addr)
+        })? as usize;
         let at = self
             .log
             .io()

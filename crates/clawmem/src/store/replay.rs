@@ -29,7 +29,7 @@ use heapless::Vec;
 use super::objects::{ObjectSlot, OBJ_CHAT_MAP, OBJ_FIXED, OBJ_PROFILE};
 use super::{Store, Work};
 use crate::cursor::{read_base, BatchMeta};
-use crate::error::Fail;
+use crate::error::{Fail, Parked};
 use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
@@ -127,7 +127,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         dirty: true,
                         dir: DIR_NONE,
                     };
-                    Self::upsert_session(&mut self.sessions, &mut self.dir, s)?;
+                    Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
                     return Ok(());
                 }
                 self.next_uid = self.next_uid.max(uid.wrapping_add(1));
@@ -150,7 +150,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // pointers to it and recover the name there, or the
                     // whole session is lost.
                     let s = self.adopt(addr, &meta, sector_seq)?;
-                    Self::upsert_session(&mut self.sessions, &mut self.dir, s)?;
+                    Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
                 }
             }
             SESSION_BASE => {
@@ -197,7 +197,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     dirty: true,
                     dir: if stub { DIR_STUB_BASE } else { DIR_NONE },
                 };
-                Self::upsert_session(&mut self.sessions, &mut self.dir, s)?;
+                Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
             }
             MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED | MEM_INDEX => {
                 self.mem_apply(addr, h, sector_seq)?
@@ -246,6 +246,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn upsert_session(
         sessions: &mut Vec<Session, MAX_SESSIONS>,
         dir: &mut super::directory::Dir,
+        parked: &mut Parked<F::Error>,
         s: Session,
     ) -> Result<(), Fail> {
         dir.forget(s.uid);
@@ -253,11 +254,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             Some(x) => *x = s,
             None => {
                 if !super::directory::free_slot(sessions, dir) {
-                    return Err(Fail::too_many_sessions(MAX_SESSIONS));
+                    return Err(parked.too_many_sessions(MAX_SESSIONS));
                 }
                 sessions
                     .push(s)
-                    .map_err(|_| Fail::too_many_sessions(MAX_SESSIONS))?
+                    .map_err(|_| parked.too_many_sessions(MAX_SESSIONS))?
             }
         }
         Ok(())
@@ -287,7 +288,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             dirty: true,
             dir: DIR_STUB,
         };
-        Self::upsert_session(&mut self.sessions, &mut self.dir, stub)
+        Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), stub)
     }
 
     /// The session of a sound batch at `addr` (meta `meta`) whose uid the

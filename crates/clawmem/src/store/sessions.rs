@@ -290,7 +290,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // cold, after a checkpoint if none is), and no more than a
             // checkpoint can count.
             if self.session_count() >= usize::from(u16::MAX) {
-                return Err(Fail::too_many_sessions(usize::from(u16::MAX)));
+                return Err(self.log.parked().too_many_sessions(usize::from(u16::MAX)));
             }
             self.pinned = NO_ADDR;
         }
@@ -315,7 +315,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 break;
             }
             if attempt == 2 {
-                return Err(Fail::too_many_sessions(MAX_SESSIONS));
+                return Err(self.log.parked().too_many_sessions(MAX_SESSIONS));
             }
             self.ensure_room(len.saturating_add(self.checkpoint_len()), Priority::History)?;
             self.clean_table(Priority::Maintenance)?;

@@ -359,8 +359,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let rest = self.log.io().stream_advance(at, pos + 1);
             self.log.io().read_stream(rest, &mut label[..n + 2])?;
-            let text = core::str::from_utf8(&label[..n])
-                .map_err(|_| fail!(Corrupted, "a memory catalog label is not UTF-8", addr))?;
+            let text = core::str::from_utf8(&label[..n]).map_err(|_| {
+                self.log.parked().at(
+                    fail!(Corrupted, "a memory catalog label is not UTF-8"),
+                    addr,
+                )
+            })?;
             let h = fnv1a32(text.as_bytes());
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
             let b = &mut self.work.borrow_mut().scratch;

@@ -22,7 +22,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`MEM_PUT`] wanted accepts either kind of put.
     pub(super) fn mem_check_kind(&mut self, addr: u32, want: u8) -> Result<(usize, u8), Fail> {
         let h = self.log.io().chunk_header(addr)?;
-        let bad = fail!(Corrupted, "a memory record is damaged", addr);
+        let bad = self
+            .log
+            .parked()
+            .at(fail!(Corrupted, "a memory record is damaged"), addr);
         let Some(h) = h else { return Err(bad) };
         let kind_ok = h.kind == want || (want == MEM_PUT && h.kind == MEM_PUT_PLAIN);
         if !kind_ok || !h.is_first() {
@@ -64,7 +67,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let item = &mut w.items[slot];
         let decoded = w.enc.get(fixed..len).map(|body| item.decode_from(body));
         if !matches!(decoded, Some(Ok(()))) {
-            return Err(fail!(Corrupted, "a memory item does not decode", addr));
+            return Err(self
+                .log
+                .parked()
+                .at(fail!(Corrupted, "a memory item does not decode"), addr));
         }
         if kind == MEM_PUT_PLAIN {
             return Ok((0, 0));
@@ -233,7 +239,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 || count > ACTIVE_CAP
                 || catalog > CATALOG_MAX
             {
-                return Err(fail!(Corrupted, "the memory index has a bad length", root));
+                return Err(self
+                    .log
+                    .parked()
+                    .at(fail!(Corrupted, "the memory index has a bad length"), root));
             }
             for k in 0..count {
                 let mut e = [0u8; INDEX_ENTRY as usize];
