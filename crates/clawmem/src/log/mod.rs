@@ -225,12 +225,23 @@ impl<F: NorFlash> Io<'_, F> {
     }
 
     /// Checks a chunk's CRC by reading its payload through `scratch`.
+    #[inline(always)]
     pub fn chunk_crc_ok(
         &mut self,
         address: u32,
         h: &ChunkHeader,
         scratch: &mut [u8],
     ) -> Result<bool, Fail> {
+        Ok(self.chunk_crc_ok_word(address, h, scratch)? != 0)
+    }
+    /// [`Io::chunk_crc_ok`] as a word, 1 or 0: returned in registers, a bool through memory.
+    #[inline(never)]
+    fn chunk_crc_ok_word(
+        &mut self,
+        address: u32,
+        h: &ChunkHeader,
+        scratch: &mut [u8],
+    ) -> Result<u32, Fail> {
         let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
         let mut at = address + CHUNK_HEADER_LEN;
         let mut left = h.len;
@@ -241,22 +252,28 @@ impl<F: NorFlash> Io<'_, F> {
             at += n as u32;
             left -= n as u32;
         }
-        Ok(d.finalize() == h.crc)
+        Ok(u32::from(d.finalize() == h.crc))
     }
 
     /// Whether `len` bytes at `address` are all 0xFF.
+    #[inline(always)]
     pub fn is_erased(&mut self, address: u32, len: u32, scratch: &mut [u8]) -> Result<bool, Fail> {
+        Ok(self.is_erased_word(address, len, scratch)? != 0)
+    }
+    /// [`Io::is_erased`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
+    #[inline(never)]
+    fn is_erased_word(&mut self, address: u32, len: u32, scratch: &mut [u8]) -> Result<u32, Fail> {
         let mut at = address;
         let end = address + len;
         while at < end {
             let n = ((end - at) as usize).min(scratch.len());
             self.read(at, &mut scratch[..n])?;
             if scratch[..n].iter().any(|b| *b != 0xFF) {
-                return Ok(false);
+                return Ok(0);
             }
             at += n as u32;
         }
-        Ok(true)
+        Ok(1)
     }
 }
 
@@ -369,10 +386,16 @@ impl<F: NorFlash> Log<F> {
 
     /// Whether sector `idx` starts with a chunk whose header decodes and
     /// whose CRC checks out.
+    #[inline(always)]
     pub fn first_chunk_sound(&mut self, idx: u32) -> Result<bool, Fail> {
+        Ok(self.first_chunk_sound_word(idx)? != 0)
+    }
+    /// [`Log::first_chunk_sound`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
+    #[inline(never)]
+    fn first_chunk_sound_word(&mut self, idx: u32) -> Result<u32, Fail> {
         match self.slot_at(idx, self.geo.first_chunk(idx))? {
-            Slot::Chunk(c) => self.crc_ok(&c),
-            _ => Ok(false),
+            Slot::Chunk(c) => Ok(u32::from(self.crc_ok(&c)?)),
+            _ => Ok(0),
         }
     }
 
@@ -502,19 +525,26 @@ impl<F: NorFlash> Log<F> {
     /// Whether the batch whose first chunk is at `addr` has a chunk in sector
     /// `index`: its chunks are followed through the next sectors' first
     /// chunks until the last one (or one that does not check out).
+    #[inline(always)]
     pub fn batch_touches(&mut self, addr: u32, index: u32) -> Result<bool, Fail> {
+        Ok(self.batch_touches_word(addr, index)? != 0)
+    }
+    /// [`Log::batch_touches`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
+    #[cfg(feature = "memory")]
+    #[inline(never)]
+    fn batch_touches_word(&mut self, addr: u32, index: u32) -> Result<u32, Fail> {
         let mut at = addr;
         for _ in 0..self.geo.count {
             let sector = self.geo.sector_of(at);
             if sector == index {
-                return Ok(true);
+                return Ok(1);
             }
             match self.io().chunk_header(at)? {
                 Some(h) if !h.is_last() => at = self.geo.first_chunk(self.geo.next(sector)),
-                _ => return Ok(false),
+                _ => return Ok(0),
             }
         }
-        Ok(false)
+        Ok(0)
     }
 
     #[cfg(feature = "memory")] // a memory scrub only
