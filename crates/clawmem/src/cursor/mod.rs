@@ -865,15 +865,22 @@ impl VerifiedReader {
 
     /// Reads the next `out.len()` payload bytes; `false` if the batch ends
     /// first or a chunk failed its check.
+    #[inline(always)]
     pub fn read<F: NorFlash>(&mut self, io: &mut Io<'_, F>, out: &mut [u8]) -> Result<bool, Fail> {
+        Ok(self.read_word(io, out)? != 0)
+    }
+
+    /// [`Self::read`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn read_word<F: NorFlash>(&mut self, io: &mut Io<'_, F>, out: &mut [u8]) -> Result<u32, Fail> {
         let mut filled = 0;
         while filled < out.len() {
             if !self.ok {
-                return Ok(false);
+                return Ok(0);
             }
             if self.done == self.header.len {
                 if !self.next_chunk(io)? {
-                    return Ok(false);
+                    return Ok(0);
                 }
                 continue;
             }
@@ -889,7 +896,7 @@ impl VerifiedReader {
                 self.close_chunk();
             }
         }
-        Ok(true)
+        Ok(1)
     }
 
     fn close_chunk(&mut self) {

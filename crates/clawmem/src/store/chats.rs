@@ -58,15 +58,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Decodes the stored map of `chat` into `map`; `false` if none is
     /// stored (`map` is then unchanged). The map is read into the work
     /// area's scratch, not onto the stack.
-    #[inline(never)]
+    #[inline(always)]
     fn load_chat_sessions(&mut self, chat: &ChatKey, map: &mut ChatSessions) -> Result<bool, Fail> {
+        Ok(self.load_chat_sessions_word(chat, map)? != 0)
+    }
+
+    /// [`Self::load_chat_sessions`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn load_chat_sessions_word(
+        &mut self,
+        chat: &ChatKey,
+        map: &mut ChatSessions,
+    ) -> Result<u32, Fail> {
         let key = fnv1a32(chat.as_str().as_bytes());
         let Some((_, n)) = self.read_chat_map(key)? else {
-            return Ok(false);
+            return Ok(0);
         };
         let w: &mut Work = self.work.borrow_mut();
         match map.decode_from(&w.scratch[..n]) {
-            Ok(()) if map.key() == chat => Ok(true),
+            Ok(()) if map.key() == chat => Ok(1),
             // Another chat key with the same hash: not supported.
             _ => Err(fail!(InvalidInput, "chat key collides with another chat's")),
         }

@@ -459,26 +459,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Releases the tail sector, relocating what is still live in it.
     /// `false` if nothing can be released.
+    #[inline(always)]
     fn reclaim_tail(&mut self) -> Result<bool, Fail> {
+        Ok(self.reclaim_tail_word()? != 0)
+    }
+
+    /// [`Self::reclaim_tail`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn reclaim_tail_word(&mut self) -> Result<u32, Fail> {
         // Never from inside a collection or a maintenance write: releasing
         // the tail would relocate the same tail again (the sector is only
         // released once its contents are out), without end. What a
         // collection writes comes from the reserve kept for it.
         if self.log.used_sectors() <= 1 || self.in_gc {
-            return Ok(false);
+            return Ok(0);
         }
         let tail_seq = self.log.tail_seq();
         self.in_gc = true;
         let result = self.relocate_tail(tail_seq);
         self.in_gc = false;
         if !result? {
-            return Ok(false);
+            return Ok(0);
         }
         if self.checkpoint_sector_seq <= tail_seq {
             return Err(fail!(LogicBug, "checkpoint still in the reclaimed sector"));
         }
         self.log.release_tail();
-        Ok(true)
+        Ok(1)
     }
 
     /// Releases the tail sectors before everything a collection would

@@ -164,18 +164,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Whether `item` duplicates an item of active set [`OP`] (other than
     /// `skip`), which is then in slot 0.
-    #[inline(never)]
+    #[inline(always)]
     fn mem_duplicate(&mut self, item: &Item, skip: Option<u32>) -> Result<bool, Fail> {
+        Ok(self.mem_duplicate_word(item, skip)? != 0)
+    }
+
+    /// [`Self::mem_duplicate`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_duplicate_word(&mut self, item: &Item, skip: Option<u32>) -> Result<u32, Fail> {
         for k in 0..self.work.borrow_mut().active[OP].len() {
             let a = self.work.borrow_mut().active[OP][k];
             if Some(a.id) == skip || !self.mem_load_ok_in(&a, 0)? {
                 continue;
             }
             if item.duplicate_of(self.slot(0)).is_some() {
-                return Ok(true);
+                return Ok(1);
             }
         }
-        Ok(false)
+        Ok(0)
     }
 
     /// The active item with this id.

@@ -368,9 +368,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// [`mem_load_in`](Self::mem_load_in), `false` for a damaged item.
+    #[inline(always)]
     pub(super) fn mem_load_ok_in(&mut self, a: &Active, slot: usize) -> Result<bool, Fail> {
+        Ok(self.mem_load_ok_in_word(a, slot)? != 0)
+    }
+
+    /// [`Self::mem_load_ok_in`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_load_ok_in_word(&mut self, a: &Active, slot: usize) -> Result<u32, Fail> {
         let r = self.mem_load_in(a, slot);
-        Ok(self.mem_tolerate(r)?.is_some())
+        Ok(u32::from(self.mem_tolerate(r)?.is_some()))
     }
 
     /// The item with the applied access count and update time, onto the
