@@ -597,7 +597,7 @@ impl Records {
     /// with no sign of it. Once only, and not for the root (reached through
     /// the table): `false` then, and nothing changes. After a rescan the
     /// walk starts over, no segment skipped.
-    #[inline(never)]
+    #[inline(always)]
     pub fn rescan<F: NorFlash>(
         &mut self,
         io: &mut Io<'_, F>,
@@ -605,15 +605,27 @@ impl Records {
         ring: RingView,
         seg: usize,
     ) -> Result<bool, Fail> {
+        Ok(self.rescan_word(io, s, ring, seg)? != 0)
+    }
+
+    /// [`Self::rescan`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn rescan_word<F: NorFlash>(
+        &mut self,
+        io: &mut Io<'_, F>,
+        s: &Session,
+        ring: RingView,
+        seg: usize,
+    ) -> Result<u32, Fail> {
         if seg == 0 || self.scanned {
-            return Ok(false);
+            return Ok(0);
         }
         self.chain.scan(io, s, ring)?;
         self.scanned = true;
         self.pos.degraded = true;
         self.pos.skip = [0; CHAIN_CAP.div_ceil(32)];
         self.pos.rewind();
-        Ok(true)
+        Ok(1)
     }
 
     /// The chain and the position, apart (for passes that share a chain).

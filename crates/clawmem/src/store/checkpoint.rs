@@ -74,7 +74,14 @@ type DeletionState<'a, const N: usize> = (
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads a checkpoint: the full checkpoint it builds on, then every
     /// delta after it in order; `false` if any is damaged.
+    #[inline(always)]
     pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail> {
+        Ok(self.load_checkpoint_word(addr)? != 0)
+    }
+
+    /// [`Self::load_checkpoint`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn load_checkpoint_word(&mut self, addr: u32) -> Result<u32, Fail> {
         // Walk back to the full checkpoint (bounded: at most DELTAS_PER_FULL
         // deltas follow a full one).
         let mut chain = [0u32; DELTAS_PER_FULL as usize + 1];
@@ -82,14 +89,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut at = addr;
         loop {
             if at >= self.log.geo().capacity() || n == chain.len() {
-                return Ok(false);
+                return Ok(0);
             }
             chain[n] = at;
             n += 1;
             let mut io = self.log.io();
             match io.chunk_header(at)? {
                 Some(h) if h.kind == kind::CHECKPOINT && h.is_first() => {}
-                _ => return Ok(false),
+                _ => return Ok(0),
             }
             // (A delta's previous checkpoint follows the cut waste, if it
             // has one.)
@@ -105,14 +112,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     io.read_stream(from, &mut prev)?;
                     at = u32_at(&prev, 0);
                 }
-                _ => return Ok(false),
+                _ => return Ok(0),
             }
         }
         // The full checkpoint first (the last one found), then the deltas.
         let mut overflow = false;
         for k in (0..n).rev() {
             if !self.apply_checkpoint(chain[k], k + 1 < n, &mut overflow)? {
-                return Ok(false);
+                return Ok(0);
             }
         }
         self.full_checkpoint = chain[n - 1];
@@ -131,7 +138,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.deleted_since_full.clear();
             self.deleted_written = 0;
         }
-        Ok(true)
+        Ok(1)
     }
 
     /// Reads one checkpoint into the RAM state: a full one replaces it, a
@@ -142,23 +149,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// sessions are loaded in place of clean ones; its deletions are
     /// noted as deletions since the full checkpoint (`overflow` is set when
     /// RAM cannot name them all).
-    #[inline(never)]
+    #[inline(always)]
     fn apply_checkpoint(
         &mut self,
         addr: u32,
         delta: bool,
         overflow: &mut bool,
     ) -> Result<bool, Fail> {
+        Ok(self.apply_checkpoint_word(addr, delta, overflow)? != 0)
+    }
+
+    /// [`Self::apply_checkpoint`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn apply_checkpoint_word(
+        &mut self,
+        addr: u32,
+        delta: bool,
+        overflow: &mut bool,
+    ) -> Result<u32, Fail> {
         let geo = self.log.geo();
         let mut io = self.log.io();
         // One pass: decode while every chunk's CRC is checked; a damaged
         // checkpoint makes the caller start over from another one.
         let Some(mut r) = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)? else {
-            return Ok(false);
+            return Ok(0);
         };
         let mut fixed = [0u8; CKPT_FIXED];
         if !r.read(&mut io, &mut fixed)? {
-            return Ok(false);
+            return Ok(0);
         }
         let count = u16_at(&fixed, 2) as usize;
         let objects = fixed[1] as usize;
@@ -167,23 +185,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             false => (CKPT_VERSION, CKPT_FULL_WASTE),
         };
         if fixed[0] != old && fixed[0] != new || objects > MAX_OBJECTS {
-            return Ok(false);
+            return Ok(0);
         }
         // A checkpoint of format 8 and before says no waste.
         let mut waste = [0u8; CKPT_WASTE];
         let with_waste = fixed[0] == new;
         if with_waste && !r.read(&mut io, &mut waste)? {
-            return Ok(false);
+            return Ok(0);
         }
         let mut deleted_count = 0;
         if delta {
             let mut d = [0u8; CKPT_DELTA_FIXED];
             if !r.read(&mut io, &mut d)? {
-                return Ok(false);
+                return Ok(0);
             }
             deleted_count = u16_at(&d, 4) as usize;
             if deleted_count > DELETED_MAX {
-                return Ok(false);
+                return Ok(0);
             }
             // Its deletions first: a delta carries the sessions made after
             // deletions that left room for them, and applied in the order
@@ -217,11 +235,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 OBJ_ENCODED
             };
             if !r.read(&mut io, &mut b[..n])? {
-                return Ok(false);
+                return Ok(0);
             }
             if k < count {
                 let Some(mut s) = Session::decode(&b) else {
-                    return Ok(false);
+                    return Ok(0);
                 };
                 s.dir = if delta { DIR_DELTA } else { DIR_FULL };
                 if delta {
@@ -252,22 +270,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     len: u32_at(&b, 16),
                 };
                 if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || u32_at(&b, 0) >> 8 != 0 {
-                    return Ok(false);
+                    return Ok(0);
                 }
                 let _ = slots.push(slot);
             }
         }
         let mut m = [0u8; MEM_STATE_ENCODED];
         if !r.read(&mut io, &mut m)? || !r.finish() {
-            return Ok(false);
+            return Ok(0);
         }
         let Some(mem) = MemState::decode(&m) else {
-            return Ok(false);
+            return Ok(0);
         };
         match delta {
             true => {
                 if !self.dir.push_delta(addr) {
-                    return Ok(false);
+                    return Ok(0);
                 }
             }
             false => self.dir.set_full(addr, count as u32, u32_at(&fixed, 4)),
@@ -282,7 +300,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (The log keeps the tail at or before the head.)
         self.log.set_tail_seq(tail_seq.max(oldest_possible));
         self.log.raise_next_seq(u32_at(&fixed, 12));
-        Ok(true)
+        Ok(1)
     }
 
     /// A delta's deletions, read ahead of its sessions, which take `skip`
@@ -292,29 +310,41 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Each deletion leaves the table and the directory's delta versions
     /// and is noted as a deletion since the full checkpoint; `true` if RAM
     /// could not note them all.
-    #[inline(never)]
+    #[inline(always)]
     fn apply_deletions_first(
+        io: &mut Io<'_, F>,
+        state: DeletionState<'_, MAX_SESSIONS>,
+        addr: u32,
+        skip: usize,
+        deleted: usize,
+    ) -> Result<bool, Fail> {
+        Ok(Self::apply_deletions_first_word(io, state, addr, skip, deleted)? != 0)
+    }
+
+    /// [`Self::apply_deletions_first`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn apply_deletions_first_word(
         io: &mut Io<'_, F>,
         (sessions, dir, noted): DeletionState<'_, MAX_SESSIONS>,
         addr: u32,
         mut skip: usize,
         deleted: usize,
-    ) -> Result<bool, Fail> {
+    ) -> Result<u32, Fail> {
         let Some(mut r) = VerifiedReader::new(io, addr, kind::CHECKPOINT)? else {
-            return Ok(false);
+            return Ok(0);
         };
         let mut b = [0u8; SESSION_ENCODED];
         while skip > 0 {
             let n = skip.min(b.len());
             if !r.read(io, &mut b[..n])? {
-                return Ok(false);
+                return Ok(0);
             }
             skip -= n;
         }
         let mut overflow = false;
         for _ in 0..deleted {
             if !r.read(io, &mut b[..4])? {
-                return Ok(overflow);
+                return Ok(u32::from(overflow));
             }
             let uid = u32_at(&b, 0);
             if let Some(i) = sessions.iter().position(|x| x.uid == uid) {
@@ -325,7 +355,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 overflow = true;
             }
         }
-        Ok(overflow)
+        Ok(u32::from(overflow))
     }
 
     /// Mount: a checkpoint the scan met after the one it loaded. What it
@@ -346,7 +376,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// due at once that the running store had just written, and refused a
     /// write the running store took. `false` if it fails its CRC or lies
     /// outside the ring.
+    #[inline(always)]
     pub(super) fn checkpoint_met(&mut self, addr: u32) -> Result<bool, Fail> {
+        Ok(self.checkpoint_met_word(addr)? != 0)
+    }
+
+    /// [`Self::checkpoint_met`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn checkpoint_met_word(&mut self, addr: u32) -> Result<u32, Fail> {
         // The stubs of cold sessions are filled in from the directory they
         // were made against, before it may change.
         self.resolve_stubs()?;
@@ -360,11 +397,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let geo = self.log.geo();
         let Some(seq) = self.log.seq_of_sector(geo.sector_of(addr)) else {
-            return Ok(false);
+            return Ok(0);
         };
         let version = fixed[0];
         if !matches!(version, CKPT_VERSION..=CKPT_DELTA_WASTE) || self.log.verify(addr)?.is_none() {
-            return Ok(false);
+            return Ok(0);
         }
         // Version 1 says no cut waste.
         let with_waste = matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE);
@@ -396,7 +433,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     s.dir = DIR_DELTA;
                 }
             }
-            return Ok(true);
+            return Ok(1);
         }
         self.full_checkpoint = addr;
         self.checkpoint_sector_seq = seq;
@@ -412,7 +449,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 true => DELTAS_PER_FULL,
                 false => 0,
             };
-            return Ok(true);
+            return Ok(1);
         }
         // It is the directory now: it lists every session the scan has
         // built so far, and the deletions before it are in it.
@@ -425,7 +462,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             s.dirty = false;
         }
         self.deltas_since_full = 0;
-        Ok(true)
+        Ok(1)
     }
 
     /// Remembers a deletion since the full checkpoint (every delta carries

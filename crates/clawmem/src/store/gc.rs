@@ -547,11 +547,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// that sector (its index; `tail_seq` is its sequence): what has a byte
     /// there is copied, the rest referenced where it is. A scrub writes the
     /// checkpoint itself, after.
+    #[inline(always)]
     pub(crate) fn relocate(&mut self, tail_seq: u32, span: Option<u32>) -> Result<bool, Fail> {
+        Ok(self.relocate_word(tail_seq, span)? != 0)
+    }
+
+    /// [`Self::relocate`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn relocate_word(&mut self, tail_seq: u32, span: Option<u32>) -> Result<u32, Fail> {
         let space = u64::from(self.log.geo().sector_payload_space());
         if span.is_none() && self.checkpoint_sector_seq <= tail_seq {
             if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
-                return Ok(false);
+                return Ok(0);
             }
             self.write_full_checkpoint(Priority::Gc)?;
         }
@@ -571,7 +578,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     continue;
                 };
                 if u64::from(len) + space > self.room_bytes() {
-                    return Ok(false);
+                    return Ok(0);
                 }
                 let mut payload = FlashCopy {
                     from: o.addr + CHUNK_HEADER_LEN,
@@ -596,7 +603,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     break;
                 }
                 if k == 0 {
-                    return Ok(false);
+                    return Ok(0);
                 }
                 k /= 2;
             }
@@ -613,15 +620,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.sort_table();
         for _ in 0..=self.session_count() + 1 {
             if !self.relocate_hot(tail_seq, span)? {
-                return Ok(false);
+                return Ok(0);
             }
             if !self.cold_reaches(tail_seq) {
-                return Ok(true);
+                return Ok(1);
             }
             match self.bring_cold(tail_seq, span, &mut last_uid)? {
                 Brought::Some => {}
-                Brought::NoneLeft => return Ok(true),
-                Brought::None => return Ok(false),
+                Brought::NoneLeft => return Ok(1),
+                Brought::None => return Ok(0),
             }
         }
         Err(fail!(LogicBug, "relocating the cold sessions did not end"))

@@ -414,15 +414,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Adds the labels of the item put at `addr` to the `deltas` label
     /// deltas in the scratch area, `by` references each. `false` if the
     /// item is damaged or the deltas do not fit.
+    #[inline(always)]
     pub(super) fn mem_label_deltas(
         &mut self,
         deltas: &mut usize,
         addr: u32,
         by: i16,
     ) -> Result<bool, Fail> {
+        Ok(self.mem_label_deltas_word(deltas, addr, by)? != 0)
+    }
+
+    /// [`Self::mem_label_deltas`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_label_deltas_word(
+        &mut self,
+        deltas: &mut usize,
+        addr: u32,
+        by: i16,
+    ) -> Result<u32, Fail> {
         let r = self.mem_read(addr, 0);
         if self.mem_tolerate(r)?.is_none() {
-            return Ok(false);
+            return Ok(0);
         }
         let w: &mut Work = self.work.borrow_mut();
         let b = &mut w.scratch;
@@ -444,10 +456,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     x.store(b, *deltas);
                     *deltas += 1;
                 }
-                None => return Ok(false),
+                None => return Ok(0),
             }
         }
-        Ok(true)
+        Ok(1)
     }
 
     // Out of line: its buffers stay off every caller's stack frame.

@@ -216,13 +216,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: the new index commits atomically; before that the old
     /// index and chain stand (merge and relocation puts written before it
     /// replace items by the same id, so they are harmless either way).
+    #[inline(always)]
     pub(crate) fn mem_compact_with(
         &mut self,
         relocate: Option<u32>,
         p: Priority,
     ) -> Result<bool, Fail> {
+        Ok(self.mem_compact_with_word(relocate, p)? != 0)
+    }
+
+    /// [`Self::mem_compact_with`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_compact_with_word(&mut self, relocate: Option<u32>, p: Priority) -> Result<u32, Fail> {
         if self.in_gc {
-            return self.mem_compact_now(relocate, p);
+            return self.mem_compact_now(relocate, p).map(u32::from);
         }
         // Room first: collecting garbage may itself move memory, so the
         // need is measured, room made, and measured again until no
@@ -245,7 +252,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.in_gc = false;
         match result {
             Ok(false) => Err(self.log.parked().full(need, 0)),
-            r => r,
+            r => r.map(u32::from),
         }
     }
 
