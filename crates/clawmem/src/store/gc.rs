@@ -249,21 +249,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`collectable`](Self::collectable), bringing the cold sessions
     /// nearest the tail into the table first if the run would meet one
     /// (`directory.rs`, `warm`); a run that still would is refused.
+    #[inline(always)]
     fn collectable_warm(&mut self, len: u32, reserve: u32) -> Result<bool, Fail> {
+        Ok(self.collectable_warm_word(len, reserve)? != 0)
+    }
+
+    /// [`Self::collectable_warm`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn collectable_warm_word(&mut self, len: u32, reserve: u32) -> Result<u32, Fail> {
         // The dry run meets sessions in table order: in uid order, it
         // decides as a remounted store, whose table was filled otherwise.
         self.sort_table();
         if let Some(yes) = self.collectable(len, reserve) {
-            return Ok(yes);
+            return Ok(u32::from(yes));
         }
         self.warm()?;
         if let Some(yes) = self.collectable(len, reserve) {
-            return Ok(yes);
+            return Ok(u32::from(yes));
         }
         // The table cannot hold the cold sessions the run would meet
         // (every slot holds a changed session): refused, writing nothing;
         // the next checkpoint makes them clean.
-        Ok(false)
+        Ok(0)
     }
 
     /// [`collectable`](Self::collectable)'s run, with the cost limit if
