@@ -382,13 +382,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Finds a cold session in the directory (one pass) and brings it into
     /// the table; its index there.
+    #[inline(always)]
     pub(super) fn find_cold(
         &mut self,
         want: Want<'_>,
         may_write: bool,
     ) -> Result<Option<usize>, Fail> {
+        let i = self.find_cold_word(want, may_write)?;
+        Ok((i != usize::MAX).then_some(i))
+    }
+
+    /// [`Self::find_cold`] as a word, `usize::MAX` for `None` (no table
+    /// index): a `Result<usize, _>` comes back in registers.
+    #[inline(never)]
+    fn find_cold_word(&mut self, want: Want<'_>, may_write: bool) -> Result<usize, Fail> {
         if self.dir.len == 0 || self.cold_count() == 0 {
-            return Ok(None);
+            return Ok(usize::MAX);
         }
         if let Want::Uid(uid) = want {
             // Only a session below the full checkpoint's next uid, or one
@@ -396,7 +405,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let v = self.dir_view();
             if !(uid < self.dir.full_next_uid && v.cold_in_full(uid) || self.dir.in_delta_cold(uid))
             {
-                return Ok(None);
+                return Ok(usize::MAX);
             }
         }
         let (hash, len) = match want {
@@ -414,10 +423,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             };
             if hit {
-                return self.admit(s, dir, may_write).map(Some);
+                return self.admit(s, dir, may_write);
             }
         }
-        Ok(None)
+        Ok(usize::MAX)
     }
 
     /// Whether the name of `s` on flash is `id` (corrected when damage at

@@ -81,11 +81,21 @@ impl ObjectSlot {
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Reads an object's data length from its batch (CRC checked).
+    #[inline(always)]
     pub(super) fn object_len(&mut self, addr: u32) -> Result<Option<u32>, Fail> {
+        let n = self.object_len_word(addr)?;
+        Ok((n != u32::MAX).then_some(n))
+    }
+
+    /// [`Self::object_len`] as a word, `u32::MAX` for `None` (a length less
+    /// `OBJ_FIXED` is less): a `Result<u32, _>` comes back in registers.
+    #[inline(never)]
+    fn object_len_word(&mut self, addr: u32) -> Result<u32, Fail> {
         Ok(self
             .log
             .verify(addr)?
-            .and_then(|total| total.checked_sub(OBJ_FIXED)))
+            .and_then(|total| total.checked_sub(OBJ_FIXED))
+            .unwrap_or(u32::MAX))
     }
 
     pub(super) fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Fail> {

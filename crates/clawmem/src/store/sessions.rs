@@ -80,13 +80,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// cold one is brought in from the directory. The session found is the
     /// one the operation works on: the table keeps it until the next
     /// lookup.
+    #[inline(always)]
     pub(super) fn find(&mut self, id: &str) -> Result<Option<usize>, Fail> {
+        let i = self.find_word(id)?;
+        Ok((i != usize::MAX).then_some(i))
+    }
+
+    /// [`Self::find`] as a word, `usize::MAX` for `None` (no table index).
+    #[inline(never)]
+    fn find_word(&mut self, id: &str) -> Result<usize, Fail> {
         let found = match self.find_hot(id)? {
             Some(i) => Some(i),
             None => self.find_cold(super::directory::Want::Id(id), true)?,
         };
         self.pinned = found.map_or(NO_ADDR, |i| self.sessions[i].uid);
-        Ok(found)
+        Ok(found.unwrap_or(usize::MAX))
     }
 
     /// [`find`](Self::find) in the table alone.
@@ -598,27 +606,40 @@ impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
 
 /// [`Store::session_id`] on the log alone, so that `out` may be in the work
 /// area (a base being written keeps its session's id there, off the stack).
+#[inline(always)]
 pub(super) fn session_id_in<F: NorFlash>(
     log: &mut crate::log::Log<F>,
     s: &Session,
     out: &mut [u8; MAX_SESSION_ID_BYTES],
 ) -> Result<Option<usize>, Fail> {
+    let n = session_id_word(log, s, out)?;
+    Ok((n != usize::MAX).then_some(n))
+}
+
+/// [`session_id_in`] as a word, `usize::MAX` for `None` (no id is that
+/// long): a `Result<usize, _>` comes back in registers.
+#[inline(never)]
+fn session_id_word<F: NorFlash>(
+    log: &mut crate::log::Log<F>,
+    s: &Session,
+    out: &mut [u8; MAX_SESSION_ID_BYTES],
+) -> Result<usize, Fail> {
     let sound = |id: &[u8]| {
         id.len() == usize::from(s.id_len)
             && fnv1a32(id) == s.id_hash
             && core::str::from_utf8(id).is_ok()
     };
     match read_id(&mut log.io(), s, out) {
-        Ok(n) if sound(&out[..n]) => return Ok(Some(n)),
+        Ok(n) if sound(&out[..n]) => return Ok(n),
         Ok(_) => {}
         Err(e) if e.kind() == Kind::Corrupted => {}
         Err(e) => return Err(e),
     }
     if s.root_is_base {
-        return Ok(None);
+        return Ok(usize::MAX);
     }
     Ok(match log.start_name(s.root, Some(s.uid), out)? {
-        Some((_, n)) if sound(&out[..n]) => Some(n),
-        _ => None,
+        Some((_, n)) if sound(&out[..n]) => n,
+        _ => usize::MAX,
     })
 }
