@@ -372,6 +372,59 @@ fn damage_is_left_out_of_a_stream_as_of_the_whole_read() {
     assert!(damaged > 50, "the flips hit records: {damaged}");
 }
 
+/// The flash changing under an open stream (a bit flipped after the open
+/// checked the session) fails the stream with `Corrupted` at the
+/// session's root, wherever the flip is. The read may first pass over the
+/// damage it meets (a batch it cannot read is left out, as damage), which
+/// notes that batch's address; the error the stream returns must still
+/// name the root, so every such failure of a session names one address.
+#[test]
+fn a_stream_whose_session_changes_on_flash_names_its_root() {
+    let image = mixed_store().into_flash().into_inner();
+    let used = image.image().iter().rposition(|b| *b != 0xFF).unwrap() + 1;
+    let mut roots: std::collections::BTreeMap<&str, std::collections::BTreeSet<u32>> =
+        Default::default();
+    let mut failed = 0u32;
+    for addr in (4096..used).step_by(97) {
+        for id in IDS {
+            let mut store = S::mount(
+                Esp32Flash::new(image.clone()).unwrap(),
+                config(),
+                MountMode::ExistingOnly,
+            )
+            .unwrap();
+            let mut buf = vec![0u8; 8192];
+            let mut st = store.history_stream(id, OA, &mut buf).unwrap();
+            store
+                .flash_mut()
+                .flash_mut()
+                .flip_bit(addr, (addr % 8) as u8)
+                .unwrap();
+            for _ in 0..=st.records() {
+                match store.history_next(&mut st, &mut buf) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(Error::Corrupted { address, what })
+                        if what.contains("while it was streamed") =>
+                    {
+                        roots.entry(id).or_default().insert(address);
+                        failed += 1;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    for (id, addresses) in &roots {
+        assert_eq!(addresses.len(), 1, "{id}: {addresses:x?}");
+    }
+    assert!(
+        failed > 20 && roots.len() >= 3,
+        "{failed} failures: {roots:x?}"
+    );
+}
+
 /// The whole read rewrites another backend's final answer in the room
 /// after its body. With a buffer of exactly the stored size there is no
 /// such room for the last record: it must ask for more, not hand the

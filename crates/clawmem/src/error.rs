@@ -28,7 +28,7 @@ use core::fmt;
 ///
 /// `L` is what [`Error::UnknownLabel`] carries: [`UnknownLabelError`] in
 /// every error a public function returns; [`NoLabel`], which no value has,
-/// in an error that cannot be one. (The engine passes a two-word error of
+/// in an error that cannot be one. (The engine passes a one-word error of
 /// its own from layer to layer, and builds an `Error` only when a public
 /// function returns.)
 ///

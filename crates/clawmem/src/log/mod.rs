@@ -79,8 +79,9 @@ pub(crate) struct Io<'a, F: NorFlash> {
 }
 
 /// The flash, with what the errors met on it could not carry: the
-/// driver's error of a [`Fail::FLASH`], a second number ([`Parked`]),
-/// until the public function that returns the error collects it.
+/// driver's error of a flash failure and the numbers of the error
+/// ([`Parked`]), until the public function that returns the error
+/// collects it.
 pub(crate) struct Dev<F: NorFlash> {
     pub dev: F,
     pub parked: Parked<F::Error>,

@@ -632,14 +632,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         i: usize,
     ) -> Result<Option<Given>, Fail> {
         // The open checked all of this: a difference now is the flash
-        // changing under the read.
-        let changed = self.log.parked().at(
-            fail!(
-                Corrupted,
-                "a session's history changed on flash while it was streamed"
-            ),
-            stream.session.root,
-        );
+        // changing under the read. Made where it is returned: a step may
+        // meet and pass over damage, which parks that damage's address.
+        let root = stream.session.root;
+        let changed = |s: &mut Self| {
+            s.log.parked().at(
+                fail!(
+                    Corrupted,
+                    "a session's history changed on flash while it was streamed"
+                ),
+                root,
+            )
+        };
         loop {
             match self.hist_step(&mut stream.cursor, buf)? {
                 Step::Kept {
@@ -648,7 +652,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     stream.given += 1;
                     stream.given_bytes += len;
                     if stream.given > stream.records || stream.given_bytes > stream.bytes {
-                        return Err(changed);
+                        return Err(changed(self));
                     }
                     return Ok(Some((kind, format, len)));
                 }
@@ -656,10 +660,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // counted.
                 Step::Dropped | Step::Damaged | Step::TooLarge => {}
                 Step::SegmentEnd { ok: true, .. } => {}
-                Step::NoRoom { .. } | Step::SegmentEnd { ok: false, .. } => return Err(changed),
+                Step::NoRoom { .. } | Step::SegmentEnd { ok: false, .. } => {
+                    return Err(changed(self))
+                }
                 Step::End => {
                     if stream.given != stream.records || stream.given_bytes != stream.bytes {
-                        return Err(changed);
+                        return Err(changed(self));
                     }
                     stream.done = true;
                     if stream.cursor.recs.degraded() || stream.damaged > 0 {
