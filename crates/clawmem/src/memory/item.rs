@@ -107,7 +107,7 @@ impl From<u32> for ItemId {
 
 impl fmt::Display for ItemId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", Self::PREFIX, self.0)
+        super::render::write_id(f, *self)
     }
 }
 

@@ -58,6 +58,8 @@ pub use json::{
     write_memory_reply_json, MemoryAction, RecallReply, INVALID_LABELS_ERROR,
     INVALID_LABELS_MESSAGE,
 };
+#[cfg(feature = "memory")]
+pub(crate) use render::write_md_item;
 pub use render::{
     write_catalog_prompt, write_memory_md, write_memory_md_item, StageNote, Timestamp,
     CATALOG_EMPTY_LINE, LONG_TERM_PREAMBLE, MEMORY_MD_EMPTY_LINE, MEMORY_MD_TITLE,

@@ -13,7 +13,7 @@
 
 use core::fmt::{self, Write};
 
-use super::item::{Item, Label};
+use super::item::{Item, ItemId, Label};
 use super::text::{to_fixed, write_json_string};
 use super::CatalogError;
 
@@ -122,19 +122,28 @@ where
 /// `  time=... access=<n> labels=[...]`), for callers that render items one
 /// at a time.
 pub fn write_memory_md_item<W: Write>(w: &mut W, item: &Item) -> fmt::Result {
-    writeln!(w, "- `{}` {}", item.id(), item.content())?;
-    write!(
-        w,
-        "  time={} access={} labels=",
-        Timestamp(item.updated_at()),
-        item.access_count()
-    )?;
+    write_md_item(w, item)
+}
+
+/// [`write_memory_md_item`], compiled once whatever the writer, in plain
+/// pieces (no formatter machinery).
+#[inline(never)]
+pub(crate) fn write_md_item(w: &mut dyn Write, item: &Item) -> fmt::Result {
+    w.write_str("- `")?;
+    write_id(w, item.id())?;
+    w.write_str("` ")?;
+    w.write_str(item.content())?;
+    w.write_str("\n  time=")?;
+    Timestamp(item.updated_at()).write_to(w)?;
+    w.write_str(" access=")?;
+    write_u32(w, item.access_count().into())?;
+    w.write_str(" labels=")?;
     write_labels_json(w, item.labels())?;
     w.write_char('\n')
 }
 
 /// Writes labels as a compact JSON array (`["a","b"]`, `[]`).
-fn write_labels_json<W: Write>(w: &mut W, labels: &[Label]) -> fmt::Result {
+fn write_labels_json(w: &mut dyn Write, labels: &[Label]) -> fmt::Result {
     w.write_char('[')?;
     for (i, label) in labels.iter().enumerate() {
         if i > 0 {
@@ -143,6 +152,20 @@ fn write_labels_json<W: Write>(w: &mut W, labels: &[Label]) -> fmt::Result {
         write_json_string(w, label)?;
     }
     w.write_char(']')
+}
+
+/// Writes `v` in decimal, out of line: each `write!` with an argument
+/// costs its own call of the formatter, this one is shared.
+#[inline(never)]
+pub(crate) fn write_u32(w: &mut dyn Write, v: u32) -> fmt::Result {
+    write!(w, "{v}")
+}
+
+/// Writes an item id's text form, `mem-<n>` (as its `Display` does).
+#[inline(never)]
+pub(crate) fn write_id(w: &mut dyn Write, id: ItemId) -> fmt::Result {
+    w.write_str(ItemId::PREFIX)?;
+    write_u32(w, id.get())
 }
 
 /// A time in seconds since the Unix epoch, displayed as
@@ -154,6 +177,14 @@ pub struct Timestamp(pub u32);
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_to(f)
+    }
+}
+
+impl Timestamp {
+    /// What `Display` writes, into any writer (compiled once).
+    #[inline(never)]
+    pub(crate) fn write_to(self, f: &mut dyn Write) -> fmt::Result {
         if self.0 == 0 {
             return f.write_str("-");
         }

@@ -839,6 +839,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// [`write_memory_md`](Self::write_memory_md) with the engine's error.
     pub(crate) fn write_memory_md_inner<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Fail> {
+        let w: &mut dyn fmt::Write = w;
         let mut failed = false;
         failed |= writeln!(w, "{}\n", crate::memory::MEMORY_MD_TITLE).is_err();
         let mut any_label = false;
@@ -858,7 +859,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 failed |= w.write_str("## Active Memories\n\n").is_err();
                 first = false;
             }
-            failed |= crate::memory::write_memory_md_item(w, item).is_err();
+            failed |= crate::memory::write_md_item(w, item).is_err();
         })?;
         if count == 0 {
             failed |= writeln!(w, "{}", crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
