@@ -309,8 +309,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(None);
         }
         let mut fixed = [0u8; INDEX_FIXED as usize];
-        let at = root + CHUNK_HEADER_LEN;
-        self.log.io().read_stream(at, &mut fixed)?;
+        self.mem_payload(root, 0, &mut fixed)?;
         let count = word(&fixed, 2).min(ACTIVE_CAP as u32);
         let catalog_len = word(&fixed, 4);
         if catalog_len == NO_ADDR || catalog_len as usize > CATALOG_MAX {
@@ -323,11 +322,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut listed = Marks::NONE;
         for k in 0..count {
             let mut e = [0u8; INDEX_ENTRY as usize];
-            let a = self
-                .log
-                .io()
-                .stream_advance(at, INDEX_FIXED + INDEX_ENTRY * k);
-            self.log.io().read_stream(a, &mut e)?;
+            self.mem_payload(root, INDEX_FIXED + INDEX_ENTRY * k, &mut e)?;
             let (id, addr) = (word(&e, 0), word(&e, 1));
             match self.work.borrow_mut().active[OP]
                 .iter()
@@ -356,16 +351,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let end = pos + catalog_len;
         while pos < end {
             let mut hdr = [0u8; 1];
-            let addr = self.log.io().stream_advance(at, pos);
-            self.log.io().read_stream(addr, &mut hdr)?;
+            self.mem_payload(root, pos, &mut hdr)?;
             let n = hdr[0] as usize;
             let mut label = [0u8; crate::memory::LABEL_MAX_BYTES + 2];
             if n > crate::memory::LABEL_MAX_BYTES || pos + 1 + n as u32 + 2 > end {
                 return Ok(None);
             }
-            let rest = self.log.io().stream_advance(at, pos + 1);
-            self.log.io().read_stream(rest, &mut label[..n + 2])?;
+            self.mem_payload(root, pos + 1, &mut label[..n + 2])?;
             let text = core::str::from_utf8(&label[..n]).map_err(|_| {
+                // Where the label's entry starts.
+                let addr = self.log.io().stream_advance(root + CHUNK_HEADER_LEN, pos);
                 self.log.parked().at(
                     fail!(Corrupted, "a memory catalog label is not UTF-8"),
                     addr,

@@ -324,11 +324,6 @@ impl ChainList {
     pub fn get(&self, i: usize) -> (u32, u8) {
         (self.addr[i], self.kind[i])
     }
-
-    pub fn reverse(&mut self) {
-        self.addr[..self.len].reverse();
-        self.kind[..self.len].reverse();
-    }
 }
 
 #[cfg(feature = "memory")]

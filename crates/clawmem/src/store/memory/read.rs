@@ -44,10 +44,25 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<usize, Fail> {
         let len = self.mem_check(addr, want)?;
         let n = len.min(buf.len());
-        self.log
-            .io()
-            .read_stream(addr + CHUNK_HEADER_LEN, &mut buf[..n])?;
+        self.mem_payload(addr, 0, &mut buf[..n])?;
         Ok(len)
+    }
+
+    /// Reads `buf.len()` bytes from offset `offset` of the payload of the
+    /// record at `addr` (a stream that may go on in the next sector): the
+    /// one read of a memory record's bytes, compiled once.
+    #[inline(never)]
+    pub(super) fn mem_payload(
+        &mut self,
+        addr: u32,
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<(), Fail> {
+        let at = self
+            .log
+            .io()
+            .stream_advance(addr + CHUNK_HEADER_LEN, offset);
+        self.log.io().read_stream(at, buf)
     }
 
     /// Reads the item put at `addr` into the work area's item slot `slot`,
@@ -83,8 +98,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &self.work.borrow().items[slot]
     }
 
-    /// The memory chain after the root, oldest first, into the work area's
-    /// chain list (emptied first).
+    /// The memory chain after the root, newest first (as it is walked), into
+    /// the work area's chain list (emptied first).
     // Out of line: its buffers stay off every caller's stack frame.
     #[inline(never)]
     pub(super) fn mem_chain(&mut self) -> Result<(), Fail> {
@@ -130,7 +145,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 None => break,
             }
         }
-        self.work.borrow_mut().chain.reverse();
         Ok(())
     }
 
@@ -145,10 +159,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     pub(super) fn mem_salvage_index(&mut self, root: u32, lvl: usize) -> Result<(), Fail> {
         let mut fixed = [0u8; INDEX_FIXED as usize];
-        let r = self
-            .log
-            .io()
-            .read_stream(root + CHUNK_HEADER_LEN, &mut fixed);
+        let r = self.mem_payload(root, 0, &mut fixed);
         if self.mem_tolerate(r)?.is_none() {
             return Ok(());
         }
@@ -168,11 +179,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let capacity = self.log.geo().capacity();
         for k in 0..count {
             let mut e = [0u8; INDEX_ENTRY as usize];
-            let at = self.log.io().stream_advance(
-                root + CHUNK_HEADER_LEN,
-                INDEX_FIXED + INDEX_ENTRY * k as u32,
-            );
-            let r = self.log.io().read_stream(at, &mut e);
+            let r = self.mem_payload(root, INDEX_FIXED + INDEX_ENTRY * k as u32, &mut e);
             if self.mem_tolerate(r)?.is_none() {
                 break;
             }
@@ -246,11 +253,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             for k in 0..count {
                 let mut e = [0u8; INDEX_ENTRY as usize];
-                let at = self.log.io().stream_advance(
-                    root + CHUNK_HEADER_LEN,
-                    INDEX_FIXED + INDEX_ENTRY * k as u32,
-                );
-                self.log.io().read_stream(at, &mut e)?;
+                self.mem_payload(root, INDEX_FIXED + INDEX_ENTRY * k as u32, &mut e)?;
                 let last = word(&e, 3);
                 let _ = self.work.borrow_mut().active[lvl].push(Active {
                     id: word(&e, 0),
@@ -264,7 +267,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.mem_salvage_index(root, lvl)?;
         }
         self.mem_chain()?;
-        for i in 0..self.work.borrow().chain.len {
+        // Oldest first.
+        for i in (0..self.work.borrow().chain.len).rev() {
             let (addr, k) = self.work.borrow().chain.get(i);
             match k {
                 MEM_PUT | MEM_PUT_PLAIN => {
@@ -319,21 +323,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // A recall lists at most the whole active set.
                     let most = if packed { PACKED_ID_MAX } else { 4 };
                     let len = len.min(8 + most * ACTIVE_CAP) as u32;
-                    let start = addr + CHUNK_HEADER_LEN;
                     let mut b = [0u8; 64];
                     let mut now = [0u8; 4];
                     if len < 8 {
                         continue;
                     }
-                    let at = self.log.io().stream_advance(start, 4);
-                    self.log.io().read_stream(at, &mut now)?;
+                    self.mem_payload(addr, 4, &mut now)?;
                     let now = u32::from_le_bytes(now);
                     let mut coder = IdCoder::new(packed);
                     let mut pos = 8;
                     'record: while pos < len {
                         let n = (len - pos).min(b.len() as u32) as usize;
-                        let at = self.log.io().stream_advance(start, pos);
-                        self.log.io().read_stream(at, &mut b[..n])?;
+                        self.mem_payload(addr, pos, &mut b[..n])?;
                         let out = &mut self.work.borrow_mut().active[lvl];
                         for &byte in &b[..n] {
                             let id = match coder.feed(byte) {
@@ -389,15 +390,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
     /// where `r` failed a checksum; flash errors pass through.
+    #[inline(always)]
     pub(super) fn mem_tolerate<T>(&mut self, r: Result<T, Fail>) -> Result<Option<T>, Fail> {
         match r {
             Ok(v) => Ok(Some(v)),
-            Err(e) if e.kind() == Kind::Corrupted => {
-                self.mem_damaged = self.mem_damaged.saturating_add(1);
+            Err(e) => {
+                self.mem_absorb(e)?;
                 Ok(None)
             }
-            Err(e) => Err(e),
         }
+    }
+
+    /// The error half of [`mem_tolerate`](Self::mem_tolerate), compiled
+    /// once: a checksum failure is counted and absorbed, any other error
+    /// passes through.
+    #[inline(never)]
+    fn mem_absorb(&mut self, e: Fail) -> Result<(), Fail> {
+        if e.kind() != Kind::Corrupted {
+            return Err(e);
+        }
+        self.mem_damaged = self.mem_damaged.saturating_add(1);
+        Ok(())
     }
 
     /// Memory records that failed their checksum (damage at rest) and were
