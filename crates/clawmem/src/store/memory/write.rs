@@ -396,11 +396,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The new index.
         let count = self.work.borrow_mut().active[GC].len() as u32;
         let len = INDEX_FIXED + INDEX_ENTRY * count + catalog_bytes as u32;
-        let (_, opens) = self.log.plan(len);
+        let (start, opens) = self.log.plan(len);
         if opens > self.log.free_sectors() {
             return Ok(false);
         }
-        let (start, _) = self.log.plan(len);
         let index_seq = if self.log.geo().sector_of(start) == self.log.head() {
             self.log.head_seq()
         } else {
@@ -434,8 +433,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// (any id for `None`): walks the set in id order without sorting it.
     pub(super) fn mem_next_by_id(&self, lvl: usize, after: Option<u32>) -> Option<usize> {
         let set = &self.work.borrow().active[lvl];
-        (0..set.len())
-            .filter(|&k| after.is_none_or(|x| set[k].id > x))
-            .min_by_key(|&k| set[k].id)
+        let mut best: Option<(usize, u32)> = None;
+        for (k, a) in set.iter().enumerate() {
+            // The first of equal ids, as `min_by_key` takes it.
+            if after.is_none_or(|x| a.id > x) && best.is_none_or(|(_, id)| a.id < id) {
+                best = Some((k, a.id));
+            }
+        }
+        best.map(|(k, _)| k)
     }
 }
