@@ -275,6 +275,20 @@ impl<'a> Reader<'a> {
         out.clear();
         out.push_str(text).map_err(|_| DecodeError::TooLong(field))
     }
+
+    /// A text field after its `u8` length (plus `bias`), which must be at
+    /// most `max`, into `out` (compiled once for every such field).
+    #[inline(never)]
+    fn sized_text(
+        &mut self,
+        out: &mut heapless::string::StringView,
+        bias: usize,
+        max: usize,
+        field: ItemField,
+    ) -> Result<(), DecodeError> {
+        let len = check_len(usize::from(self.u8()?) + bias, max, field)?;
+        self.text(out, len, field)
+    }
 }
 
 fn check_len(len: usize, max: usize, field: ItemField) -> Result<usize, DecodeError> {
@@ -543,6 +557,7 @@ impl Item {
         Ok(())
     }
 
+    #[inline(never)]
     fn decode_v2(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
         let mut r = Reader { bytes, pos: 1 };
         let flags = r.u8()?;
@@ -564,8 +579,12 @@ impl Item {
         };
         match (flags >> F_SOURCE_SHIFT) & 3 {
             0 => {
-                let len = check_len(usize::from(r.u8()?), SOURCE_MAX_BYTES, ItemField::Source)?;
-                r.text(self.source.as_mut_view(), len, ItemField::Source)?;
+                r.sized_text(
+                    self.source.as_mut_view(),
+                    0,
+                    SOURCE_MAX_BYTES,
+                    ItemField::Source,
+                )?;
             }
             code => {
                 let name = SOURCE_CODES
@@ -575,22 +594,26 @@ impl Item {
                 let _ = self.source.push_str(name);
             }
         }
-        let content_len = usize::from(r.u8()?) + 1;
-        r.text(self.content.as_mut_view(), content_len, ItemField::Content)?;
-        let tags_len = check_len(usize::from(r.u8()?), TAGS_MAX_BYTES, ItemField::Tags)?;
-        r.text(self.tags.as_mut_view(), tags_len, ItemField::Tags)?;
+        // The content is 1..=256 bytes: never longer than it can be.
+        r.sized_text(
+            self.content.as_mut_view(),
+            1,
+            CONTENT_MAX_BYTES,
+            ItemField::Content,
+        )?;
+        r.sized_text(self.tags.as_mut_view(), 0, TAGS_MAX_BYTES, ItemField::Tags)?;
         let label_count = r.u8()?;
         if usize::from(label_count) > MAX_SUMMARY_LABELS {
             return Err(DecodeError::TooManyLabels(label_count));
         }
         self.keywords.clear();
         if flags & F_KEYWORDS_WHOLE != 0 {
-            let len = check_len(
-                usize::from(r.u8()?),
+            r.sized_text(
+                self.keywords.as_mut_view(),
+                0,
                 KEYWORDS_MAX_BYTES,
                 ItemField::Keywords,
             )?;
-            r.text(self.keywords.as_mut_view(), len, ItemField::Keywords)?;
         } else {
             let pieces = (flags >> F_PIECES_SHIFT) & 3;
             for k in 0..pieces {
@@ -633,6 +656,7 @@ impl Item {
         Ok(())
     }
 
+    #[inline(never)]
     fn decode_v1(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
         // The fixed header, copied once; each field is `Truncated` if the
         // bytes end before it, checked in field order as a reader would.
@@ -688,9 +712,8 @@ impl Item {
         )?;
         self.labels.clear();
         for _ in 0..label_count {
-            let len = check_len(usize::from(r.u8()?), LABEL_MAX_BYTES, ItemField::Label)?;
             let mut label = Label::new();
-            r.text(label.as_mut_view(), len, ItemField::Label)?;
+            r.sized_text(label.as_mut_view(), 0, LABEL_MAX_BYTES, ItemField::Label)?;
             if label.is_empty() {
                 return Err(DecodeError::Empty(ItemField::Label));
             }
