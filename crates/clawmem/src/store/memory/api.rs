@@ -173,8 +173,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     fn mem_duplicate_word(&mut self, item: &Item, skip: Option<u32>) -> Result<u32, Fail> {
         for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if Some(a.id) == skip || !self.mem_load_ok_in(&a, 0)? {
+            let id = self.work.borrow().active[OP][k].id;
+            if Some(id) == skip || !self.mem_load_entry(OP, k)? {
                 continue;
             }
             if item.duplicate_of(self.slot(0)).is_some() {
@@ -220,8 +220,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
         let mut listed = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !self.mem_load_ok_in(&a, 0)? {
+            if !self.mem_load_entry(OP, k)? {
                 continue;
             }
             f(self.slot(0));
@@ -258,8 +257,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let cap = SCRATCH_BYTES / 4;
         let mut hashes = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !self.mem_load_ok_in(&a, 0)? {
+            if !self.mem_load_entry(OP, k)? {
                 continue;
             }
             let w: &mut Work = self.work.borrow_mut();
@@ -273,8 +271,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut emitted = 0;
         let mut pos = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !self.mem_load_ok_in(&a, 0)? {
+            if !self.mem_load_entry(OP, k)? {
                 continue;
             }
             let w: &Work = self.work.borrow();
@@ -623,11 +620,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_active(OP)?;
         for m in 0..matched {
             let id = word(&self.work.borrow_mut().scratch, 2 + m);
-            let set = &self.work.borrow().active[OP];
-            if let Some(a) = position_of(set, id).map(|k| set[k]) {
-                if !self.mem_load_ok_in(&a, 0)? {
-                    continue;
-                }
+            if self.mem_load_id(id)? {
                 f(self.slot(0));
             }
         }

@@ -171,10 +171,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Loads active item `id` of active set [`OP`] as read into slot 0;
     /// `false` if it is not there or damaged.
-    fn mem_load_id(&mut self, id: u32) -> Result<bool, Fail> {
-        let set = &self.work.borrow().active[OP];
-        match position_of(set, id).map(|k| set[k]) {
-            Some(a) => self.mem_load_ok_in(&a, 0),
+    pub(super) fn mem_load_id(&mut self, id: u32) -> Result<bool, Fail> {
+        match position_of(&self.work.borrow().active[OP], id) {
+            Some(k) => self.mem_load_entry(OP, k),
             None => Ok(false),
         }
     }
@@ -188,8 +187,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let cap = SCRATCH_BYTES / 4;
         let mut seen = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !self.mem_load_ok_in(&a, 0)? {
+            if !self.mem_load_entry(OP, k)? {
                 continue;
             }
             let work: &mut Work = self.work.borrow_mut();

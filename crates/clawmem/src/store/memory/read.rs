@@ -381,6 +381,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(u32::from(self.mem_tolerate(r)?.is_some()))
     }
 
+    /// Entry `k` of active set `lvl` loaded as
+    /// [`mem_load_ok_in`](Self::mem_load_ok_in) loads it, into slot 0.
+    #[inline(always)]
+    pub(super) fn mem_load_entry(&mut self, lvl: usize, k: usize) -> Result<bool, Fail> {
+        Ok(self.mem_load_entry_word(lvl, k)? != 0)
+    }
+
+    /// [`Self::mem_load_entry`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_load_entry_word(&mut self, lvl: usize, k: usize) -> Result<u32, Fail> {
+        let a = self.work.borrow().active[lvl][k];
+        self.mem_load_ok_in_word(&a, 0)
+    }
+
     /// The item with the applied access count and update time, onto the
     /// caller's stack.
     pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Fail> {

@@ -262,9 +262,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Fail> {
         for k in 0..self.work.borrow_mut().active[lvl].len() {
-            let a = self.work.borrow_mut().active[lvl][k];
             // A damaged item has no key: it merges with nothing.
-            let key = match self.mem_load_ok_in(&a, 0)? {
+            let key = match self.mem_load_entry(lvl, k)? {
                 true if !self.slot(0).key().is_empty() => fnv1a32(self.slot(0).key().as_bytes()),
                 _ => 0,
             };
