@@ -60,20 +60,31 @@ pub const TERM_SEPARATORS: [char; 4] = [',', ';', '/', '|'];
 
 /// Whitespace as C's `isspace` in the "C" locale sees it, which is what
 /// ESP-Claw's `trim_whitespace` strips. Unlike [`str::trim`] this leaves
-/// non-ASCII spaces (such as U+3000) alone.
-#[inline(never)]
-pub(crate) fn is_c_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r')
+/// non-ASCII spaces (such as U+3000) alone. All of it is ASCII, so a byte
+/// of UTF-8 that is C whitespace is a whole character: the trims below
+/// look at bytes.
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
 /// Strips C whitespace from both ends.
+#[inline(never)]
 pub(crate) fn trim_c(s: &str) -> &str {
-    s.trim_matches(is_c_space)
+    let start = s.bytes().take_while(|&b| is_c_space(b)).count();
+    // A cut after ASCII bytes is on a character boundary.
+    trim_end_c(s.get(start..).unwrap_or(s))
 }
 
 /// Strips C whitespace from the end.
+#[inline(never)]
 pub(crate) fn trim_end_c(s: &str) -> &str {
-    s.trim_end_matches(is_c_space)
+    let b = s.as_bytes();
+    let mut end = b.len();
+    while end > 0 && is_c_space(b[end - 1]) {
+        end -= 1;
+    }
+    // A cut before ASCII bytes is on a character boundary.
+    s.get(..end).unwrap_or(s)
 }
 
 /// The longest prefix of `s` that is at most `max_bytes` long and ends on a
@@ -207,6 +218,26 @@ mod tests {
         assert_eq!(trim_c(" \t\n\u{0B}\u{0C}\r x y \r\n"), "x y");
         // U+3000 is not C whitespace: ESP-Claw keeps it.
         assert_eq!(trim_c("\u{3000}x"), "\u{3000}x");
+    }
+
+    #[test]
+    fn byte_trims_strip_what_char_trims_strip() {
+        let c_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r');
+        for s in [
+            "",
+            " ",
+            "\t\r\n\u{0B}\u{0C}",
+            "x",
+            " x y ",
+            "\u{3000} x \u{3000}",
+            " 中 ",
+            "é\u{0B}",
+            "\u{0C}é",
+            " \u{85}\u{A0} ",
+        ] {
+            assert_eq!(trim_c(s), s.trim_matches(c_space), "{s:?}");
+            assert_eq!(trim_end_c(s), s.trim_end_matches(c_space), "{s:?}");
+        }
     }
 
     #[test]
