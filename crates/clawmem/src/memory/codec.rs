@@ -333,12 +333,13 @@ fn tag_term(tags: &str, i: usize) -> Option<&str> {
 /// The first offset at which `needle` occurs in `hay`, byte for byte or
 /// (`lower`) with `hay`'s ASCII letters lowercased.
 fn find_at(hay: &str, needle: &str, lower: bool) -> Option<usize> {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    if n.is_empty() || n.len() > h.len() {
+    let n = needle.as_bytes();
+    if n.is_empty() {
         return None;
     }
-    (0..=h.len() - n.len()).find(|&o| {
-        h[o..o + n.len()].iter().zip(n).all(|(a, b)| {
+    // No window (and so no offset) when the needle is the longer.
+    hay.as_bytes().windows(n.len()).position(|w| {
+        w.iter().zip(n).all(|(a, b)| {
             if lower {
                 a.to_ascii_lowercase() == *b
             } else {
