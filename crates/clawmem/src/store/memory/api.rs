@@ -461,7 +461,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             label: heapless::String::new(),
             available: heapless::String::new(),
         };
-        push_str(&mut e.label, crate::text::utf8_prefix(label, 32));
+        // Each push fits: the label is cut to the capacity, and the list is
+        // cut at 60 bytes before its "..." (of 64).
+        let _ = e.label.push_str(crate::text::utf8_prefix(label, 32));
         let mut first = true;
         let mut cut = false;
         let mut available = heapless::String::<64>::new();
@@ -472,13 +474,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return;
             }
             if !first {
-                push_str(&mut available, ", ");
+                let _ = available.push_str(", ");
             }
             first = false;
-            push_str(&mut available, l);
+            let _ = available.push_str(l);
         })?;
         if cut {
-            push_str(&mut available, "...");
+            let _ = available.push_str("...");
         }
         e.available = available;
         Ok(e)

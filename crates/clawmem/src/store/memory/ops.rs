@@ -293,14 +293,6 @@ pub(super) fn item_bloom(item: &Item) -> u16 {
     item.labels().iter().fold(0, |b, l| b | label_bloom(l))
 }
 
-pub(super) fn push_str<const N: usize>(s: &mut heapless::String<N>, t: &str) {
-    for c in t.chars() {
-        if s.push(c).is_err() {
-            return;
-        }
-    }
-}
-
 /// An index's payload before its entries ([`INDEX_FIXED`] bytes): no prev,
 /// then these words.
 pub(super) fn index_fixed(
