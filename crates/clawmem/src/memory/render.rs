@@ -194,17 +194,13 @@ impl Timestamp {
         let (year, month, day) = civil_from_days(secs / 86_400);
         let of_day = secs % 86_400;
         let mut b = *b"0000-00-00 00:00:00";
-        let fields = [
-            (0, 4, year),
-            (5, 2, month),
-            (8, 2, day),
-            (11, 2, of_day / 3600),
-            (14, 2, of_day % 3600 / 60),
-            (17, 2, of_day % 60),
-        ];
-        for (at, width, v) in fields {
-            put_digits(&mut b[at..at + width], v);
+        // From the end: each field, then the separator before it.
+        let mut end = b.len();
+        for v in [of_day % 60, of_day % 3600 / 60, of_day / 3600, day, month] {
+            put_digits(&mut b[end - 2..end], v);
+            end -= 3;
         }
+        put_digits(&mut b[..4], year);
         // Only ASCII digits and separators were written.
         f.write_str(core::str::from_utf8(&b).map_err(|_| fmt::Error)?)
     }
