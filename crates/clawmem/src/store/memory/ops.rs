@@ -165,6 +165,7 @@ impl LabelDelta {
 
 /// Adds one reference to `label` in the catalog encoded in `buf[..len]`;
 /// the new length, or `None` if it does not fit.
+#[inline(never)]
 pub(super) fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usize> {
     let mut p = 0;
     while p < len {

@@ -12,6 +12,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Every put of item `id` anywhere on flash (current, relocated and
     /// released-but-not-erased copies): calls `f(addr, len)` with each
     /// chunk's address and payload length.
+    #[inline(never)]
     pub(super) fn mem_find_copies(
         &mut self,
         id: u32,

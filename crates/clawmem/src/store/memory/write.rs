@@ -274,6 +274,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// How many merges a compaction of active set `lvl` would write (at
     /// most [`MAX_MERGES`]).
+    #[inline(never)]
     pub(super) fn mem_merge_count(&mut self, lvl: usize) -> Result<u32, Fail> {
         self.mem_keys(lvl)?;
         let work: &Work = self.work.borrow();
