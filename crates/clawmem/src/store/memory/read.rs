@@ -385,14 +385,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`mem_load_ok_in`](Self::mem_load_ok_in) loads it, into slot 0.
     #[inline(always)]
     pub(super) fn mem_load_entry(&mut self, lvl: usize, k: usize) -> Result<bool, Fail> {
-        Ok(self.mem_load_entry_word(lvl, k)? != 0)
+        Ok(self.mem_load_entry_word(lvl, k, 0)? != 0)
     }
 
-    /// [`Self::mem_load_entry`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    /// Entries `i` and `j` of active set `lvl` into slots 0 and 1, a
+    /// merge's pair, as [`mem_load_entry`](Self::mem_load_entry) loads
+    /// one: `false` if either is damaged (the second is not read when the
+    /// first is).
+    #[inline(always)]
+    pub(super) fn mem_load_pair(&mut self, lvl: usize, i: usize, j: usize) -> Result<bool, Fail> {
+        Ok(self.mem_load_pair_word(lvl, i, j)? != 0)
+    }
+
+    /// [`Self::mem_load_pair`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
     #[inline(never)]
-    fn mem_load_entry_word(&mut self, lvl: usize, k: usize) -> Result<u32, Fail> {
+    fn mem_load_pair_word(&mut self, lvl: usize, i: usize, j: usize) -> Result<u32, Fail> {
+        if self.mem_load_entry_word(lvl, i, 0)? == 0 {
+            return Ok(0);
+        }
+        self.mem_load_entry_word(lvl, j, 1)
+    }
+
+    /// [`Self::mem_load_entry`] into slot `slot`, as a word (1 or 0; see
+    /// `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_load_entry_word(&mut self, lvl: usize, k: usize, slot: usize) -> Result<u32, Fail> {
         let a = self.work.borrow().active[lvl][k];
-        self.mem_load_ok_in_word(&a, 0)
+        self.mem_load_ok_in_word(&a, slot)
     }
 
     /// The item with the applied access count and update time, onto the

@@ -153,14 +153,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     word(&self.work.borrow_mut().scratch, j),
                 );
                 if ki != 0 && ki == kj && merges < MAX_MERGES {
-                    let (ai, aj) = (
-                        self.work.borrow_mut().active[OP][i],
-                        self.work.borrow_mut().active[OP][j],
-                    );
                     // Both in the work area's slots; the merged item goes to
                     // the stack, since writing it may compact (which uses
                     // the slots).
-                    if !self.mem_load_ok_in(&ai, 0)? || !self.mem_load_ok_in(&aj, 1)? {
+                    if !self.mem_load_pair(OP, i, j)? {
                         j += 1;
                         continue;
                     }
@@ -333,11 +329,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 );
                 if ki != 0 && ki == kj && merges < MAX_MERGES {
                     merges += 1;
-                    let (ai, aj) = (
-                        self.work.borrow_mut().active[GC][i],
-                        self.work.borrow_mut().active[GC][j],
-                    );
-                    if !self.mem_load_ok_in(&ai, 0)? || !self.mem_load_ok_in(&aj, 1)? {
+                    if !self.mem_load_pair(GC, i, j)? {
                         j += 1;
                         continue;
                     }
