@@ -562,14 +562,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if !self.mem_load_ok_in(&a, 0)? {
                 continue;
             }
-            if every {
-                hits.set(k);
-            }
+            let mut hit = every;
             for (k2, l) in labels.iter().enumerate() {
                 if self.slot(0).has_label(l) {
                     seen[k2] = true;
-                    hits.set(k);
+                    hit = true;
                 }
+            }
+            if hit {
+                hits.set(k);
             }
         }
         if let Some(k) = seen.iter().take(n).position(|s| !s) {
