@@ -44,17 +44,43 @@ type R<T> = core::result::Result<T, Error<FlashError>>;
 
 #[inline(never)]
 pub fn mount(
+    slot: &mut Option<Engine>,
     flash: InternalFlash,
     work: &'static mut Work,
     config: Config,
     mode: MountMode,
-) -> R<Engine> {
-    Engine::mount_in(flash, work, config, mode)
+) -> R<()> {
+    Engine::mount_into(slot, flash, work, config, mode)
 }
 
 #[inline(never)]
-pub fn format(flash: InternalFlash, work: &'static mut Work, config: Config) -> R<Engine> {
-    Engine::format_in(flash, work, config)
+pub fn format(
+    slot: &mut Option<Engine>,
+    flash: InternalFlash,
+    work: &'static mut Work,
+    config: Config,
+) -> R<()> {
+    Engine::format_into(slot, flash, work, config)
+}
+
+#[inline(never)]
+pub fn into_flash(store: Engine) -> InternalFlash {
+    store.into_flash()
+}
+
+#[inline(never)]
+pub fn flash(store: &Engine) -> &InternalFlash {
+    store.flash()
+}
+
+#[inline(never)]
+pub fn flash_mut(store: &mut Engine) -> &mut InternalFlash {
+    store.flash_mut()
+}
+
+#[inline(never)]
+pub fn damaged_sessions_dropped(store: &Engine) -> u32 {
+    store.damaged_sessions_dropped()
 }
 
 #[inline(never)]
@@ -228,6 +254,12 @@ pub fn parse_session_command(args: &str) -> Result<SessionCommand, UsageError> {
 
 #[cfg(feature = "chat")]
 #[inline(never)]
+pub fn for_each_chat_sessions(store: &mut Engine, f: &mut dyn FnMut(&ChatSessions)) -> R<()> {
+    store.for_each_chat_sessions(f)
+}
+
+#[cfg(feature = "chat")]
+#[inline(never)]
 pub fn chat_sessions(store: &mut Engine, chat: &ChatKey) -> R<ChatSessions> {
     store.chat_sessions(chat)
 }
@@ -324,6 +356,24 @@ pub fn memory_forget(store: &mut Engine, id: ItemId) -> R<Item> {
 #[inline(never)]
 pub fn memory_forget_scrub(store: &mut Engine, id: ItemId) -> R<()> {
     store.memory_forget_scrub(id)
+}
+
+#[cfg(feature = "memory")]
+#[inline(never)]
+pub fn memory_import(
+    store: &mut Engine,
+    input: &ItemInput<'_>,
+    created_at: u32,
+    updated_at: u32,
+    access_count: u16,
+) -> R<Stored> {
+    store.memory_import(input, created_at, updated_at, access_count)
+}
+
+#[cfg(feature = "memory")]
+#[inline(never)]
+pub fn memory_damaged_reads(store: &Engine) -> u32 {
+    store.memory_damaged_reads()
 }
 
 #[cfg(feature = "memory")]

@@ -45,6 +45,7 @@ use clawmem::{
     BackendFormat, Config, Error, Gate, MemoryConfig, MountMode, Record, RecordType, Store, Work,
 };
 use cortex_m_rt::entry;
+use embedded_storage::nor_flash::ReadNorFlash;
 
 use flash::{FlashError, InternalFlash};
 
@@ -67,8 +68,8 @@ static mut WORK: Work = Work::new();
 /// store, and with it the only reference to the area.
 fn take_work() -> &'static mut Work {
     // SAFETY: single-core, no interrupts use it, and each reference is
-    // handed to a mount that either keeps it in the store for good or
-    // fails and drops it before the next call.
+    // handed to a mount that keeps it in the store, and the store is
+    // dropped (a failed mount, `into_flash`) before the next call.
     unsafe { &mut *core::ptr::addr_of_mut!(WORK) }
 }
 
@@ -150,25 +151,27 @@ fn main() -> ! {
     let Some(flash) = InternalFlash::take() else {
         halt()
     };
-    let store = match api::mount(flash, take_work(), config(), MountMode::FormatIfBlank) {
-        Ok(store) => store,
+    // The store is built in place, in a static, never on the stack: the
+    // slot is all zeros, in .bss.
+    let Some(slot) = cortex_m::singleton!(: Option<Engine> = None) else {
+        halt()
+    };
+    match api::mount(slot, flash, take_work(), config(), MountMode::FormatIfBlank) {
+        Ok(()) => {}
         // Foreign data (an earlier firmware's file system, say): this
         // example claims the partition.
         Err(Error::NotFormatted) => {
             // SAFETY: the only other handle was consumed by the failed mount.
             let flash = unsafe { InternalFlash::steal() };
-            match api::format(flash, take_work(), config()) {
-                Ok(store) => store,
-                Err(_) => halt(),
+            if api::format(slot, flash, take_work(), config()).is_err() {
+                halt()
             }
         }
         // The part failed, or the image is damaged or from a newer clawmem:
         // keep it for inspection rather than format.
         Err(_) => halt(),
     };
-    let Some(store) = cortex_m::singleton!(: Engine = store) else {
-        halt()
-    };
+    let Some(store) = slot.as_mut() else { halt() };
     let Some(work) = cortex_m::singleton!(: [u8; WORK_BYTES] = [0; WORK_BYTES]) else {
         halt()
     };
@@ -192,6 +195,7 @@ fn main() -> ! {
     let mut now: u32 = 1_750_000_000;
     let mut turn: usize = 0;
     loop {
+        let Some(store) = slot.as_mut() else { halt() };
         let message = black_box(INBOX[turn % INBOX.len()]);
         if let Err(e) = handle_message(store, work, out, "telegram", "42", message, now) {
             let _ = writeln!(out, "error: {e}");
@@ -199,6 +203,15 @@ fn main() -> ! {
         if turn % 16 == 15 {
             if let Err(e) = maintenance(store, work, out, now) {
                 let _ = writeln!(out, "maintenance error: {e}");
+            }
+        }
+        // Before a firmware update: unmount, hand the flash to the updater,
+        // and mount again if the update is called off.
+        if turn % 1024 == 1023 {
+            let Some(store) = slot.take() else { halt() };
+            let flash = api::into_flash(store);
+            if api::mount(slot, flash, take_work(), config(), MountMode::ExistingOnly).is_err() {
+                halt()
             }
         }
         turn = turn.wrapping_add(1);
@@ -545,6 +558,17 @@ fn maintenance(store: &mut Engine, work: &mut [u8], out: &mut Console, now: u32)
         space.sector_bytes,
         written.session_batches,
     );
+    // Diagnostics: the partition, its first word as the driver reads it,
+    // and the sessions damage at rest cost since the mount.
+    let capacity = ReadNorFlash::capacity(api::flash(store));
+    let mut first = [0u8; 4];
+    let _ = ReadNorFlash::read(api::flash_mut(store), 0, &mut first);
+    let _ = writeln!(
+        out,
+        "partition {capacity} B, first word {:#010x}; {} damaged sessions dropped",
+        u32::from_le_bytes(first),
+        api::damaged_sessions_dropped(store),
+    );
 
     // Memory views.
     #[cfg(feature = "memory")]
@@ -589,8 +613,9 @@ fn memory_views(store: &mut Engine, out: &mut Console) -> Result<()> {
     })?;
     let _ = writeln!(
         out,
-        "{n} items ({}), {labels} labels",
-        api::memory_len(store)?
+        "{n} items ({}), {labels} labels, {} damaged reads",
+        api::memory_len(store)?,
+        api::memory_damaged_reads(store)
     );
     api::write_memory_md(store, out)?;
     api::memory_compact(store)
@@ -630,6 +655,12 @@ fn maintenance_rest(
         let n = api::clear_sessions(store)?;
         let _ = writeln!(out, "cleared {n} sessions");
     }
+    #[cfg(feature = "chat")]
+    {
+        let mut chats = 0;
+        api::for_each_chat_sessions(store, &mut |map| chats += map.len())?;
+        let _ = writeln!(out, "{chats} chat sessions");
+    }
 
     // Privacy: the user asked to erase one memory for good, or all.
     #[cfg(feature = "memory")]
@@ -645,6 +676,18 @@ fn maintenance_rest(
     }
     #[cfg(not(feature = "memory"))]
     let _ = now;
+
+    // An ESP-Claw memory item received from an old device keeps its times
+    // and access count.
+    #[cfg(feature = "memory")]
+    {
+        let item = ItemInput::new(black_box("User's cat is called Miso"))
+            .tags(black_box("pets"))
+            .source(SOURCE_MANUAL);
+        let old = black_box(1_700_000_000);
+        let stored = api::memory_import(store, &item, old, old, black_box(3))?;
+        let _ = writeln!(out, "imported {}", stored.item.id());
+    }
 
     // An ESP-Claw session (`.log` and `.log.idx`) received from an old
     // device, for instance over USB, into the work buffer.

@@ -96,9 +96,10 @@ use crate::session::{Session, MAX_SESSION_ID_BYTES};
 /// entry): a working set over the sessions on flash, not a limit on their
 /// number (see `store/directory.rs`).
 /// `W` is the engine's working RAM ([`Work`]): the store owns one by default
-/// ([`Store::mount`], [`Store::format`]); a firmware lends one, usually
-/// `&'static mut Work`, and builds the store in place in a static
-/// ([`Store::mount_into`]), so that neither the store nor the work area is
+/// (on hosts: `Store::mount` and `Store::format`, with the `by-value`
+/// feature); a firmware lends one, usually `&'static mut Work`, and builds
+/// the store in place in a static ([`Store::mount_into`],
+/// [`Store::format_into`]), so that neither the store nor the work area is
 /// ever on the stack.
 pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work> = Work> {
     log: Log<F>,

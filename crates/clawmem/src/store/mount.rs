@@ -37,19 +37,21 @@ use crate::error::{fail, Error, Fail};
 use crate::layout::{geometry, kind, ChunkHeader, SectorHeader, NO_ADDR};
 use crate::log::{Log, Slot};
 
+#[cfg(any(test, feature = "by-value"))]
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
     /// [`format_in`](Self::format_in) with a work area of its own inside
-    /// the `Store` ([`Work`] more of it).
+    /// the `Store` ([`Work`] more of it), for hosts (the `by-value`
+    /// feature).
     ///
-    /// Power loss: as [`format_in`](Self::format_in).
+    /// Power loss: as [`format_into`](Self::format_into).
     pub fn format(flash: F, config: Config) -> Result<Self, Error<F::Error>> {
         Self::format_in(flash, Work::new(), config)
     }
 
     /// [`mount_in`](Self::mount_in) with a work area of its own inside the
-    /// `Store` ([`Work`] more of it). A firmware that wants the `Store`
-    /// small, or the work area in a RAM of its choice, lends one with
-    /// [`mount_in`](Self::mount_in).
+    /// `Store` ([`Work`] more of it), for hosts (the `by-value` feature). A
+    /// firmware lends one, in a RAM of its choice, and mounts in place with
+    /// [`mount_into`](Self::mount_into).
     ///
     /// Power loss: mount writes nothing unless it formats.
     pub fn mount(flash: F, config: Config, mode: MountMode) -> Result<Self, Error<F::Error>> {
@@ -58,23 +60,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
 }
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
-    /// Formats the partition: erases every sector that holds a store (of any
-    /// version) and writes an empty store. Everything stored is lost.
-    /// `work` is the engine's working RAM ([`Work`]), owned or lent.
+    /// [`format_into`](Self::format_into), returning the store by value
+    /// (the `by-value` feature): the store passes through the stack on its
+    /// way to the caller, so a firmware formats in place instead.
     ///
-    /// Power loss: a cut leaves either the old store (possibly missing erased
-    /// sectors, which mount tolerates) or a blank partition; format again.
+    /// Power loss: as [`format_into`](Self::format_into).
+    #[cfg(any(test, feature = "by-value"))]
     pub fn format_in(flash: F, work: W, config: Config) -> Result<Self, Error<F::Error>> {
         let mut slot = None;
         Self::format_into(&mut slot, flash, work, config)?;
         slot.ok_or(Error::LogicBug("format left no store"))
     }
 
-    /// [`format_in`](Self::format_in) into `slot`, in place: the store is
-    /// built where it will live, never copied through the stack. `slot` is
-    /// `None` on an error.
+    /// Formats the partition: erases every sector that holds a store (of any
+    /// version) and writes an empty store, built in `slot`, where it will
+    /// live, never copied through the stack (a firmware keeps it in a
+    /// static). Everything stored is lost. `work` is the engine's working
+    /// RAM ([`Work`]), owned or lent. `slot` is `None` on an error.
     ///
-    /// Power loss: as [`format_in`](Self::format_in).
+    /// Power loss: a cut leaves either the old store (possibly missing erased
+    /// sectors, which mount tolerates) or a blank partition; format again.
     pub fn format_into(
         slot: &mut Option<Self>,
         flash: F,
@@ -172,8 +177,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Err(e)
     }
 
-    /// Mounts the store on `flash`, with `work` as the engine's working RAM
-    /// ([`Work`], owned or lent).
+    /// [`mount_into`](Self::mount_into), returning the store by value (the
+    /// `by-value` feature): the store passes through the stack on its way
+    /// to the caller, so a firmware mounts in place instead.
+    ///
+    /// Power loss: as [`mount_into`](Self::mount_into).
+    #[cfg(any(test, feature = "by-value"))]
+    pub fn mount_in(
+        flash: F,
+        work: W,
+        config: Config,
+        mode: MountMode,
+    ) -> Result<Self, Error<F::Error>> {
+        let mut slot = None;
+        Self::mount_into(&mut slot, flash, work, config, mode)?;
+        slot.ok_or(Error::LogicBug("mount left no store"))
+    }
+
+    /// Mounts the store on `flash` into `slot`, in place: the store is built
+    /// where it will live, never copied through the stack (a firmware keeps
+    /// it in a static). `work` is the engine's working RAM ([`Work`], owned
+    /// or lent). `slot` is `None` on an error.
     ///
     /// Reads every sector header, the head sector, the newest checkpoint and
     /// the chunk headers written after it. A torn write at the head is
@@ -186,22 +210,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// whole ring, a sector header given back, a memory compaction after
     /// damage at rest) or to format a blank partition, and each of those
     /// writes is atomic.
-    pub fn mount_in(
-        flash: F,
-        work: W,
-        config: Config,
-        mode: MountMode,
-    ) -> Result<Self, Error<F::Error>> {
-        let mut slot = None;
-        Self::mount_into(&mut slot, flash, work, config, mode)?;
-        slot.ok_or(Error::LogicBug("mount left no store"))
-    }
-
-    /// [`mount_in`](Self::mount_in) into `slot`, in place: the store is
-    /// built where it will live, never copied through the stack (a
-    /// firmware keeps it in a static). `slot` is `None` on an error.
-    ///
-    /// Power loss: as [`mount_in`](Self::mount_in).
     pub fn mount_into(
         slot: &mut Option<Self>,
         flash: F,

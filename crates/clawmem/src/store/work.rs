@@ -47,7 +47,7 @@ pub(crate) const GC: usize = 1;
 ///
 /// A [`Store`](crate::Store) owns one by default; a firmware that wants the
 /// `Store` itself small, or the work area in a particular RAM, lends one
-/// instead (see [`Store::mount_in`](crate::Store::mount_in)). Its contents
+/// instead (see [`Store::mount_into`](crate::Store::mount_into)). Its contents
 /// matter only during a call.
 pub struct Work {
     #[cfg(feature = "memory")]
