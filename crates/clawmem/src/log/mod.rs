@@ -936,43 +936,6 @@ impl<F: NorFlash> Log<F> {
             _ => Ok(Slot::Damaged),
         }
     }
-
-    /// After damage, the next sound chunk of `sector` at or after `from`
-    /// (its header decodes, it fits, its CRC checks out), searched word by
-    /// word. Bounded by the sector; used only when damage is found.
-    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Fail> {
-        let end = self.geo.sector_start(sector) + self.geo.sector;
-        self.resync_before(sector, from, end)
-    }
-
-    /// [`resync`](Self::resync) for a chunk that starts before `until`.
-    pub fn resync_before(
-        &mut self,
-        sector: u32,
-        from: u32,
-        until: u32,
-    ) -> Result<Option<u32>, Fail> {
-        let end = (self.geo.sector_start(sector) + self.geo.sector).min(until + CHUNK_HEADER_LEN);
-        let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
-        while p + CHUNK_HEADER_LEN <= end {
-            if let Slot::Chunk(c) = self.slot_at(sector, p)? {
-                if self.crc_ok(&c)? {
-                    return Ok(Some(p));
-                }
-            }
-            p += self.geo.write;
-        }
-        Ok(None)
-    }
-
-    /// Checks the chunk's CRC.
-    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Fail> {
-        let mut io = Io {
-            flash: &mut self.flash,
-            geo: &self.geo,
-        };
-        io.chunk_crc_ok(c.address, &c.header, &mut self.buf)
-    }
 }
 
 #[cfg(feature = "memory")] // a memory scrub only

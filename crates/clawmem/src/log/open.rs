@@ -6,7 +6,9 @@
 //! checkpoints the head sector and its header name, or the start of one
 //! that ends in the head sector ([`Log::checkpoint_ending_in`]). The store then loads
 //! the checkpoint and scans what follows it (`store/mount.rs`); this file
-//! knows nothing of what the chunks hold.
+//! knows nothing of what the chunks hold. It also holds the chunk CRC check
+//! and the search for the next sound chunk after damage
+//! ([`Log::resync`]), which the head walk and the store's scan share.
 //!
 //! The header pass reads 12 bytes of each sector header (magic, version,
 //! flags, sequence) and checks only the winner's CRC; if that fails, a
@@ -57,7 +59,9 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{ChunkAt, Io, Log, Slot, ERASE_AHEAD, NOTE_ROOM, STAGE};
 use crate::error::Fail;
-use crate::layout::{u16_at, u32_at, SectorHeader, ERASED_AHEAD_VERSION};
+use crate::layout::{
+    align_up, u16_at, u32_at, SectorHeader, CHUNK_HEADER_LEN, ERASED_AHEAD_VERSION,
+};
 
 /// What [`Log::open`] found besides the ring's position, which it set.
 #[derive(Debug, Default, Clone, Copy)]
@@ -505,5 +509,56 @@ impl<F: NorFlash> Log<F> {
             }
         }
         Ok(None)
+    }
+
+    /// After damage, the next sound chunk of `sector` at or after `from`
+    /// (its header decodes, it fits, its CRC checks out), searched word by
+    /// word. Bounded by the sector; used only when damage is found.
+    #[inline(always)]
+    pub fn resync(&mut self, sector: u32, from: u32) -> Result<Option<u32>, Fail> {
+        self.resync_before(sector, from, u32::MAX - CHUNK_HEADER_LEN)
+    }
+
+    /// [`resync`](Self::resync) for a chunk that starts before `until`.
+    #[inline(always)]
+    pub fn resync_before(
+        &mut self,
+        sector: u32,
+        from: u32,
+        until: u32,
+    ) -> Result<Option<u32>, Fail> {
+        let p = self.resync_word(sector, from, until)?;
+        Ok((p != u32::MAX).then_some(p))
+    }
+    /// [`resync_before`](Self::resync_before) as a word, `u32::MAX` for
+    /// `None` (no chunk starts there; see [`Io::chunk_crc_ok_word`]).
+    #[inline(never)]
+    fn resync_word(&mut self, sector: u32, from: u32, until: u32) -> Result<u32, Fail> {
+        let end = (self.geo.sector_start(sector) + self.geo.sector).min(until + CHUNK_HEADER_LEN);
+        let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
+        while p + CHUNK_HEADER_LEN <= end {
+            if let Slot::Chunk(c) = self.slot_at(sector, p)? {
+                if self.crc_ok(&c)? {
+                    return Ok(p);
+                }
+            }
+            p += self.geo.write;
+        }
+        Ok(u32::MAX)
+    }
+
+    /// Checks the chunk's CRC.
+    #[inline(always)]
+    pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Fail> {
+        Ok(self.crc_ok_word(c)? != 0)
+    }
+    /// [`Log::crc_ok`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
+    #[inline(never)]
+    fn crc_ok_word(&mut self, c: &ChunkAt) -> Result<u32, Fail> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        io.chunk_crc_ok_word(c.address, &c.header, &mut self.buf)
     }
 }
