@@ -360,9 +360,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
 impl<F: NorFlash> Log<F> {
     /// Verifies the batch at `addr` (see [`verify_batch`]).
+    #[inline(always)]
     fn verify(&mut self, addr: u32) -> Result<Option<u32>, Fail> {
+        let n = self.verify_word(addr)?;
+        Ok((n != u32::MAX).then_some(n))
+    }
+    /// [`Log::verify`] as a word, `u32::MAX` for `None` (no batch is that
+    /// long): a `Result<u32, _>` comes back in registers.
+    #[inline(never)]
+    fn verify_word(&mut self, addr: u32) -> Result<u32, Fail> {
         let (mut io, buf) = self.io_buf();
-        verify_batch(&mut io, addr, buf)
+        Ok(verify_batch(&mut io, addr, buf)?.unwrap_or(u32::MAX))
     }
 
     /// The name the session's first batch at `addr` carries, corrected
