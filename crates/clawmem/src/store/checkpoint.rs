@@ -245,16 +245,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 if delta {
                     // (A delta's sessions after its deletions, which the
                     // first pass applied.)
-                    self.dir.forget(s.uid);
-                    match self.sessions.iter_mut().find(|x| x.uid == s.uid) {
-                        Some(x) => *x = s,
-                        None => {
-                            if !super::directory::free_slot(&mut self.sessions, &mut self.dir) {
-                                return Err(self.log.parked().too_many_sessions(MAX_SESSIONS));
-                            }
-                            let _ = self.sessions.push(s);
-                        }
-                    }
+                    Self::upsert_session(&mut self.sessions, &mut self.dir, io.parked(), s)?;
                 } else if self.sessions.push(s).is_err() {
                     // Cold: found in the directory when it is used.
                     self.dir.note_unloaded(&s);
