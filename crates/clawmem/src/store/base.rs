@@ -117,6 +117,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Writes a new base for session `i` holding the records `keep` selects,
     /// after `summary` if given. Bodies that `embed` selects are copied into
     /// the base (relocation); the others are referenced where they are.
+    /// (Inside a collection, a base that does not fit is not written and
+    /// not an error.)
     pub(super) fn rewrite_base(
         &mut self,
         i: usize,
@@ -124,22 +126,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         summary: Option<Record<'_>>,
         embed: Embed,
         p: Priority,
-    ) -> Result<bool, Fail> {
-        self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)
+    ) -> Result<(), Fail> {
+        self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)?;
+        Ok(())
     }
 
     /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
     /// `false`, with nothing written, if the base would exceed `budget`
     /// payload bytes or the free sectors.
+    #[inline(always)]
     pub(super) fn rewrite_base_gc(
         &mut self,
         i: usize,
         embed: Embed,
         budget: u64,
     ) -> Result<bool, Fail> {
-        self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)
+        Ok(self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)? != 0)
     }
 
+    /// [`rewrite_base`](Self::rewrite_base) within `budget`, as a word (1
+    /// or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
     fn rewrite_base_within(
         &mut self,
         i: usize,
@@ -148,7 +155,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         p: Priority,
         budget: u64,
-    ) -> Result<bool, Fail> {
+    ) -> Result<u32, Fail> {
         if self.in_gc {
             return self.rewrite_base_now(i, keep, summary, embed, budget);
         }
@@ -173,13 +180,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let result = self.rewrite_base_now(i, keep, summary, embed, budget);
         self.in_gc = false;
         match result {
-            Ok(false) => Err(self.log.parked().full(estimate, 0)),
+            Ok(0) => Err(self.log.parked().full(estimate, 0)),
             r => r,
         }
     }
 
     /// [`rewrite_base_within`](Self::rewrite_base_within) with no garbage
-    /// collection: `false` if the room or `budget` is short.
+    /// collection: 0 if the room or `budget` is short, else 1.
     fn rewrite_base_now(
         &mut self,
         i: usize,
@@ -187,7 +194,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         summary: Option<Record<'_>>,
         embed: Embed,
         budget: u64,
-    ) -> Result<bool, Fail> {
+    ) -> Result<u32, Fail> {
         let ring = Ring {
             head: self.log.head(),
             head_seq: self.log.head_seq(),
@@ -268,7 +275,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         #[cfg(feature = "memory")]
         if !touched {
-            return Ok(true);
+            return Ok(1);
         }
         recs.rewind();
         let id_len = s.id_len as u32;
@@ -278,7 +285,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let total = bodies_at + embedded;
         let (start, opens) = self.log.plan(total);
         if opens > self.log.free_sectors() || u64::from(total) > budget {
-            return Ok(false);
+            return Ok(0);
         }
         let payload_start = start + CHUNK_HEADER_LEN;
         // The base starts in the head sector or, if that is full, the next.
@@ -342,7 +349,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         s.size = size;
         s.oldest = oldest;
         s.dirty = true;
-        Ok(true)
+        Ok(1)
     }
 }
 
