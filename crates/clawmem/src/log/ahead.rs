@@ -27,7 +27,7 @@
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::{Io, Log, Slices, ERASE_AHEAD, MIN_CHUNK_PAYLOAD, NOTE_ROOM};
+use super::{Log, Slices, ERASE_AHEAD, MIN_CHUNK_PAYLOAD, NOTE_ROOM};
 use crate::error::{fail, Fail};
 use crate::layout::kind::ERASED_AHEAD;
 use crate::layout::CHUNK_HEADER_LEN;
@@ -58,11 +58,7 @@ impl<F: NorFlash> Log<F> {
             self.ahead_unread = 0;
             for k in 0..self.erased_ahead {
                 let start = self.geo.sector_start((self.head + 1 + k) % self.geo.count);
-                let mut io = Io {
-                    flash: &mut self.flash,
-                    geo: &self.geo,
-                };
-                if !io.is_erased(start, self.geo.sector, &mut self.buf)? {
+                if !self.erased(start, self.geo.sector)? {
                     self.erased_ahead = k;
                     break;
                 }

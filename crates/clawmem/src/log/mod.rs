@@ -256,13 +256,9 @@ impl<F: NorFlash> Io<'_, F> {
         Ok(u32::from(d.finalize() == h.crc))
     }
 
-    /// Whether `len` bytes at `address` are all 0xFF.
-    #[inline(always)]
-    pub fn is_erased(&mut self, address: u32, len: u32, scratch: &mut [u8]) -> Result<bool, Fail> {
-        Ok(self.is_erased_word(address, len, scratch)? != 0)
-    }
-    /// [`Io::is_erased`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
-    #[inline(never)]
+    /// Whether `len` bytes at `address` are all 0xFF, as a word (1 or 0;
+    /// see [`Io::chunk_crc_ok_word`]; [`Log::erased`] reads through the
+    /// staging buffer).
     fn is_erased_word(&mut self, address: u32, len: u32, scratch: &mut [u8]) -> Result<u32, Fail> {
         let mut at = address;
         let end = address + len;
@@ -383,6 +379,21 @@ impl<F: NorFlash> Log<F> {
             idle_mark: 0,
             burst: 0,
         }
+    }
+
+    /// Whether `len` bytes at `address` are all 0xFF.
+    #[inline(always)]
+    fn erased(&mut self, address: u32, len: u32) -> Result<bool, Fail> {
+        Ok(self.erased_word(address, len)? != 0)
+    }
+    /// [`Log::erased`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
+    #[inline(never)]
+    fn erased_word(&mut self, address: u32, len: u32) -> Result<u32, Fail> {
+        let mut io = Io {
+            flash: &mut self.flash,
+            geo: &self.geo,
+        };
+        io.is_erased_word(address, len, &mut self.buf)
     }
 
     /// Whether sector `idx` starts with a chunk whose header decodes and

@@ -176,18 +176,8 @@ impl<F: NorFlash> Log<F> {
         if newest.is_none() && format_if_blank && all_erased {
             // Formatting is only for a partition that is erased through and
             // through, never for a foreign one.
-            let mut io = Io {
-                flash: &mut self.flash,
-                geo: &self.geo,
-            };
-            let mut at = 0;
-            while at < geo.capacity() {
-                let buf = &mut self.buf[..(geo.capacity() - at).min(STAGE as u32) as usize];
-                io.read(at, buf)?;
-                if buf.iter().any(|x| *x != 0xFF) {
-                    return Err(Fail::NOT_FORMATTED);
-                }
-                at += STAGE as u32;
+            if !self.erased(0, geo.capacity())? {
+                return Err(Fail::NOT_FORMATTED);
             }
         }
         let Some((mut head, mut head_seq, head_erase_count, header_checkpoint)) = newest else {
@@ -300,13 +290,9 @@ impl<F: NorFlash> Log<F> {
                     // A torn first piece may have left bits after an erased
                     // header: the rest of that piece must be erased too.
                     let piece_end = ((pos / STAGE as u32 + 1) * STAGE as u32).min(sector_end);
-                    let mut io = Io {
-                        flash: &mut self.flash,
-                        geo: &self.geo,
-                    };
                     // Sealed: a later walk would stop at the erased header
                     // and never see what came after.
-                    if pos < sector_end && !io.is_erased(pos, piece_end - pos, &mut self.buf)? {
+                    if pos < sector_end && !self.erased(pos, piece_end - pos)? {
                         report.sealed_head = true;
                     } else {
                         at_end = true;
@@ -359,15 +345,10 @@ impl<F: NorFlash> Log<F> {
                     && torn_piece.is_none()
                     && pos == c.address + geo.chunk_size(c.header.len)
                     && pos < sector_end
+                    && self.erased(pos, sector_end - pos)?
                 {
-                    let mut io = Io {
-                        flash: &mut self.flash,
-                        geo: &self.geo,
-                    };
-                    if io.is_erased(pos, sector_end - pos, &mut self.buf)? {
-                        self.next_seq = self.next_seq.max(skip);
-                        resume = Some(pos);
-                    }
+                    self.next_seq = self.next_seq.max(skip);
+                    resume = Some(pos);
                 }
             }
         } else if let Some(at) = torn_piece {
@@ -379,14 +360,11 @@ impl<F: NorFlash> Log<F> {
             // A header that crosses into the next piece (write units of 1
             // or 2 B) may have been torn by that piece's program: sealed.
             let piece_end = (at / STAGE as u32 + 1) * STAGE as u32;
-            if at + crate::layout::CHUNK_HEADER_LEN <= piece_end && piece_end < sector_end {
-                let mut io = Io {
-                    flash: &mut self.flash,
-                    geo: &self.geo,
-                };
-                if io.is_erased(piece_end, sector_end - piece_end, &mut self.buf)? {
-                    resume = Some(piece_end);
-                }
+            if at + CHUNK_HEADER_LEN <= piece_end
+                && piece_end < sector_end
+                && self.erased(piece_end, sector_end - piece_end)?
+            {
+                resume = Some(piece_end);
             }
         }
         match resume {
@@ -445,11 +423,7 @@ impl<F: NorFlash> Log<F> {
                 let claimed = self.ahead_said.min(ERASE_AHEAD as u32).min(geo.count - 1);
                 for k in 0..claimed {
                     let at = geo.sector_start((head + 1 + k) % geo.count);
-                    let mut io = Io {
-                        flash: &mut self.flash,
-                        geo: &self.geo,
-                    };
-                    if !io.is_erased(at, geo.sector_header, &mut self.buf)? {
+                    if !self.erased(at, geo.sector_header)? {
                         break;
                     }
                     self.ahead_counts[k as usize] = head_erase_count.saturating_add(1);
