@@ -465,7 +465,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The checkpoint written for a slot made room first, and the
         // collection that may take brings cold sessions in (and relocates
         // them): then the table's entry is the newest.
-        if let Some(i) = self.sessions.iter().position(|x| x.uid == s.uid) {
+        if let Some(i) = self.index_of(s.uid) {
             return Ok(i);
         }
         self.dir.forget(s.uid);

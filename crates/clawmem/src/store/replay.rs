@@ -109,7 +109,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     };
                     self.next_uid = self.next_uid.max(uid.wrapping_add(1));
                     // Uids are never reused: this only guards a damaged image.
-                    if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
+                    if let Some(i) = self.index_of(uid) {
                         self.sessions.swap_remove(i);
                     }
                     let s = Session {
@@ -270,7 +270,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// of the scan fills the stubs in (`resolve_stubs`), so that a mount
     /// reads the directory once, not once a session.
     fn warm_uid(&mut self, uid: u32) -> Result<(), Fail> {
-        if self.sessions.iter().any(|s| s.uid == uid) || !self.may_be_cold(uid) {
+        if self.index_of(uid).is_some() || !self.may_be_cold(uid) {
             return Ok(());
         }
         let stub = Session {

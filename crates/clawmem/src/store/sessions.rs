@@ -55,7 +55,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Noted first: until it is, a session that left the table counts
         // as one the directory holds.
         let noted = self.note_deleted(uid);
-        if let Some(i) = self.sessions.iter().position(|s| s.uid == uid) {
+        if let Some(i) = self.index_of(uid) {
             self.sessions.swap_remove(i);
         }
         noted
