@@ -262,9 +262,8 @@ pub(crate) fn digest_stream<F: NorFlash>(
     let mut got = 0u32;
     while got < len {
         let m = ((len - got) as usize).min(scratch.len());
-        let from = io.stream_advance(at, got);
         let part = &mut scratch[..m];
-        io.read_stream(from, part)?;
+        io.read_stream_after(at, got, part)?;
         d.update(part);
         got += m as u32;
     }
@@ -278,13 +277,13 @@ pub(crate) fn read_id<F: NorFlash>(
     out: &mut [u8; crate::session::MAX_SESSION_ID_BYTES],
 ) -> Result<usize, Fail> {
     let payload = s.root + CHUNK_HEADER_LEN;
-    let at = if s.root_is_base {
-        io.stream_advance(payload, BASE_FIXED)
+    let skip = if s.root_is_base {
+        BASE_FIXED
     } else {
-        io.stream_advance(payload, BATCH_FIXED + 1)
+        BATCH_FIXED + 1
     };
     let n = s.id_len as usize;
-    io.read_stream(at, &mut out[..n])?;
+    io.read_stream_after(payload, skip, &mut out[..n])?;
     Ok(n)
 }
 
@@ -435,8 +434,11 @@ impl BatchMeta {
         };
         let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(fixed.count)).min(limit);
         if avail > head {
-            let rest = io.stream_advance(addr + CHUNK_HEADER_LEN, head as u32);
-            io.read_stream(rest, &mut bytes[head..avail])?;
+            io.read_stream_after(
+                addr + CHUNK_HEADER_LEN,
+                head as u32,
+                &mut bytes[head..avail],
+            )?;
         }
         let mut at = BATCH_FIXED as usize;
         if fixed.flags & BATCH_HAS_ID != 0 {
@@ -721,11 +723,9 @@ impl RecPos {
                     continue;
                 }
                 let mut e = [0u8; CHDX_ENTRY_SIZE];
-                let at = io.stream_advance(b.entries, self.index * CHDX_ENTRY_SIZE as u32);
-                io.read_stream(at, &mut e)?;
+                io.read_stream_after(b.entries, self.index * CHDX_ENTRY_SIZE as u32, &mut e)?;
                 let mut c = [0u8; 4];
-                let cat = io.stream_advance(b.crcs, self.index * 4);
-                io.read_stream(cat, &mut c)?;
+                io.read_stream_after(b.crcs, self.index * 4, &mut c)?;
                 let raw = RawEntry::decode(&e);
                 self.index += 1;
                 let bounded = raw.length >= 2

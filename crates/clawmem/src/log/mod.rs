@@ -211,6 +211,19 @@ impl<F: NorFlash> Io<'_, F> {
         self.geo.stream_advance(address, len)
     }
 
+    /// [`read_stream`](Self::read_stream) `skip` bytes along the stream
+    /// from `address` ([`stream_advance`](Self::stream_advance)).
+    #[inline(never)]
+    pub fn read_stream_after(
+        &mut self,
+        address: u32,
+        skip: u32,
+        out: &mut [u8],
+    ) -> Result<(), Fail> {
+        let at = self.stream_advance(address, skip);
+        self.read_stream(at, out)
+    }
+
     /// Reads and decodes the header of sector `index`.
     pub fn sector_header(&mut self, index: u32) -> Result<SectorHeader, Fail> {
         let mut b = [0u8; SECTOR_HEADER_LEN as usize];

@@ -590,8 +590,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                             Kept::Summary(s) => break &s.body[j as usize..],
                             Kept::Flash(r) => {
                                 let n = ((len - j) as usize).min(rest);
-                                let at = io.stream_advance(r.addr, j);
-                                io.read_stream(at, &mut out[done..done + n])?;
+                                io.read_stream_after(r.addr, j, &mut out[done..done + n])?;
                                 done += n;
                                 break &[];
                             }

@@ -57,12 +57,6 @@ pub(super) const DELTAS_PER_FULL: u32 = 8;
 /// Deletions a delta checkpoint can carry; more make the next one full.
 pub(super) const DELETED_MAX: usize = 48;
 
-/// The stream address `offset` bytes into the payload of the checkpoint at
-/// `addr`.
-fn io_prev_at<F: NorFlash>(io: &mut Io<'_, F>, addr: u32, offset: usize) -> u32 {
-    io.stream_advance(addr + CHUNK_HEADER_LEN, offset as u32)
-}
-
 /// What a delta's deletions change: the table, the directory, and the
 /// deletions noted since the full checkpoint.
 type DeletionState<'a, const N: usize> = (
@@ -107,9 +101,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
                 CKPT_DELTA_WASTE => {
                     let mut prev = [0u8; 4];
-                    let from =
-                        io.stream_advance(at + CHUNK_HEADER_LEN, (CKPT_FIXED + CKPT_WASTE) as u32);
-                    io.read_stream(from, &mut prev)?;
+                    let skip = (CKPT_FIXED + CKPT_WASTE) as u32;
+                    io.read_stream_after(at + CHUNK_HEADER_LEN, skip, &mut prev)?;
                     at = u32_at(&prev, 0);
                 }
                 _ => return Ok(0),
@@ -383,8 +376,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut io = self.log.io();
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed[..1])?;
         if matches!(fixed[0], CKPT_FULL_WASTE | CKPT_DELTA_WASTE) {
-            let from = io.stream_advance(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32);
-            io.read_stream(from, &mut fixed[1..])?;
+            io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut fixed[1..])?;
         }
         let geo = self.log.geo();
         let Some(seq) = self.log.seq_of_sector(geo.sector_of(addr)) else {
@@ -406,8 +398,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // newest checkpoint, as the running store's did).
             let mut prev = [0u8; 4];
             let waste = if with_waste { CKPT_WASTE } else { 0 };
-            let from = io_prev_at(&mut self.log.io(), addr, CKPT_FIXED + waste);
-            self.log.io().read_stream(from, &mut prev)?;
+            let skip = (CKPT_FIXED + waste) as u32;
+            self.log
+                .io()
+                .read_stream_after(addr + CHUNK_HEADER_LEN, skip, &mut prev)?;
             // (Only while the table does not hold every session: else it
             // has room for every change, and the next delta names the
             // loaded checkpoint, carrying them all, as before.)

@@ -861,7 +861,6 @@ impl<F: NorFlash> Payload<F> for FlashCopy {
     }
 
     fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
-        let at = io.stream_advance(self.from, offset);
-        io.read_stream(at, out)
+        io.read_stream_after(self.from, offset, out)
     }
 }

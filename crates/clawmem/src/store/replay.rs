@@ -157,11 +157,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let b = read_base(&mut self.log.io(), addr)?;
                 let mut id = [0u8; MAX_SESSION_ID_BYTES];
                 let n = b.fixed.id_len as usize;
-                let at = self
-                    .log
+                let at = addr + CHUNK_HEADER_LEN;
+                self.log
                     .io()
-                    .stream_advance(addr + CHUNK_HEADER_LEN, BASE_FIXED);
-                self.log.io().read_stream(at, &mut id[..n])?;
+                    .read_stream_after(at, BASE_FIXED, &mut id[..n])?;
                 self.next_uid = self.next_uid.max(b.fixed.uid.wrapping_add(1));
                 self.warm_uid(b.fixed.uid)?;
                 // A base is written for a session that exists: its name is
