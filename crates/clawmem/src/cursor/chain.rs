@@ -42,9 +42,11 @@ impl Chain {
 }
 
 impl Chain {
-    /// Collects the chain of `s` by walking back from its head.
-    pub fn collect<F: NorFlash>(io: &mut Io<'_, F>, s: &Session) -> Result<Chain, Fail> {
-        let mut addrs = [0u32; CHAIN_CAP];
+    /// Collects the chain of `s` by walking back from its head, in place
+    /// (no second chain on the stack). On an error `self` holds what the
+    /// walk had reached.
+    pub fn collect<F: NorFlash>(&mut self, io: &mut Io<'_, F>, s: &Session) -> Result<(), Fail> {
+        let addrs = &mut self.addrs;
         let mut n = 0;
         let mut at = s.head;
         loop {
@@ -77,7 +79,8 @@ impl Chain {
             at = f.prev;
         }
         addrs.copy_within(CHAIN_MAX + 1 - n..=CHAIN_MAX, 0);
-        Ok(Chain { addrs, len: n })
+        self.len = n;
+        Ok(())
     }
 }
 

@@ -551,12 +551,13 @@ impl Records {
     ) -> Result<Records, Fail> {
         let mut degraded = false;
         let mut chain = Chain::EMPTY;
-        match (Chain::collect(io, s), ring) {
-            (Ok(c), _) => chain = c,
+        match (chain.collect(io, s), ring) {
+            (Ok(()), _) => {}
             (Err(e), _) if e.kind() == Kind::Flash => return Err(e),
             (Err(e), None) => return Err(e),
             (Err(_), Some(ring)) => {
                 degraded = true;
+                chain = Chain::EMPTY;
                 chain.scan(io, s, ring)?;
             }
         }
