@@ -173,11 +173,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Err(Skip);
                 };
                 let stub = matches!(known.dir, DIR_STUB | DIR_STUB_BASE);
+                let hash = fnv1a32(&id[..n]);
                 let (id_hash, id_len) = match stub {
-                    true => (fnv1a32(&id[..n]), n as u8),
+                    true => (hash, n as u8),
                     false => (known.id_hash, known.id_len),
                 };
-                if id_hash != fnv1a32(&id[..n]) || id_len as usize != n {
+                if id_hash != hash || id_len as usize != n {
                     // A session base names another session.
                     return Err(Skip);
                 }
@@ -334,11 +335,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // A sound batch of the session counts: the first one, whose
             // name was found (the scan skipped it), or one before the head
             // that is not a first batch, which lets the walk go on past it.
-            let m = m.filter(|m| {
+            // (Looked at where it is: a batch's meta is too large to move.)
+            let m = m.as_ref().filter(|m| {
                 m.fixed.uid == uid
                     && (named.is_some() || m.id().is_none() && m.fixed.prev != NO_ADDR)
             });
-            if let Some(m) = &m {
+            if let Some(m) = m {
                 s.records = s.records.saturating_add(u16::from(m.fixed.count));
                 s.size = s
                     .size
