@@ -466,10 +466,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // it), and the deletions the checkpoints carry already are
             // not needed in RAM.
             self.dir.clear();
-            let written = usize::from(self.deleted_written).min(self.deleted_since_full.len());
-            let rest: Vec<u32, DELETED_MAX> =
-                self.deleted_since_full[written..].iter().copied().collect();
-            self.deleted_since_full = rest;
+            let noted = &mut self.deleted_since_full;
+            let written = usize::from(self.deleted_written).min(noted.len());
+            noted.copy_within(written.., 0);
+            noted.truncate(noted.len() - written);
             self.deleted_written = 0;
         }
         if self.deleted_since_full.push(uid).is_ok() {
