@@ -632,8 +632,8 @@ impl Records {
     }
 
     /// The chain and the position, apart (for passes that share a chain).
-    pub fn split(self) -> (Chain, RecPos) {
-        (self.chain, self.pos)
+    pub fn split(&self) -> (&Chain, &RecPos) {
+        (&self.chain, &self.pos)
     }
 
     /// Whether damage was found: the caller should rebuild the index.

@@ -307,9 +307,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             oldest,
         }
         .encode(&mut fixed);
-        // One chain, three positions on it.
-        let (chain, pos) = recs.split();
-        let sweep = Sweep::new(pos);
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
         if super::sessions::session_id_in(&mut self.log, &s, &mut w.id)?.is_none() {
@@ -318,8 +315,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 s.root,
             ));
         }
-        w.chain = chain;
-        w.sweeps = [sweep; 3];
+        // One chain, three positions on it.
+        let (chain, pos) = recs.split();
+        w.chain = *chain;
+        w.sweeps = [Sweep::new(*pos); 3];
         let mut payload = BasePayload {
             fixed,
             id_len,
