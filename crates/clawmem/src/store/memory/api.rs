@@ -197,10 +197,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The active-set entry of item `id`, if it is active.
+    #[inline(always)]
     pub(super) fn mem_find(&mut self, id: u32) -> Result<Option<Active>, Fail> {
+        let k = self.mem_find_word(id)?;
+        Ok(self.work.borrow().active[OP].get(k as usize).copied())
+    }
+
+    /// Where item `id` is in active set [`OP`] as [`Self::mem_find`] reads
+    /// it, `u32::MAX` if it is not active (a word: returned in registers).
+    #[inline(never)]
+    fn mem_find_word(&mut self, id: u32) -> Result<u32, Fail> {
         self.mem_active(OP)?;
-        let set = &self.work.borrow().active[OP];
-        Ok(position_of(set, id).map(|k| set[k]))
+        Ok(position_of(&self.work.borrow().active[OP], id).map_or(u32::MAX, |k| k as u32))
     }
 
     /// Calls `f` with every active item in priority order (access count,
@@ -589,12 +597,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_before_write(Priority::User)?;
         // The packed record's length, counted before room is made (the
         // scratch area is not held across that).
-        let mut coder = IdCoder::new(true);
-        let mut tmp = [0u8; PACKED_ID_MAX];
-        let n = 8 + self.work.borrow().active[OP]
-            .iter()
-            .map(|a| coder.put(a.id, &mut tmp))
-            .sum::<usize>();
+        let n = 8 + pack_ids(&self.work.borrow().active[OP], &mut []);
         self.prepare_write(n as u32, Priority::User)?;
         // The access record, built in the scratch area once room is made,
         // after the matched ids as words (read again below).
@@ -607,11 +610,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (_, rec) = ids.split_at_mut(ACCESS_AT);
         set_word(rec, 0, prev);
         set_word(rec, 1, now);
-        let mut coder = IdCoder::new(true);
-        let mut at = 8;
-        for a in work.active[OP].iter() {
-            at += coder.put(a.id, &mut rec[at..]);
-        }
+        pack_ids(&work.active[OP], &mut rec[8..]);
         let mut payload =
             crate::log::Slices([&self.work.borrow().scratch[ACCESS_AT..ACCESS_AT + n]]);
         let (addr, _) = self.log.write_batch(MEM_ACCESS_PACKED, &mut payload)?;

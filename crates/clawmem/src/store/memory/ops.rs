@@ -116,6 +116,24 @@ impl IdCoder {
     }
 }
 
+/// The ids of `set` packed as a [`MEM_ACCESS_PACKED`] record lists them,
+/// into `out` where it has room (nothing for an empty `out`: a count);
+/// returns the bytes they take.
+#[inline(never)]
+pub(super) fn pack_ids(set: &[Active], out: &mut [u8]) -> usize {
+    let mut coder = IdCoder::new(true);
+    let mut tmp = [0u8; PACKED_ID_MAX];
+    let mut at = 0;
+    for a in set {
+        let n = coder.put(a.id, &mut tmp);
+        if let Some(o) = out.get_mut(at..at + n) {
+            o.copy_from_slice(&tmp[..n]);
+        }
+        at += n;
+    }
+    at
+}
+
 /// Most bytes a packed id takes.
 pub(crate) const PACKED_ID_MAX: usize = 5;
 

@@ -199,9 +199,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The entry of active set `lvl` to evict first (lowest score, then id).
+    #[inline(always)]
     pub(super) fn mem_lowest(&self, lvl: usize) -> Option<usize> {
+        match self.mem_lowest_word(lvl) {
+            usize::MAX => None,
+            k => Some(k),
+        }
+    }
+
+    /// [`Self::mem_lowest`] as a word (`usize::MAX` for an empty set),
+    /// compiled once.
+    #[inline(never)]
+    fn mem_lowest_word(&self, lvl: usize) -> usize {
         let set = &self.work.borrow().active[lvl];
-        (0..set.len()).min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()))
+        (0..set.len())
+            .min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()))
+            .unwrap_or(usize::MAX)
     }
 
     /// Compacts: applies access deltas, drops tombstones, merges items with
