@@ -12,6 +12,11 @@ use super::*;
 use super::{MEM_ACCESS_PACKED, MEM_INDEX};
 use crate::memory::{MAX_SUMMARY_LABELS, RECALL_DEFAULT_LIMIT};
 
+/// The bit of `memory_recall_word`'s word that marks an unknown
+/// label (the rest is where it is in the labels; a count of items recalled
+/// never reaches it).
+const UNKNOWN_LABEL: u32 = 1 << 31;
+
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Starts a stage: from now on, the labels of items that stores,
     /// updates and forgets touch are collected (in RAM) for
@@ -254,8 +259,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         f: &mut dyn FnMut(&str, u16),
     ) -> Result<usize, Fail> {
         self.mem_active(OP)?;
-        if let Some(n) = self.mem_catalog_from_index(f)? {
-            return Ok(n);
+        let n = self.mem_catalog_from_index(f)?;
+        if n != u32::MAX {
+            return Ok(n as usize);
         }
         // No catalog in the index (none yet, or it did not fit): count the
         // labels of every active item, oldest item first. The labels' hashes
@@ -301,24 +307,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The catalog from the newest index, corrected for what the chain
     /// changed since: reads the index's catalog and entries and only the
-    /// items added or removed since. `None` if the index has no catalog.
+    /// items added or removed since. Returns how many labels it emitted,
+    /// `u32::MAX` (a word, returned in registers) if the index has no
+    /// catalog.
     /// Works on active set [`OP`] as read; the label deltas go to the
     /// scratch area.
     #[inline(never)]
     pub(super) fn mem_catalog_from_index(
         &mut self,
         f: &mut dyn FnMut(&str, u16),
-    ) -> Result<Option<usize>, Fail> {
+    ) -> Result<u32, Fail> {
         let root = self.mem.root;
         if root == NO_ADDR {
-            return Ok(None);
+            return Ok(u32::MAX);
         }
         let mut fixed = [0u8; INDEX_FIXED as usize];
         self.mem_payload(root, 0, &mut fixed)?;
         let count = word(&fixed, 2).min(ACTIVE_CAP as u32);
         let catalog_len = word(&fixed, 4);
         if catalog_len == NO_ADDR || catalog_len as usize > CATALOG_MAX {
-            return Ok(None);
+            return Ok(u32::MAX);
         }
         // Label deltas since the index: (label hash, change, a put holding
         // the label for labels the index does not have).
@@ -336,7 +344,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Some(x) => listed.set(x),
                 None => {
                     if !self.mem_label_deltas(&mut deltas, addr, -1)? {
-                        return Ok(None);
+                        return Ok(u32::MAX);
                     }
                 }
             }
@@ -345,7 +353,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if !listed.get(k) {
                 let addr = self.work.borrow_mut().active[OP][k].addr;
                 if !self.mem_label_deltas(&mut deltas, addr, 1)? {
-                    return Ok(None);
+                    return Ok(u32::MAX);
                 }
             }
         }
@@ -360,7 +368,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let n = hdr[0] as usize;
             let mut label = [0u8; crate::memory::LABEL_MAX_BYTES + 2];
             if n > crate::memory::LABEL_MAX_BYTES || pos + 1 + n as u32 + 2 > end {
-                return Ok(None);
+                return Ok(u32::MAX);
             }
             self.mem_payload(root, pos + 1, &mut label[..n + 2])?;
             let text = core::str::from_utf8(&label[..n]).map_err(|_| {
@@ -396,7 +404,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let r = self.mem_read(x.addr, 0);
             if self.mem_tolerate(r)?.is_none() {
-                return Ok(None);
+                return Ok(u32::MAX);
             }
             if let Some(l) = self
                 .slot(0)
@@ -408,7 +416,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 emitted += 1;
             }
         }
-        Ok(Some(emitted))
+        Ok(emitted)
     }
 
     /// Adds the labels of the item put at `addr` to the `deltas` label
@@ -529,6 +537,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`memory_recall`](Self::memory_recall), compiled once whatever the
     /// caller's closure. An unknown label is `Err(k)`, `labels[k]`, and
     /// nothing is written.
+    #[inline(always)]
     pub(super) fn memory_recall_dyn(
         &mut self,
         labels: &[&str],
@@ -536,6 +545,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         f: &mut dyn FnMut(&Item),
     ) -> Result<Result<usize, usize>, Fail> {
+        let n = self.memory_recall_word(labels, limit, now, f)?;
+        Ok(match n & UNKNOWN_LABEL {
+            0 => Ok(n as usize),
+            _ => Err((n & !UNKNOWN_LABEL) as usize),
+        })
+    }
+
+    /// [`Self::memory_recall_dyn`] as a word (returned in registers): the
+    /// items recalled, or [`UNKNOWN_LABEL`] with `k` for `Err(k)`.
+    #[inline(never)]
+    fn memory_recall_word(
+        &mut self,
+        labels: &[&str],
+        limit: usize,
+        now: u32,
+        f: &mut dyn FnMut(&Item),
+    ) -> Result<u32, Fail> {
         // The first three non-empty labels (ESP-Claw's loop over
         // `summary_labels`), with where each is in `labels`; none: every
         // active item.
@@ -582,7 +608,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         if let Some(k) = seen.iter().take(n).position(|s| !s) {
-            return Ok(Err(given[k]));
+            return Ok(UNKNOWN_LABEL | given[k] as u32);
         }
         // The matches, in priority order: the active set keeps only them.
         let set = &mut self.work.borrow_mut().active[OP];
@@ -592,7 +618,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let matched = set.len();
         if matched == 0 {
             // Nothing to count (no items, or only damaged ones).
-            return Ok(Ok(0));
+            return Ok(0);
         }
         self.mem_before_write(Priority::User)?;
         // The packed record's length, counted before room is made (the
@@ -627,7 +653,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         self.mem_maybe_compact()?;
-        Ok(Ok(matched))
+        Ok(matched as u32)
     }
 
     /// Updates an item (ESP-Claw's `update`): the non-empty fields of `patch`

@@ -238,7 +238,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     fn mem_compact_with_word(&mut self, relocate: Option<u32>, p: Priority) -> Result<u32, Fail> {
         if self.in_gc {
-            return self.mem_compact_now(relocate, p).map(u32::from);
+            return self.mem_compact_now(relocate, p);
         }
         // Room first: collecting garbage may itself move memory, so the
         // need is measured, room made, and measured again until no
@@ -260,8 +260,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let result = self.mem_compact_now(relocate, p);
         self.in_gc = false;
         match result {
-            Ok(false) => Err(self.log.parked().full(need, 0)),
-            r => r.map(u32::from),
+            Ok(0) => Err(self.log.parked().full(need, 0)),
+            r => r,
         }
     }
 
@@ -298,12 +298,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(merges.min(MAX_MERGES as u32))
     }
 
+    /// The compaction itself, once room is made: 1 when the new index is
+    /// written, 0 when it does not fit (a word, returned in registers).
     #[inline(never)]
     pub(super) fn mem_compact_now(
         &mut self,
         relocate: Option<u32>,
         p: Priority,
-    ) -> Result<bool, Fail> {
+    ) -> Result<u32, Fail> {
         self.mem_active(GC)?;
         // A cut inside an update, between the new item and the old one's
         // tombstone, leaves both active: the new item's lineage names the
@@ -403,7 +405,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let len = INDEX_FIXED + INDEX_ENTRY * count + catalog_bytes as u32;
         let (start, opens) = self.log.plan(len);
         if opens > self.log.free_sectors() {
-            return Ok(false);
+            return Ok(0);
         }
         let index_seq = if self.log.geo().sector_of(start) == self.log.head() {
             self.log.head_seq()
@@ -431,7 +433,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         self.mem_links.clear();
         self.mem = MemState::rooted_at(addr, oldest, self.mem.next_id);
-        Ok(true)
+        Ok(1)
     }
 
     /// The entry of active set `lvl` with the smallest id above `after`
