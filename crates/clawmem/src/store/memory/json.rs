@@ -171,10 +171,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Loads active item `id` of active set [`OP`] as read into slot 0;
     /// `false` if it is not there or damaged.
+    #[inline(always)]
     pub(super) fn mem_load_id(&mut self, id: u32) -> Result<bool, Fail> {
+        Ok(self.mem_load_id_word(id)? != 0)
+    }
+
+    /// [`Self::mem_load_id`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn mem_load_id_word(&mut self, id: u32) -> Result<u32, Fail> {
         match position_of(&self.work.borrow().active[OP], id) {
-            Some(k) => self.mem_load_entry(OP, k),
-            None => Ok(false),
+            Some(k) => self.mem_load_entry_word(OP, k, 0),
+            None => Ok(0),
         }
     }
 

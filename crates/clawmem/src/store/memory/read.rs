@@ -409,7 +409,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`Self::mem_load_entry`] into slot `slot`, as a word (1 or 0; see
     /// `Io::chunk_crc_ok_word`).
     #[inline(never)]
-    fn mem_load_entry_word(&mut self, lvl: usize, k: usize, slot: usize) -> Result<u32, Fail> {
+    pub(super) fn mem_load_entry_word(
+        &mut self,
+        lvl: usize,
+        k: usize,
+        slot: usize,
+    ) -> Result<u32, Fail> {
         let a = self.work.borrow().active[lvl][k];
         self.mem_load_ok_in_word(&a, slot)
     }
