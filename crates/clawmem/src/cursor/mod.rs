@@ -540,24 +540,45 @@ pub(crate) struct RecPos {
 }
 
 impl Records {
-    /// Starts at the first record of `s`. A damaged chain or index does not
-    /// fail: with `ring`, the chain is found again by scanning the log for the
-    /// session's batches; damaged entries come back as damaged records; and
-    /// [`degraded`](Self::degraded) tells the caller to rebuild the index.
-    pub fn new<F: NorFlash>(
+    /// No records: a placeholder that [`start`](Self::start) fills in place.
+    pub const EMPTY: Records = Records {
+        chain: Chain::EMPTY,
+        pos: RecPos {
+            root_is_base: false,
+            base: Held::Empty,
+            segment: 0,
+            index: 0,
+            meta: None,
+            body_offset: 0,
+            degraded: false,
+            skip: [0; CHAIN_CAP.div_ceil(32)],
+        },
+        scanned: false,
+    };
+
+    /// Starts at the first record of `s`, in place (no walk moved through a
+    /// `Result`); whatever `self` held is replaced (but for chain addresses
+    /// past the chain's length, which nothing reads). A damaged chain or index
+    /// does not fail: with `ring`, the chain is found again by scanning the
+    /// log for the session's batches; damaged entries come back as damaged
+    /// records; and [`degraded`](Self::degraded) tells the caller to rebuild
+    /// the index.
+    #[inline(never)]
+    pub fn start<F: NorFlash>(
+        &mut self,
         io: &mut Io<'_, F>,
         s: &Session,
         ring: Option<RingView>,
-    ) -> Result<Records, Fail> {
+    ) -> Result<(), Fail> {
         let mut degraded = false;
-        let mut chain = Chain::EMPTY;
+        let chain = &mut self.chain;
         match (chain.collect(io, s), ring) {
             (Ok(()), _) => {}
             (Err(e), _) if e.kind() == Kind::Flash => return Err(e),
             (Err(e), None) => return Err(e),
             (Err(_), Some(ring)) => {
                 degraded = true;
-                chain = Chain::EMPTY;
+                *chain = Chain::EMPTY;
                 chain.scan(io, s, ring)?;
             }
         }
@@ -577,20 +598,18 @@ impl Records {
         } else {
             Held::Empty
         };
-        Ok(Records {
-            chain,
-            pos: RecPos {
-                root_is_base: s.root_is_base,
-                base,
-                segment: 0,
-                index: 0,
-                meta: None,
-                body_offset: 0,
-                degraded,
-                skip: [0; CHAIN_CAP.div_ceil(32)],
-            },
-            scanned: degraded,
-        })
+        self.pos = RecPos {
+            root_is_base: s.root_is_base,
+            base,
+            segment: 0,
+            index: 0,
+            meta: None,
+            body_offset: 0,
+            degraded,
+            skip: [0; CHAIN_CAP.div_ceil(32)],
+        };
+        self.scanned = degraded;
+        Ok(())
     }
 
     /// Finds the chain again by scanning the log, when chain segment `seg`

@@ -205,7 +205,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let s = self.sessions[i];
         let ring_view = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), &s, Some(ring_view))?;
+        let mut recs = Records::EMPTY;
+        recs.start(&mut self.log.io(), &s, Some(ring_view))?;
         // Check the batches whose bodies will be referenced or copied; a
         // damaged one is left out (its records are lost, the rest kept),
         // after the chain is found again by a scan of the log, as a read

@@ -59,6 +59,21 @@ pub(crate) struct HistCursor {
 }
 
 impl HistCursor {
+    /// A walk for the `current` backend, not started yet
+    /// ([`Store::hist_start`] starts it in place).
+    fn new(current: BackendFormat) -> HistCursor {
+        HistCursor {
+            recs: Records::EMPTY,
+            reader: None,
+            seg: usize::MAX,
+            broken: false,
+            pending: None,
+            current,
+            root_is_base: false,
+            read_max: 0,
+        }
+    }
+
     /// Back to the first record (segments found damaged stay skipped).
     fn rewind(&mut self) {
         self.recs.rewind();
@@ -171,19 +186,12 @@ const STREAM_STALE: &str =
 const STREAM_FAILED: &str = "a read of this history stream failed part-way: open the stream again";
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
-    /// A walk over `s`'s records for the `current` backend.
-    fn hist_cursor(&mut self, s: &Session, current: BackendFormat) -> Result<HistCursor, Fail> {
+    /// Starts walk `c` (made by [`HistCursor::new`]) at `s`'s first record,
+    /// in place.
+    fn hist_start(&mut self, c: &mut HistCursor, s: &Session) -> Result<(), Fail> {
         let ring = self.ring_view();
-        Ok(HistCursor {
-            recs: Records::new(&mut self.log.io(), s, Some(ring))?,
-            reader: None,
-            seg: usize::MAX,
-            broken: false,
-            pending: None,
-            current,
-            root_is_base: s.root_is_base,
-            read_max: 0,
-        })
+        c.root_is_base = s.root_is_base;
+        c.recs.start(&mut self.log.io(), s, Some(ring))
     }
 
     /// After segment `seg` of walk `c` failed its check, finds `s`'s chain
@@ -322,8 +330,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         current: BackendFormat,
         buf: &'b mut [u8],
     ) -> Result<History<'b>, Fail> {
-        self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
+        let i = self.find_known(session)?;
         let s = self.sessions[i];
         let mut needed =
             (s.size as usize).saturating_sub(s.records as usize) + HIST_HEADER * s.records as usize;
@@ -341,7 +348,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Err(self.log.parked().buffer_too_small(needed));
             }
         }
-        let mut c = self.hist_cursor(&s, current)?;
+        let mut c = HistCursor::new(current);
+        self.hist_start(&mut c, &s)?;
         let mut at = 0usize;
         let mut count = 0u32;
         let mut damaged = 0u32;
@@ -480,10 +488,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         current: BackendFormat,
         buf: &mut [u8],
     ) -> Result<HistoryStream, Fail> {
-        self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
+        let i = self.find_known(session)?;
         let s = self.sessions[i];
-        let mut c = self.hist_cursor(&s, current)?;
+        let mut c = HistCursor::new(current);
+        self.hist_start(&mut c, &s)?;
         // Once more from the start if a rescan finds the chain again.
         let (records, bytes, damaged, need, longest) = 'walk: loop {
             // The longest record, from the index and batch metas: a length

@@ -294,7 +294,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     s.root,
                 ));
             }
-            let mut recs = Records::new(&mut self.log.io(), &s, None)?;
+            let mut recs = Records::EMPTY;
+            recs.start(&mut self.log.io(), &s, None)?;
             if recs.chain().len != s.chain as usize + 1 {
                 return Err(self.log.parked().at(
                     fail!(

@@ -86,6 +86,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok((i != usize::MAX).then_some(i))
     }
 
+    /// [`check_id`](Self::check_id), then [`find`](Self::find) a session
+    /// that must be there ([`Fail::NOT_FOUND`] if not): one call for the
+    /// operations that read or delete a session.
+    #[inline(never)]
+    pub(super) fn find_known(&mut self, id: &str) -> Result<usize, Fail> {
+        self.check_id(id)?;
+        self.find(id)?.ok_or(Fail::NOT_FOUND)
+    }
+
     /// [`Self::find`] as a word, `usize::MAX` for `None` (no table index).
     #[inline(never)]
     fn find_word(&mut self, id: &str) -> Result<usize, Fail> {
@@ -507,7 +516,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         f: &mut dyn FnMut(u8, RecordType, u32),
     ) -> Result<(), Fail> {
         let ring = self.ring_view();
-        let mut recs = Records::new(&mut self.log.io(), s, Some(ring))?;
+        let mut recs = Records::EMPTY;
+        recs.start(&mut self.log.io(), s, Some(ring))?;
         for pass in 0..passes {
             recs.rewind();
             while let Some(r) = recs.next(&mut self.log.io())? {
@@ -529,8 +539,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// [`delete_session`](Self::delete_session) with the engine's error.
     pub(crate) fn delete_session_inner(&mut self, session: &str) -> Result<(), Fail> {
-        self.check_id(session)?;
-        let i = self.find(session)?.ok_or(Fail::NOT_FOUND)?;
+        let i = self.find_known(session)?;
         self.delete_uid(self.sessions[i].uid)?;
         Ok(())
     }
