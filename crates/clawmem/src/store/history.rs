@@ -398,12 +398,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // rather than count its records damaged.
                         let capacity = self.log.geo().capacity();
                         let mut held = 0usize;
-                        while let Some(r) = c.recs.next(&mut self.log.io())? {
-                            if !r.damaged && r.len <= capacity {
-                                held += HIST_HEADER + r.len as usize;
+                        self.walk_records(&mut c.recs, 0, &mut |_, _, len| {
+                            if len <= capacity {
+                                held += HIST_HEADER + len as usize;
                             }
-                        }
-                        c.recs.rewind();
+                        })?;
                         needed = needed.max(held);
                         if buf.len() < needed {
                             return Err(self.log.parked().buffer_too_small(needed));
@@ -499,12 +498,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // below). The walk's own cursor, rewound after: no second one
             // on the stack.
             let mut longest = 0u32;
-            while let Some(r) = c.recs.next(&mut self.log.io())? {
-                if !r.damaged && r.len <= s.size {
-                    longest = longest.max(r.len);
+            self.walk_records(&mut c.recs, 0, &mut |_, _, len| {
+                if len <= s.size {
+                    longest = longest.max(len);
                 }
-            }
-            c.recs.rewind();
+            })?;
             if buf.len() < longest as usize {
                 return Err(self.log.parked().buffer_too_small(longest as usize));
             }

@@ -519,13 +519,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut recs = Records::EMPTY;
         recs.start(&mut self.log.io(), s, Some(ring))?;
         for pass in 0..passes {
-            recs.rewind();
-            while let Some(r) = recs.next(&mut self.log.io())? {
-                if !r.damaged {
-                    f(pass, r.kind, r.len);
-                }
+            self.walk_records(&mut recs, pass, f)?;
+        }
+        Ok(())
+    }
+
+    /// Walks `recs` from where it is to its end, giving `f` `pass` and each
+    /// sound record's kind and body length, and rewinds it.
+    #[inline(never)]
+    pub(super) fn walk_records(
+        &mut self,
+        recs: &mut Records,
+        pass: u8,
+        f: &mut dyn FnMut(u8, RecordType, u32),
+    ) -> Result<(), Fail> {
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            if !r.damaged {
+                f(pass, r.kind, r.len);
             }
         }
+        recs.rewind();
         Ok(())
     }
 
