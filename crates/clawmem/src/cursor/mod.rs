@@ -543,16 +543,7 @@ impl Records {
     /// No records: a placeholder that [`start`](Self::start) fills in place.
     pub const EMPTY: Records = Records {
         chain: Chain::EMPTY,
-        pos: RecPos {
-            root_is_base: false,
-            base: Held::Empty,
-            segment: 0,
-            index: 0,
-            meta: None,
-            body_offset: 0,
-            degraded: false,
-            skip: [0; CHAIN_CAP.div_ceil(32)],
-        },
+        pos: RecPos::EMPTY,
         scanned: false,
     };
 

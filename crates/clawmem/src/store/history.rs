@@ -197,14 +197,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// After segment `seg` of walk `c` failed its check, finds `s`'s chain
     /// again by scanning the log ([`Records::rescan`]) and rewinds the walk:
     /// `false` if that is not done (the root, or scanned already).
+    #[inline(always)]
     fn hist_rescan(&mut self, c: &mut HistCursor, s: &Session, seg: usize) -> Result<bool, Fail> {
+        Ok(self.hist_rescan_word(c, s, seg)? != 0)
+    }
+
+    /// [`Self::hist_rescan`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    #[inline(never)]
+    fn hist_rescan_word(
+        &mut self,
+        c: &mut HistCursor,
+        s: &Session,
+        seg: usize,
+    ) -> Result<u32, Fail> {
         let ring = self.ring_view();
         let again = c.recs.rescan(&mut self.log.io(), s, ring, seg)?;
         if again {
             c.rewind();
             c.read_max = 0;
         }
-        Ok(again)
+        Ok(u32::from(again))
     }
 
     /// The next step of walk `c`, reading a record's body into `dst`.
