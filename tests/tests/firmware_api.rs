@@ -14,8 +14,10 @@
 //! asks for `F: MultiwriteNorFlash` (rewriting a word in place) are left
 //! out while the example's flash is not one.
 
+mod source;
+
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A public operation of `Store` and the `cfg` attributes that gate it.
 struct Op {
@@ -27,18 +29,7 @@ struct Op {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
+    source::repo_root()
 }
 
 /// The `#[cfg(...)]` lines right above line `i` (attributes and doc
@@ -57,9 +48,7 @@ fn cfgs_above(lines: &[&str], i: usize) -> Vec<String> {
 }
 
 fn store_ops() -> Vec<Op> {
-    let mut files = Vec::new();
-    rust_files(&root().join("crates/clawmem/src/store"), &mut files);
-    files.sort();
+    let files = source::rust_files(&root().join("crates/clawmem/src/store"));
     let mut ops = Vec::new();
     for file in files {
         if file.file_name().is_some_and(|n| n == "tests.rs") {

@@ -8,6 +8,8 @@
 //! a layer in the table below (a new module must be placed in it); no file
 //! has more than 1,000 lines.
 
+mod source;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -28,18 +30,7 @@ const LAYERS: &[&[&str]] = &[
 const MAX_LINES: usize = 1000;
 
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/clawmem/src")
-}
-
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
+    source::repo_root().join("crates/clawmem/src")
 }
 
 /// The top-level module a file belongs to (`store/memory/api.rs` -> store).
@@ -83,8 +74,7 @@ fn uses(text: &str) -> Vec<String> {
 #[test]
 fn no_module_uses_a_higher_layer_and_no_file_is_over_1000_lines() {
     let root = src();
-    let mut all = Vec::new();
-    files(&root, &mut all);
+    let all = source::rust_files(&root);
     assert!(all.len() > 20, "read {} files under {root:?}", all.len());
     let mut problems = Vec::new();
     for p in &all {
