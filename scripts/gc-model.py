@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""A planning model of garbage collection on the fill workload: how full a
+partition gets before the first `Full` under two cleaning policies.
+
+This is not the engine. It replays the fill workload of `clawmem-sim replay
+TRACE --fill` (rounds of the trace, each round's sessions kept, the trace's
+own session deletes applied) on a model of the ring: sectors of 4,096 B with
+a 24 B header, each append framed as a session batch of docs/FORMAT.md
+(12 B chunk header, 9 B batch meta, 1 B type and a LEB128 length per record,
+the id and its CRC on a session's first batch, padded to 4 B), a reserve of
+free sectors that appends leave (as the engine's), and a copy limit like `COPY_LIMIT` in
+`crates/clawmem/src/store/gc.rs` (at most 4 B copied for each byte of room
+made). Relocated bytes are copied as they are (the engine's bases add an
+index). It answers one question: what the cleaning order costs.
+
+- `fifo` cleans in ring order, as clawmem does: a run of tail sectors is
+  released when what it copies is within the limit of the room it makes.
+- `greedy` cleans the sector with the fewest live bytes, wherever it is in
+  the ring, within the same limit (a log-structured cleaner, which the ring
+  format of version 9 cannot do: its sectors in use are consecutive).
+
+It prints, per policy, the live user bytes at the first `Full` as a fraction
+of the partition (the engine's `capacity_fraction`) and the program write
+amplification of the fill phase.
+
+  python3 scripts/gc-model.py [--trace T] [--size 1M] [--reserve 25] [--limit 4]
+"""
+
+import argparse
+import collections
+import json
+
+SECTOR = 4096
+HEADER = 24
+PAYLOAD = SECTOR - HEADER
+
+
+def leb_len(n):
+    k = 1
+    while n >= 0x80:
+        n >>= 7
+        k += 1
+    return k
+
+
+def batch_len(records, first_id):
+    n = 12 + 9 + sum(1 + leb_len(len(r)) + len(r) for r in records)
+    if first_id is not None:
+        n += 1 + len(first_id) + 4
+    return (n + 3) // 4 * 4
+
+
+class Ring:
+    def __init__(self, sectors, policy, reserve, limit):
+        self.policy, self.reserve, self.limit = policy, reserve, limit
+        self.live = [0] * sectors
+        self.pieces = [dict() for _ in range(sectors)]  # sector -> {piece: bytes}
+        self.used = []  # sectors in use, oldest first
+        self.free = collections.deque(range(sectors))
+        self.head, self.room = None, 0
+        self.where = collections.defaultdict(list)  # session -> [(sector, piece)]
+        self.owner = {}
+        self.next_piece = 0
+        self.programmed = 0
+
+    def place(self, session, n, piece):
+        while n > 0:
+            if self.head is None or self.room == 0:
+                self.head = self.free.popleft()
+                self.used.append(self.head)
+                self.room = PAYLOAD
+            take = min(n, self.room)
+            p = self.pieces[self.head]
+            p[piece] = p.get(piece, 0) + take
+            self.live[self.head] += take
+            self.where[session].append((self.head, piece))
+            self.room -= take
+            n -= take
+            self.programmed += take
+
+    def victims(self):
+        cands = [s for s in self.used if s != self.head]
+        if self.policy == "fifo":
+            copied = 0
+            for k, s in enumerate(cands):
+                copied += self.live[s]
+                room = (k + 1) * PAYLOAD - copied
+                if room > 0 and copied <= self.limit * room:
+                    return cands[: k + 1]
+            return None
+        if not cands:
+            return None
+        v = min(cands, key=lambda s: self.live[s])
+        room = PAYLOAD - self.live[v]
+        return [v] if room > 0 and self.live[v] <= self.limit * room else None
+
+    def collect(self):
+        vs = self.victims()
+        if not vs:
+            return False
+        for v in vs:
+            moved = list(self.pieces[v].items())
+            self.used.remove(v)
+            self.pieces[v] = {}
+            self.live[v] = 0
+            self.free.append(v)
+            for piece, n in moved:
+                s = self.owner[piece]
+                self.where[s] = [x for x in self.where[s] if x != (v, piece)]
+                self.place(s, n, piece)
+        return True
+
+    def append(self, session, n):
+        while len(self.free) < n // PAYLOAD + 1 + self.reserve:
+            if not self.collect():
+                return False
+        piece = self.next_piece
+        self.next_piece += 1
+        self.owner[piece] = session
+        self.place(session, n, piece)
+        return True
+
+    def delete(self, session):
+        for s, piece in self.where.pop(session, []):
+            self.live[s] -= self.pieces[s].pop(piece, 0)
+
+
+def size_arg(text):
+    t = text.upper()
+    mult = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
+    return int(t.rstrip("KM")) * mult
+
+
+def fill(ops, sectors, policy, reserve, limit):
+    ring = Ring(sectors, policy, reserve, limit)
+    live_user = {}
+    user = 0
+    for rnd in range(10_000):
+        for op in ops:
+            session = f"{op['session']}#{rnd}"
+            if op["op"] == "session_delete":
+                ring.delete(session)
+                live_user.pop(session, None)
+                continue
+            bodies = [r["body"].encode() for r in op["records"]]
+            first = session.encode() if session not in live_user else None
+            if not ring.append(session, batch_len(bodies, first)):
+                return sum(live_user.values()) / (sectors * SECTOR), ring.programmed / user
+            n = sum(len(b) for b in bodies)
+            live_user[session] = live_user.get(session, 0) + n
+            user += n
+    raise SystemExit("the partition never filled")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default="traces/bfcl-multi-turn.jsonl")
+    ap.add_argument("--size", type=size_arg, default=size_arg("1M"))
+    ap.add_argument(
+        "--reserve",
+        type=int,
+        help="free sectors appends leave (default: 9 for collection and maintenance, "
+        "as the engine's at 1 MiB, and the room kept for memory and profiles: "
+        "about 112 KiB, at most a sixteenth of the partition)",
+    )
+    ap.add_argument("--limit", type=float, default=4.0, help="bytes copied per byte of room")
+    a = ap.parse_args()
+    with open(a.trace) as f:
+        ops = [json.loads(line) for line in f]
+    ops = [o for o in ops if o.get("op") in ("append", "session_delete")]
+    sectors = a.size // SECTOR
+    if a.reserve is None:
+        knowledge = min(112 * 1024, a.size // 16)
+        a.reserve = 9 + -(-knowledge // (PAYLOAD - 12))
+    print(f"model: {a.trace}, {sectors} sectors, reserve {a.reserve}, copy limit {a.limit:g}")
+    for policy in ("fifo", "greedy"):
+        cap, wa = fill(ops, sectors, policy, a.reserve, a.limit)
+        print(f"  {policy:<7} capacity {cap:.3f}  fill-phase program WA {wa:.2f}")
+
+
+if __name__ == "__main__":
+    main()
