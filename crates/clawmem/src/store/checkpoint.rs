@@ -601,11 +601,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The fixed parts as little-endian words: the cut waste only when
         // there is some (versions 3 and 4), the delta part only in a delta.
         let (waste, waste_seq) = self.cut_waste_now();
-        let version = match (delta, waste != 0) {
-            (false, false) => CKPT_VERSION,
-            (true, false) => CKPT_DELTA,
-            (false, true) => CKPT_FULL_WASTE,
-            (true, true) => CKPT_DELTA_WASTE,
+        // CKPT_VERSION, CKPT_DELTA, CKPT_FULL_WASTE or CKPT_DELTA_WASTE.
+        let version = CKPT_VERSION + u8::from(delta) + 2 * u8::from(waste != 0);
+        let deleted: &[u32] = match delta {
+            true => {
+                let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
+                &self.deleted_since_full[from..]
+            }
+            false => &[],
         };
         let mut fixed = [0u32; (CKPT_FIXED + CKPT_WASTE + CKPT_DELTA_FIXED) / 4];
         let words = [
@@ -616,7 +619,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             waste,
             waste_seq,
             self.log.checkpoint(),
-            (self.deleted_since_delta().len() as u32 & 0xFFFF)
+            (deleted.len() as u32 & 0xFFFF)
                 | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
         ];
         let mut fixed_len = 0;
@@ -639,12 +642,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             sessions: &self.sessions,
             only_dirty: delta,
             count,
-            deleted: if delta {
-                let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
-                &self.deleted_since_full[from..]
-            } else {
-                &[]
-            },
+            deleted,
             objects: &self.objects,
             mem,
             cold: (cold > 0).then_some(DirView {
