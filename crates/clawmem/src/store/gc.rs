@@ -540,6 +540,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             + u64::from(head_left.saturating_sub(CHUNK_HEADER_LEN))
     }
 
+    /// Whether the room at the head ([`room_bytes`](Self::room_bytes))
+    /// takes `len` bytes and a sector's payload space more.
+    #[inline(never)]
+    fn room_with_sector(&self, len: u32) -> bool {
+        let space = u64::from(self.log.geo().sector_payload_space());
+        u64::from(len) + space <= self.room_bytes()
+    }
+
     /// Moves everything live out of the tail sector. A session that fits in
     /// the room left is relocated whole (its bodies then sit together, and it
     /// will not need moving again for a whole turn of the ring); otherwise
@@ -562,9 +570,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`Self::relocate`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
     #[inline(never)]
     fn relocate_word(&mut self, tail_seq: u32, span: Option<u32>) -> Result<u32, Fail> {
-        let space = u64::from(self.log.geo().sector_payload_space());
         if span.is_none() && self.checkpoint_sector_seq <= tail_seq {
-            if u64::from(self.checkpoint_len()) + space > self.room_bytes() {
+            if !self.room_with_sector(self.checkpoint_len()) {
                 return Ok(0);
             }
             self.write_full_checkpoint(Priority::Gc)?;
@@ -584,7 +591,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.objects.swap_remove(k);
                     continue;
                 };
-                if u64::from(len) + space > self.room_bytes() {
+                if !self.room_with_sector(len) {
                     return Ok(0);
                 }
                 let mut payload = FlashCopy {
@@ -659,9 +666,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if attempt == 1 {
                 // Every slot holds a changed session (relocated ones are):
                 // a checkpoint makes them clean.
-                let len = u64::from(self.checkpoint_len());
-                let space = u64::from(self.log.geo().sector_payload_space());
-                if len + space > self.room_bytes() {
+                if !self.room_with_sector(self.checkpoint_len()) {
                     return Ok(Brought::None);
                 }
                 self.clean_table(Priority::Gc)?;
