@@ -378,8 +378,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if matches!(fixed[0], CKPT_FULL_WASTE | CKPT_DELTA_WASTE) {
             io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut fixed[1..])?;
         }
-        let geo = self.log.geo();
-        let Some(seq) = self.log.seq_of_sector(geo.sector_of(addr)) else {
+        let Some(seq) = self.seq_at(addr) else {
             return Ok(0);
         };
         let version = fixed[0];
@@ -619,8 +618,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             waste,
             waste_seq,
             self.log.checkpoint(),
-            (deleted.len() as u32 & 0xFFFF)
-                | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
+            (deleted.len() as u32 & 0xFFFF) | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
         ];
         let mut fixed_len = 0;
         for (k, w) in words.into_iter().enumerate() {
@@ -683,8 +681,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             self.full_checkpoint = addr;
             self.checkpoint_sector_seq = self
-                .log
-                .seq_of_sector(self.log.geo().sector_of(addr))
+                .seq_at(addr)
                 .ok_or(fail!(LogicBug, "checkpoint written outside the ring"))?;
             self.deltas_since_full = 0;
         }

@@ -331,13 +331,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.mount_report.from_checkpoint = true;
                 self.log.set_checkpoint(c);
                 let full = self.full_checkpoint;
-                self.checkpoint_sector_seq =
-                    self.log
-                        .seq_of_sector(geo.sector_of(full))
-                        .ok_or(self.log.parked().at(
-                            fail!(Corrupted, "the checkpoint lies outside the ring"),
-                            full,
-                        ))?;
+                self.checkpoint_sector_seq = self.seq_at(full).ok_or(self.log.parked().at(
+                    fail!(Corrupted, "the checkpoint lies outside the ring"),
+                    full,
+                ))?;
                 c
             }
             None => {
@@ -618,7 +615,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             None => return false,
         };
         let geo = self.log.geo();
-        let Some(seq) = self.log.seq_of_sector(geo.sector_of(from)) else {
+        let Some(seq) = self.seq_at(from) else {
             return false;
         };
         let head_seq = self.log.head_seq();

@@ -69,11 +69,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Err(Skip);
         }
         let geo = self.log.geo();
-        let sector_seq = self
-            .log
-            .seq_of_sector(geo.sector_of(addr))
-            .unwrap_or(self.log.head_seq());
-        match h.kind {
+        let sector_seq = self.log.head_seq_of(addr);
+        let s = match h.kind {
             SESSION_BATCH => {
                 let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
                 let uid = meta.fixed.uid;
@@ -112,7 +109,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     if let Some(i) = self.index_of(uid) {
                         self.sessions.swap_remove(i);
                     }
-                    let s = Session {
+                    Session {
                         uid,
                         id_hash: fnv1a32(&id[..n]),
                         id_len: n as u8,
@@ -126,31 +123,32 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         size,
                         dirty: true,
                         dir: DIR_NONE,
-                    };
-                    Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
-                    return Ok(());
-                }
-                self.next_uid = self.next_uid.max(uid.wrapping_add(1));
-                self.warm_uid(uid)?;
-                if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
-                    // A batch whose back pointer does not lead to the head is
-                    // damaged (or follows a damaged one): it still becomes the
-                    // head, and a read finds the chain again by scanning the
-                    // log and rebuilds the index; ignoring it would lose every
-                    // later batch of the session too.
-                    s.head = addr;
-                    s.records = s.records.saturating_add(u16::from(meta.fixed.count));
-                    s.size = s.size.saturating_add(added);
-                    s.chain = s.chain.saturating_add(1);
-                    s.dirty = true;
-                } else if meta.fixed.prev != NO_ADDR && self.log.verify(addr)?.is_some() {
-                    // A sound batch of a session no batch named: the scan
-                    // passed the session's first batch by, for damage in it
-                    // or in a chunk length before it. Follow the back
-                    // pointers to it and recover the name there, or the
-                    // whole session is lost.
-                    let s = self.adopt(addr, &meta, sector_seq)?;
-                    Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
+                    }
+                } else {
+                    self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                    self.warm_uid(uid)?;
+                    if let Some(s) = uid_mut(&mut self.sessions, uid) {
+                        // A batch whose back pointer does not lead to the head is
+                        // damaged (or follows a damaged one): it still becomes the
+                        // head, and a read finds the chain again by scanning the
+                        // log and rebuilds the index; ignoring it would lose every
+                        // later batch of the session too.
+                        s.head = addr;
+                        s.records = s.records.saturating_add(u16::from(meta.fixed.count));
+                        s.size = s.size.saturating_add(added);
+                        s.chain = s.chain.saturating_add(1);
+                        s.dirty = true;
+                        return Ok(());
+                    } else if meta.fixed.prev != NO_ADDR && self.log.verify(addr)?.is_some() {
+                        // A sound batch of a session no batch named: the scan
+                        // passed the session's first batch by, for damage in it
+                        // or in a chunk length before it. Follow the back
+                        // pointers to it and recover the name there, or the
+                        // whole session is lost.
+                        self.adopt(addr, &meta, sector_seq)?
+                    } else {
+                        return Ok(());
+                    }
                 }
             }
             SESSION_BASE => {
@@ -168,7 +166,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // unchecked); a base for an unknown session is damage. A
                 // cold session's name is checked once the directory's
                 // entry is read.
-                let Some(known) = self.sessions.iter().find(|x| x.uid == b.fixed.uid) else {
+                let Some(known) = uid_mut(&mut self.sessions, b.fixed.uid) else {
                     // A session base for no known session.
                     return Err(Skip);
                 };
@@ -182,7 +180,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // A session base names another session.
                     return Err(Skip);
                 }
-                let s = Session {
+                Session {
                     uid: b.fixed.uid,
                     id_hash,
                     id_len,
@@ -196,11 +194,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     size: b.fixed.size,
                     dirty: true,
                     dir: if stub { DIR_STUB_BASE } else { DIR_NONE },
-                };
-                Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
+                }
             }
             MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED | MEM_INDEX => {
-                self.mem_apply(addr, h, sector_seq)?
+                self.mem_apply(addr, h, sector_seq)?;
+                return Ok(());
             }
             OBJECT => {
                 let mut b = [0u8; OBJ_FIXED as usize];
@@ -220,6 +218,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Err(Skip);
                 }
                 self.upsert_object(slot)?;
+                return Ok(());
             }
             SESSION_DELETE | SESSION_BLOCK => {
                 let mut b = [0u8; 4];
@@ -230,13 +229,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Ok(());
                 }
                 self.warm_uid(uid)?;
-                if let Some(s) = self.sessions.iter_mut().find(|s| s.uid == uid) {
+                if let Some(s) = uid_mut(&mut self.sessions, uid) {
                     s.flags |= FLAG_BLOCKED;
                     s.dirty = true;
                 }
+                return Ok(());
             }
-            _ => {}
-        }
+            _ => return Ok(()),
+        };
+        // A session the batch names or a base replaces, or one found
+        // back to its first batch.
+        Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
         Ok(())
     }
 
@@ -250,7 +253,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         s: Session,
     ) -> Result<(), Fail> {
         dir.forget(s.uid);
-        match sessions.iter_mut().find(|x| x.uid == s.uid) {
+        match uid_mut(sessions, s.uid) {
             Some(x) => *x = s,
             None => {
                 if !super::directory::free_slot(sessions, dir) {
@@ -322,7 +325,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if root >= geo.capacity() {
                 return Err(lost);
             }
-            if let Some(seq) = self.log.seq_of_sector(geo.sector_of(root)) {
+            if let Some(seq) = self.seq_at(root) {
                 s.oldest = s.oldest.min(seq);
             }
             let sound = self.log.verify(root)?.is_some();
@@ -365,6 +368,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Err(lost)
     }
 
+    /// Sector sequence of the sector holding `addr`, if it is in use
+    /// (`Log::seq_of_sector`; out of line for the mount's and the
+    /// checkpoints' callers).
+    #[inline(never)]
+    pub(super) fn seq_at(&self, addr: u32) -> Option<u32> {
+        self.log.seq_of_sector(self.log.geo().sector_of(addr))
+    }
+
     /// Remembers where the scan first left a chunk out for damage since the
     /// last memory record (one damaged batch can be met more than once: its
     /// first chunk, then its continuation).
@@ -374,4 +385,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.scan_damaged = at;
         }
     }
+}
+
+/// The session with `uid` in `sessions` (the table), if it is there; out
+/// of line for the replay's four lookups.
+#[inline(never)]
+fn uid_mut(sessions: &mut [Session], uid: u32) -> Option<&mut Session> {
+    sessions.iter_mut().find(|s| s.uid == uid)
 }
