@@ -385,10 +385,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if !matches!(version, CKPT_VERSION..=CKPT_DELTA_WASTE) || self.log.verify(addr)?.is_none() {
             return Ok(0);
         }
-        // Version 1 says no cut waste.
+        // Versions 1 and 2 say no cut waste (`fixed` stayed zero).
         let with_waste = matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE);
-        self.cut_waste = if with_waste { u32_at(&fixed, 1) } else { 0 };
-        self.cut_waste_seq = if with_waste { u32_at(&fixed, 5) } else { 0 };
+        self.cut_waste = u32_at(&fixed, 1);
+        self.cut_waste_seq = u32_at(&fixed, 5);
         if !matches!(version, CKPT_VERSION | CKPT_FULL_WASTE) {
             // A delta that follows the directory's newest checkpoint holds
             // the state of every session the scan changed since then, as
@@ -579,8 +579,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // first, so that damage at rest is never carried over as sound.
         let cold = if delta { 0 } else { self.cold_count() as usize };
         if cold > 0 {
-            for k in 0..self.dir.chain().len() {
-                let at = self.dir.chain()[k];
+            for &at in self.dir.chain() {
                 if self.log.verify(at)?.is_none() {
                     return Err(self.log.parked().at(
                         fail!(

@@ -568,13 +568,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// oldest sector of the cold sessions left exactly. One pass over the
     /// directory; nothing is written.
     pub(super) fn warm(&mut self) -> Result<(), Fail> {
-        if self.dir.len == 0 || self.cold_count() == 0 {
-            self.dir.cold_oldest = u32::MAX;
-            self.dir.cold_index_max = 0;
-            return Ok(());
-        }
         self.dir.cold_oldest = u32::MAX;
         self.dir.cold_index_max = 0;
+        if self.dir.len == 0 || self.cold_count() == 0 {
+            return Ok(());
+        }
         let mut c = ColdCursor::new(&self.dir);
         while let Some((s, dir)) = self.cold_next(&mut c)? {
             // While the deltas are read, only a session whose version is

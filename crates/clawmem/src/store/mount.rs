@@ -506,24 +506,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // No chunk reaches past the head's end but by a
                     // damaged length.
                     (false, true)
-                } else if sector == self.log.head() && next == head_end {
-                    // What lies past the head's sound end: a chunk whose
-                    // sequence skips one, written after this one tore (the
-                    // head walk resumed after it) and then torn itself.
-                    let gap = match self.log.slot_at(sector, next)? {
-                        Slot::Chunk(n) => n.header.seq != c.header.seq.wrapping_add(1),
-                        _ => false,
-                    };
-                    (false, gap)
                 } else {
                     let s = self.log.slot_at(sector, next)?;
-                    let last = !matches!(s, Slot::Chunk(_));
                     let gap = match &s {
                         Slot::Chunk(n) => n.header.seq != c.header.seq.wrapping_add(1),
                         _ => false,
                     };
-                    lookahead = Some(s);
-                    (sector != self.log.head() && last, gap)
+                    if sector == self.log.head() && next == head_end {
+                        // What lies past the head's sound end: a chunk whose
+                        // sequence skips one, written after this one tore (the
+                        // head walk resumed after it) and then torn itself.
+                        (false, gap)
+                    } else {
+                        let last = !matches!(s, Slot::Chunk(_));
+                        lookahead = Some(s);
+                        (sector != self.log.head() && last, gap)
+                    }
                 };
                 pos = next;
                 // Every chunk seen, the checkpoint's own included, raises the
