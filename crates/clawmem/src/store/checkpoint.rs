@@ -731,14 +731,14 @@ impl CheckpointPayload<'_> {
             self.next_cold = 0;
         }
         while self.next_cold <= c {
-            let Some((s, _)) = self.cursor.next(io, view)? else {
+            if self.cursor.next(io, view)? == 0 {
                 let f = fail!(
                     Corrupted,
                     "the session directory holds fewer sessions than counted"
                 );
                 return Err(io.parked().at(f, view.dir.chain()[0]));
-            };
-            s.encode(&mut self.entry);
+            }
+            self.cursor.cur.encode(&mut self.entry);
             self.next_cold += 1;
         }
         Ok(())

@@ -51,7 +51,7 @@ use crate::layout::NO_ADDR;
 use crate::layout::{u16_at, u32_at, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::naming::fnv1a32;
-use crate::session::{Session, DIR_DELTA, DIR_FULL, DIR_STUB, DIR_STUB_BASE};
+use crate::session::{Session, DIR_DELTA, DIR_FULL, DIR_NONE, DIR_STUB, DIR_STUB_BASE};
 use crate::session::{MAX_SESSION_ID_BYTES, SESSION_ENCODED};
 
 /// Cold sessions whose newest version is in a delta checkpoint that RAM
@@ -184,7 +184,26 @@ pub(super) struct ColdCursor {
     left: u32,
     /// Delta-version sessions already met (their newest version).
     seen: Vec<u32, DELTA_COLD_MAX>,
+    /// The session the pass gave last ([`ColdCursor::next`]).
+    pub cur: Session,
 }
+
+/// What [`ColdCursor::cur`] holds before the pass gives a session.
+const NO_SESSION: Session = Session {
+    uid: 0,
+    id_hash: 0,
+    id_len: 0,
+    flags: 0,
+    records: 0,
+    chain: 0,
+    head: NO_ADDR,
+    root: NO_ADDR,
+    root_is_base: false,
+    oldest: u32::MAX,
+    size: 0,
+    dirty: false,
+    dir: DIR_NONE,
+};
 
 /// The RAM state a [`ColdCursor`] reads past.
 pub(super) struct DirView<'a> {
@@ -214,20 +233,23 @@ impl ColdCursor {
             at: 0,
             left: 0,
             seen: Vec::new(),
+            cur: NO_SESSION,
         }
     }
 
-    /// The next cold session and where its version is ([`DIR_FULL`] or
-    /// [`DIR_DELTA`]); `None` at the end of the pass.
+    /// The next cold session, in [`cur`](Self::cur), and where its version
+    /// is ([`DIR_FULL`] or [`DIR_DELTA`]); 0 at the end of the pass. (A
+    /// word and the session in place: nothing large moves through a
+    /// `Result`.)
     pub(super) fn next<F: NorFlash>(
         &mut self,
         io: &mut Io<'_, F>,
         v: &DirView<'_>,
-    ) -> Result<Option<(Session, u8)>, Fail> {
+    ) -> Result<u8, Fail> {
         loop {
             if self.left == 0 {
                 if self.next_k == 0 {
-                    return Ok(None);
+                    return Ok(0);
                 }
                 self.next_k -= 1;
                 // Deltas (chain indices len-1 down to 1) first, then the
@@ -251,12 +273,14 @@ impl ColdCursor {
             };
             if self.k == 0 {
                 if v.cold_in_full(s.uid) {
-                    return Ok(Some((s, DIR_FULL)));
+                    self.cur = s;
+                    return Ok(DIR_FULL);
                 }
             } else if v.dir.in_delta_cold(s.uid) && !self.seen.contains(&s.uid) {
                 // (`seen` holds as many as `delta_cold` can.)
                 let _ = self.seen.push(s.uid);
-                return Ok(Some((s, DIR_DELTA)));
+                self.cur = s;
+                return Ok(DIR_DELTA);
             }
         }
     }
@@ -356,8 +380,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
-    /// The next cold session of a pass.
+    /// The next cold session of a pass, and where its version is.
+    #[inline(always)]
     pub(super) fn cold_next(&mut self, c: &mut ColdCursor) -> Result<Option<(Session, u8)>, Fail> {
+        Ok(match self.cold_step(c)? {
+            0 => None,
+            dir => Some((c.cur, dir)),
+        })
+    }
+
+    /// The next cold session of a pass, in `c.cur`, and where its version
+    /// is; 0 at the end ([`ColdCursor::next`]).
+    #[inline(never)]
+    pub(super) fn cold_step(&mut self, c: &mut ColdCursor) -> Result<u8, Fail> {
         let view = DirView {
             dir: &self.dir,
             hot: &self.sessions,
@@ -377,7 +412,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             *i += 1;
             return Ok(Some(*s));
         }
-        Ok(self.cold_next(cold)?.map(|(s, _)| s))
+        Ok((self.cold_step(cold)? != 0).then_some(cold.cur))
     }
 
     /// Finds a cold session in the directory (one pass) and brings it into
@@ -413,20 +448,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             Want::Uid(_) => (0, 0),
         };
         let mut c = ColdCursor::new(&self.dir);
-        while let Some((s, dir)) = self.cold_next(&mut c)? {
+        loop {
+            let dir = self.cold_step(&mut c)?;
+            if dir == 0 {
+                return Ok(usize::MAX);
+            }
+            let s = &c.cur;
             let hit = match want {
                 Want::Uid(uid) => s.uid == uid,
                 Want::Id(id) => {
                     s.id_hash == hash
                         && usize::from(s.id_len) == len
-                        && self.id_matches(&s, id.as_bytes())?
+                        && self.id_matches(s, id.as_bytes())?
                 }
             };
             if hit {
-                return self.admit(s, dir, may_write);
+                return self.admit(c.cur, dir, may_write);
             }
         }
-        Ok(usize::MAX)
     }
 
     /// Whether the name of `s` on flash is `id` (corrected when damage at
@@ -557,8 +596,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.dir.cold_oldest = u32::MAX;
         self.dir.cold_index_max = 0;
         let mut c = ColdCursor::new(&self.dir);
-        while let Some((s, _)) = self.cold_next(&mut c)? {
-            self.dir.note_unloaded(&s);
+        while self.cold_step(&mut c)? != 0 {
+            self.dir.note_unloaded(&c.cur);
         }
         Ok(())
     }
@@ -574,7 +613,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(());
         }
         let mut c = ColdCursor::new(&self.dir);
-        while let Some((s, dir)) = self.cold_next(&mut c)? {
+        loop {
+            let dir = self.cold_step(&mut c)?;
+            if dir == 0 {
+                return Ok(());
+            }
+            let s = c.cur;
             // While the deltas are read, only a session whose version is
             // in the full checkpoint may go cold: the pass has read past
             // the newer versions of the others.
@@ -599,7 +643,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.dir.note_unloaded(&s);
             }
         }
-        Ok(())
     }
 
     /// Whether `uid`, not in the table, may be a cold session of the

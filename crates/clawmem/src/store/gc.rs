@@ -683,8 +683,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // that may hold bytes there.
             let mut next: Option<u32> = None;
             let mut c = super::directory::ColdCursor::new(&self.dir);
-            while let Some((s, _)) = self.cold_next(&mut c)? {
-                if reached(&s) && s.uid > *last_uid && next.is_none_or(|n| s.uid < n) {
+            while self.cold_step(&mut c)? != 0 {
+                let s = &c.cur;
+                if reached(s) && s.uid > *last_uid && next.is_none_or(|n| s.uid < n) {
                     next = Some(s.uid);
                 }
             }
