@@ -608,8 +608,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             false => &[],
         };
-        let mut fixed = [0u32; (CKPT_FIXED + CKPT_WASTE + CKPT_DELTA_FIXED) / 4];
-        let words = [
+        let mut fixed = [
             u32::from(version) | (self.objects.len() as u32) << 8 | (count as u32 & 0xFFFF) << 16,
             self.next_uid,
             self.log.tail_seq(),
@@ -619,17 +618,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.log.checkpoint(),
             (deleted.len() as u32 & 0xFFFF) | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
         ];
-        let mut fixed_len = 0;
-        for (k, w) in words.into_iter().enumerate() {
-            let wanted = match k {
-                4 | 5 => waste != 0,
-                6 | 7 => delta,
-                _ => true,
-            };
-            if wanted {
-                fixed[fixed_len / 4] = w;
-                fixed_len += 4;
-            }
+        let mut fixed_len = CKPT_FIXED + CKPT_WASTE;
+        if waste == 0 {
+            // No waste part: the delta part moves up over it.
+            fixed.copy_within(6.., 4);
+            fixed_len = CKPT_FIXED;
+        }
+        if delta {
+            fixed_len += CKPT_DELTA_FIXED;
         }
         let mut mem = [0u8; MEM_STATE_ENCODED];
         self.mem.encode(&mut mem);
@@ -695,7 +691,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 }
 
 struct CheckpointPayload<'a> {
-    /// The fixed parts, as little-endian words.
+    /// The fixed parts, as little-endian words (those past `fixed_len` are
+    /// not written).
     fixed: [u32; (CKPT_FIXED + CKPT_WASTE + CKPT_DELTA_FIXED) / 4],
     fixed_len: usize,
     sessions: &'a [Session],
