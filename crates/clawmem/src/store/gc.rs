@@ -119,14 +119,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (sectors, bytes) = match p {
             Priority::Gc => return 0,
             Priority::Maintenance => (self.reserve_gc, ckpt),
-            Priority::User => (
-                self.reserve_gc + self.reserve_maintenance,
-                2 * ckpt + index(),
-            ),
-            Priority::History => (
-                self.reserve_gc + self.reserve_maintenance,
-                2 * ckpt + index() + knowledge(),
-            ),
+            Priority::User | Priority::History => {
+                let bytes = 2 * ckpt + index();
+                (
+                    self.reserve_gc + self.reserve_maintenance,
+                    match p {
+                        Priority::History => bytes + knowledge(),
+                        _ => bytes,
+                    },
+                )
+            }
         };
         sectors + bytes.div_ceil(space) + self.cut_slack() - self.cut_slack_used()
     }
@@ -295,7 +297,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         #[cfg(not(feature = "memory"))]
         let memory = 0;
-        let fixed = framed(u64::from(self.checkpoint_len()), unit) + memory;
+        let checkpoint = framed(u64::from(self.checkpoint_len()), unit);
+        let fixed = checkpoint + memory;
         let cheap = |room: u64, copied: u64| {
             !limited || copied <= COPY_LIMIT * (room - room0).max(unit) + fixed
         };
@@ -310,14 +313,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let mut cost = 0u64;
             if met(self.checkpoint_sector_seq) == t {
-                cost += framed(u64::from(self.checkpoint_len()), unit);
+                cost += checkpoint;
             }
             for o in self.objects.iter().filter(|o| met(o.seq) == t) {
                 cost += framed(u64::from(o.len + OBJ_FIXED), unit);
             }
             #[cfg(feature = "memory")]
             if self.mem.oldest != u32::MAX && met(self.mem.oldest) == t {
-                cost += framed(self.mem_relocation_bound(unit), unit);
+                cost += memory;
             }
             // A session is met once: relocated whole if that takes at most
             // half the room left, else with its index and the bodies of as
