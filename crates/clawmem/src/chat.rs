@@ -163,17 +163,15 @@ impl Alias {
                 len_bytes: bytes.len(),
             });
         }
-        let mut alias = String::new();
-        for (at, &byte) in bytes.iter().enumerate() {
-            if !is_alias_byte(byte) {
-                return Err(InvalidAlias::BadByte { at, byte });
-            }
-            if alias.push(char::from(byte)).is_err() {
-                return Err(InvalidAlias::TooLong {
-                    len_bytes: bytes.len(),
-                });
-            }
+        if let Some(at) = bytes.iter().position(|&byte| !is_alias_byte(byte)) {
+            return Err(InvalidAlias::BadByte {
+                at,
+                byte: bytes[at],
+            });
         }
+        // ASCII of at most ALIAS_MAX_BYTES: valid UTF-8 that fits.
+        let mut alias = String::new();
+        let _ = alias.push_str(core::str::from_utf8(bytes).unwrap_or_default());
         Ok(Alias(alias))
     }
 
@@ -182,9 +180,11 @@ impl Alias {
         if !(1..=99).contains(&number) {
             return None;
         }
-        let mut alias = String::new();
-        write!(alias, "{DEFAULT_ALIAS_PREFIX}{number:02}").ok()?;
-        Some(Alias(alias))
+        // DEFAULT_ALIAS_PREFIX and two digits (`%02u`).
+        let mut text = *b"default_00";
+        text[8] += number / 10;
+        text[9] += number % 10;
+        Alias::from_bytes(&text).ok()
     }
 
     /// The alias text.
@@ -440,19 +440,45 @@ impl fmt::Display for UsageError {
 }
 
 /// ESP-Claw's whitespace for commands: space, `\t`, `\n`, `\r`, `\f`, `\v`.
-const fn is_command_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{c}' | '\u{b}')
+/// All are ASCII, so scanning the UTF-8 bytes finds the same places as
+/// scanning the characters (no byte of a multi-byte character is ASCII).
+const fn is_command_space(byte: u8) -> bool {
+    // \t, \n, \v, \f, \r are 0x09 to 0x0d.
+    matches!(byte, b'\t'..=b'\r' | b' ')
+}
+
+/// `text` without its leading whitespace (see [`is_command_space`]).
+fn trim_space(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|&b| !is_command_space(b))
+        .unwrap_or(bytes.len());
+    // At an ASCII byte or the end: a char boundary.
+    text.get(start..).unwrap_or("")
+}
+
+/// The first whitespace-separated token of `text` and the text after it;
+/// `None` if `text` is all whitespace.
+fn next_token(text: &str) -> Option<(&str, &str)> {
+    let text = trim_space(text);
+    if text.is_empty() {
+        return None;
+    }
+    let end = text
+        .bytes()
+        .position(is_command_space)
+        .unwrap_or(text.len());
+    text.split_at_checked(end)
 }
 
 /// If `text` is a `/session` command (after leading whitespace, `/session`
 /// followed by the end or whitespace), the arguments after `/session`.
 pub fn session_command_args(text: &str) -> Option<&str> {
-    let rest = text
-        .trim_start_matches(is_command_space)
-        .strip_prefix("/session")?;
-    match rest.chars().next() {
+    let rest = trim_space(text).strip_prefix("/session")?;
+    match rest.as_bytes().first() {
         None => Some(rest),
-        Some(c) if is_command_space(c) => Some(rest),
+        Some(&byte) if is_command_space(byte) => Some(rest),
         Some(_) => None,
     }
 }
@@ -462,12 +488,14 @@ pub fn session_command_args(text: &str) -> Option<&str> {
 /// no name, `switch` and `delete` need one, and the name must be a valid
 /// alias.
 pub fn parse_session_command(args: &str) -> Result<SessionCommand, UsageError> {
-    let mut tokens = args.split(is_command_space).filter(|t| !t.is_empty());
-    let sub = tokens.next().ok_or(UsageError)?;
-    let name = tokens.next();
-    if tokens.next().is_some() {
-        return Err(UsageError);
+    let (sub, rest) = next_token(args).ok_or(UsageError)?;
+    let name = next_token(rest);
+    if let Some((_, rest)) = name {
+        if next_token(rest).is_some() {
+            return Err(UsageError);
+        }
     }
+    let name = name.map(|(name, _)| name);
     let alias = match name {
         Some(name) => Some(Alias::new(name).map_err(|_| UsageError)?),
         None => None,
