@@ -263,24 +263,21 @@ impl ChatKey {
         if chat_id.is_empty() {
             return Err(ChatKeyError::MissingChatId);
         }
-        let mut key = String::new();
-        let written = if agent_id == 0 {
+        let mut key = KeyWriter {
+            key: String::new(),
+            len_bytes: 0,
+        };
+        let _ = if agent_id == 0 {
             write!(key, "chat:{channel}:{chat_id}")
         } else {
             write!(key, "agent:{agent_id}:chat:{channel}:{chat_id}")
         };
-        if written.is_err() {
-            let mut counter = LenCounter(0);
-            let _ = if agent_id == 0 {
-                write!(counter, "chat:{channel}:{chat_id}")
-            } else {
-                write!(counter, "agent:{agent_id}:chat:{channel}:{chat_id}")
-            };
+        if key.len_bytes > CHAT_KEY_MAX_BYTES {
             return Err(ChatKeyError::TooLong {
-                len_bytes: counter.0,
+                len_bytes: key.len_bytes,
             });
         }
-        Ok(ChatKey(key))
+        Ok(ChatKey(key.key))
     }
 
     /// A key read back from storage: any non-empty UTF-8 of at most
@@ -322,12 +319,17 @@ impl fmt::Display for ChatKey {
     }
 }
 
-/// Counts the bytes written to it.
-struct LenCounter(usize);
+/// Builds a chat key and counts the bytes written to it, including those
+/// that did not fit (the key is then too long and not used).
+struct KeyWriter {
+    key: String<CHAT_KEY_MAX_BYTES>,
+    len_bytes: usize,
+}
 
-impl fmt::Write for LenCounter {
+impl fmt::Write for KeyWriter {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.0 = self.0.saturating_add(s.len());
+        self.len_bytes = self.len_bytes.saturating_add(s.len());
+        let _ = self.key.push_str(s);
         Ok(())
     }
 }
