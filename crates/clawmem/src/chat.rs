@@ -283,6 +283,14 @@ impl ChatKey {
     /// A key read back from storage: any non-empty UTF-8 of at most
     /// [`CHAT_KEY_MAX_BYTES`].
     pub fn from_stored(bytes: &[u8]) -> Result<ChatKey, ChatKeyError> {
+        let mut key = ChatKey(String::new());
+        key.set_stored(bytes)?;
+        Ok(key)
+    }
+
+    /// [`ChatKey::from_stored`] into `self`, in place (no key moved through a
+    /// `Result`). On an error `self` is left unchanged or empty.
+    fn set_stored(&mut self, bytes: &[u8]) -> Result<(), ChatKeyError> {
         if bytes.is_empty() {
             return Err(ChatKeyError::Empty);
         }
@@ -292,11 +300,10 @@ impl ChatKey {
             });
         }
         let text = core::str::from_utf8(bytes).map_err(|_| ChatKeyError::NotUtf8)?;
-        let mut key = String::new();
-        key.push_str(text).map_err(|_| ChatKeyError::TooLong {
+        self.0.clear();
+        self.0.push_str(text).map_err(|_| ChatKeyError::TooLong {
             len_bytes: bytes.len(),
-        })?;
-        Ok(ChatKey(key))
+        })
     }
 
     /// The key text.
@@ -861,8 +868,9 @@ impl ChatSessions {
             return Err(MapDecodeError::UnsupportedVersion(version));
         }
         let key_len = usize::from(reader.u8()?);
-        self.key =
-            ChatKey::from_stored(reader.take(key_len)?).map_err(MapDecodeError::BadChatKey)?;
+        self.key
+            .set_stored(reader.take(key_len)?)
+            .map_err(MapDecodeError::BadChatKey)?;
         let count = reader.u8()?;
         if count == 0 || usize::from(count) > MAX_SESSIONS_PER_CHAT {
             return Err(MapDecodeError::BadSessionCount(count));
