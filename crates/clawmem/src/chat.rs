@@ -726,9 +726,14 @@ impl ChatSessions {
 
     /// The first `default_NN` (NN from 01 to 32) not in use.
     pub fn first_unused_default(&self) -> Option<Alias> {
-        (1..=MAX_SESSIONS_PER_CHAT as u8)
-            .filter_map(Alias::default_numbered)
-            .find(|alias| !self.contains(alias.as_str()))
+        // Every number in 1 to 32 gives an alias.
+        for number in 1..=MAX_SESSIONS_PER_CHAT as u8 {
+            let alias = Alias::default_numbered(number)?;
+            if !self.contains(alias.as_str()) {
+                return Some(alias);
+            }
+        }
+        None
     }
 
     /// `/session new [name]`: adds a session named `name`, or the first unused
