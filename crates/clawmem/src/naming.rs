@@ -120,35 +120,42 @@ fn push_ascii(target: &mut heapless::string::StringView, bytes: &[u8]) {
 /// The `<safe>` part of the file name of `session_id`.
 pub fn safe_id(session_id: &str) -> String<SAFE_ID_MAX_BYTES> {
     let mut safe = String::new();
+    push_safe_id(safe.as_mut_view(), session_id);
+    safe
+}
+
+/// Appends the `<safe>` part of the file name of `session_id`.
+fn push_safe_id(target: &mut heapless::string::StringView, session_id: &str) {
     if session_id.is_empty() {
-        push_ascii(safe.as_mut_view(), EMPTY_SAFE_ID.as_bytes());
-        return safe;
+        push_ascii(target, EMPTY_SAFE_ID.as_bytes());
+        return;
     }
     for &byte in session_id.as_bytes().iter().take(SAFE_ID_MAX_BYTES) {
         let kept = if is_safe_byte(byte) { byte } else { b'_' };
-        push_ascii(safe.as_mut_view(), &[kept]);
+        push_ascii(target, &[kept]);
     }
-    safe
 }
 
 /// The stem `s_<safe>_<hash>` shared by a session's three files.
 pub fn session_stem(session_id: &str) -> SessionStem {
     let mut stem = String::new();
-    push_ascii(stem.as_mut_view(), b"s_");
-    push_ascii(stem.as_mut_view(), safe_id(session_id).as_bytes());
-    push_ascii(stem.as_mut_view(), b"_");
-    push_ascii(
-        stem.as_mut_view(),
-        &hash_hex(fnv1a32(session_id.as_bytes())),
-    );
+    push_stem(stem.as_mut_view(), session_id);
     stem
+}
+
+/// Appends the stem of `session_id` (see [`session_stem`]), built in place.
+fn push_stem(target: &mut heapless::string::StringView, session_id: &str) {
+    push_ascii(target, b"s_");
+    push_safe_id(target, session_id);
+    push_ascii(target, b"_");
+    push_ascii(target, &hash_hex(fnv1a32(session_id.as_bytes())));
 }
 
 /// The name of one of the files of `session_id`, for example
 /// `s_chat_telegram_42_default_<hash>.log.idx`.
 pub fn session_file_name(session_id: &str, kind: SessionFileKind) -> SessionFileName {
     let mut name = String::new();
-    push_ascii(name.as_mut_view(), session_stem(session_id).as_bytes());
+    push_stem(name.as_mut_view(), session_id);
     push_ascii(name.as_mut_view(), kind.suffix().as_bytes());
     name
 }
