@@ -110,11 +110,9 @@ pub fn hash_hex(hash: u32) -> [u8; HASH_HEX_DIGITS] {
 /// Appends ASCII bytes to a string whose capacity the caller has checked
 /// (a view: compiled once for every capacity).
 fn push_ascii(target: &mut heapless::string::StringView, bytes: &[u8]) {
-    for &byte in bytes {
-        // Capacity is exact by construction (const-asserted above); a failed
-        // push could only drop bytes, never panic.
-        let _ = target.push(char::from(byte));
-    }
+    // Capacity is exact by construction (const-asserted above); a failed
+    // push could only drop bytes, never panic.
+    let _ = target.push_str(core::str::from_utf8(bytes).unwrap_or_default());
 }
 
 /// The `<safe>` part of the file name of `session_id`.
@@ -130,10 +128,13 @@ fn push_safe_id(target: &mut heapless::string::StringView, session_id: &str) {
         push_ascii(target, EMPTY_SAFE_ID.as_bytes());
         return;
     }
-    for &byte in session_id.as_bytes().iter().take(SAFE_ID_MAX_BYTES) {
-        let kept = if is_safe_byte(byte) { byte } else { b'_' };
-        push_ascii(target, &[kept]);
+    let mut safe = [0u8; SAFE_ID_MAX_BYTES];
+    let mut len = 0;
+    for (slot, &byte) in safe.iter_mut().zip(session_id.as_bytes()) {
+        *slot = if is_safe_byte(byte) { byte } else { b'_' };
+        len += 1;
     }
+    push_ascii(target, &safe[..len]);
 }
 
 /// The stem `s_<safe>_<hash>` shared by a session's three files.
