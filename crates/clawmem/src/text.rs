@@ -179,17 +179,19 @@ pub(crate) fn json_escape(c: char, buf: &mut [u8; 6]) -> Option<&str> {
 /// [`json_escape`]).
 pub(crate) fn write_json_string<W: Write + ?Sized>(w: &mut W, s: &str) -> fmt::Result {
     w.write_char('"')?;
-    let mut rest = s;
-    while let Some(pos) = rest.find(|c: char| c == '"' || c == '\\' || c < ' ') {
-        let (plain, tail) = rest.split_at(pos);
-        w.write_str(plain)?;
-        let mut chars = tail.chars();
-        let Some(c) = chars.next() else { break };
+    // Every character that is escaped is ASCII, so the bytes are scanned: a
+    // byte of a multi-byte character (0x80 and up, as a char U+0080 to
+    // U+00FF) is never escaped, and the text is cut only at ASCII bytes.
+    let mut start = 0;
+    for (at, &byte) in s.as_bytes().iter().enumerate() {
         let mut buf = [0u8; 6];
-        w.write_str(json_escape(c, &mut buf).unwrap_or(""))?;
-        rest = chars.as_str();
+        if let Some(escaped) = json_escape(char::from(byte), &mut buf) {
+            w.write_str(s.get(start..at).unwrap_or(""))?;
+            w.write_str(escaped)?;
+            start = at + 1;
+        }
     }
-    w.write_str(rest)?;
+    w.write_str(s.get(start..).unwrap_or(""))?;
     w.write_char('"')
 }
 
