@@ -155,14 +155,14 @@ impl<'a> Out<'a> {
 
 /// Stack of open containers (`true` for an object), as bits.
 struct Nesting {
-    bits: [u64; MAX_JSON_DEPTH.div_ceil(64)],
+    bits: [u32; MAX_JSON_DEPTH.div_ceil(32)],
     depth: usize,
 }
 
 impl Nesting {
     pub(super) const fn new() -> Self {
         Nesting {
-            bits: [0; MAX_JSON_DEPTH.div_ceil(64)],
+            bits: [0; MAX_JSON_DEPTH.div_ceil(32)],
             depth: 0,
         }
     }
@@ -171,10 +171,10 @@ impl Nesting {
         if self.depth >= MAX_JSON_DEPTH {
             return false;
         }
-        let Some(word) = self.bits.get_mut(self.depth / 64) else {
+        let Some(word) = self.bits.get_mut(self.depth / 32) else {
             return false;
         };
-        let mask = 1u64 << (self.depth % 64);
+        let mask = 1u32 << (self.depth % 32);
         if is_object {
             *word |= mask;
         } else {
@@ -186,8 +186,8 @@ impl Nesting {
 
     fn top(&self) -> Option<bool> {
         let index = self.depth.checked_sub(1)?;
-        let word = self.bits.get(index / 64)?;
-        Some(word & (1u64 << (index % 64)) != 0)
+        let word = self.bits.get(index / 32)?;
+        Some(word & (1u32 << (index % 32)) != 0)
     }
 
     fn pop(&mut self) {
@@ -227,13 +227,11 @@ impl<'a> StrChars<'a> {
         let mut value = 0u32;
         for i in 0..4 {
             let offset = at.saturating_add(i);
-            let digit = match self.byte(offset)? {
-                b @ b'0'..=b'9' => b - b'0',
-                b @ b'a'..=b'f' => b - b'a' + 10,
-                b @ b'A'..=b'F' => b - b'A' + 10,
-                _ => return Err(malformed(offset, JsonErrorKind::InvalidUnicodeEscape)),
-            };
-            value = (value << 4) | u32::from(digit);
+            // `0-9`, `a-f` and `A-F` only (a byte from 0x80 is no digit).
+            let digit = char::from(self.byte(offset)?)
+                .to_digit(16)
+                .ok_or(malformed(offset, JsonErrorKind::InvalidUnicodeEscape))?;
+            value = (value << 4) | digit;
         }
         Ok(value)
     }
