@@ -98,12 +98,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .unwrap_or(u32::MAX))
     }
 
+    /// The position in the table of the object of type `ty` with `key`, or
+    /// the table's length if there is none (a word, one loop for every
+    /// lookup).
+    #[inline(never)]
+    pub(super) fn object_index(&self, ty: u8, key: u32) -> usize {
+        self.objects
+            .iter()
+            .position(|o| o.ty == ty && o.key == key)
+            .unwrap_or(self.objects.len())
+    }
+
     pub(super) fn upsert_object(&mut self, slot: ObjectSlot) -> Result<(), Fail> {
-        match self
-            .objects
-            .iter_mut()
-            .find(|o| o.ty == slot.ty && o.key == slot.key)
-        {
+        let k = self.object_index(slot.ty, slot.key);
+        match self.objects.get_mut(k) {
             Some(o) => *o = slot,
             None => self
                 .objects
@@ -136,7 +144,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 "chat map larger than its maximum"
             ));
         }
-        let exists = self.objects.iter().any(|o| o.ty == ty && o.key == key);
+        let exists = self.object_index(ty, key) < self.objects.len();
         if !exists && self.objects.is_full() {
             return Err(self.log.parked().too_many_sessions(MAX_OBJECTS));
         }
@@ -192,12 +200,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Where the newest object of this type and key has its data, and how
     /// long it is (its CRC checked); `None` if there is none.
     pub(super) fn object_data(&mut self, ty: u8, key: u32) -> Result<Option<(u32, usize)>, Fail> {
-        let Some(o) = self
-            .objects
-            .iter()
-            .find(|o| o.ty == ty && o.key == key)
-            .copied()
-        else {
+        let Some(o) = self.objects.get(self.object_index(ty, key)).copied() else {
             return Ok(None);
         };
         let len = self.object_len(o.addr)?.ok_or_else(|| {

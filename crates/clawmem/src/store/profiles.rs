@@ -68,8 +68,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(crate) fn profile_len_inner(&mut self, doc: ProfileDoc) -> Result<usize, Fail> {
         match self
             .objects
-            .iter()
-            .find(|o| o.ty == OBJ_PROFILE && o.key == u32::from(doc.tag()))
+            .get(self.object_index(OBJ_PROFILE, u32::from(doc.tag())))
         {
             Some(o) => Ok(o.len as usize),
             None => Ok(doc.default_contents().len()),
@@ -103,10 +102,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         doc: ProfileDoc,
         body: &str,
     ) -> Result<bool, Fail> {
-        let present = self
-            .objects
-            .iter()
-            .any(|o| o.ty == OBJ_PROFILE && o.key == u32::from(doc.tag()));
+        let present = self.object_index(OBJ_PROFILE, u32::from(doc.tag())) < self.objects.len();
         if present && body.len() <= self.config.profile_max_bytes {
             return Ok(false);
         }
