@@ -103,18 +103,19 @@ pub fn normalize(input: &[u8], max_chars: usize, out: &mut [u8]) -> Normalized {
         };
         let out_end = result.len_bytes.saturating_add(width);
         let in_end = at.saturating_add(width);
-        let (Some(source), Some(target)) = (
+        // No room left, or `max_chars` reached: either way, truncated.
+        match (
             input.get(at..in_end),
             out.get_mut(result.len_bytes..out_end),
-        ) else {
-            result.truncated = true;
-            break;
-        };
-        if result.chars >= max_chars {
-            result.truncated = true;
-            break;
+        ) {
+            (Some(source), Some(target)) if result.chars < max_chars => {
+                target.copy_from_slice(source)
+            }
+            _ => {
+                result.truncated = true;
+                break;
+            }
         }
-        target.copy_from_slice(source);
         result.len_bytes = out_end;
         result.chars = result.chars.saturating_add(1);
         at = in_end;
