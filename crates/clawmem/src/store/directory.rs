@@ -380,15 +380,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
-    /// The next cold session of a pass, and where its version is.
-    #[inline(always)]
-    pub(super) fn cold_next(&mut self, c: &mut ColdCursor) -> Result<Option<(Session, u8)>, Fail> {
-        Ok(match self.cold_step(c)? {
-            0 => None,
-            dir => Some((c.cur, dir)),
-        })
-    }
-
     /// The next cold session of a pass, in `c.cur`, and where its version
     /// is; 0 at the end ([`ColdCursor::next`]).
     #[inline(never)]

@@ -573,10 +573,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Some(s) => s.uid,
                 // (A deletion may write a full checkpoint, a new directory:
                 // each cold one is looked for from the start.)
-                None => match self.cold_next(&mut super::directory::ColdCursor::new(&self.dir))? {
-                    Some((s, _)) => s.uid,
-                    None => break,
-                },
+                None => {
+                    let mut c = super::directory::ColdCursor::new(&self.dir);
+                    match self.cold_step(&mut c)? {
+                        0 => break,
+                        _ => c.cur.uid,
+                    }
+                }
             };
             self.delete_uid(uid)?;
             n += 1;
