@@ -30,8 +30,8 @@ use core::fmt;
 use heapless::string::StringView;
 
 use super::text::{
-    contains_ascii_ci, cut_chars, cut_utf8, item_key, list_contains_term, normalize_for_key, terms,
-    to_fixed, trim_c, trim_end_c, ItemKey, NormalizedText,
+    contains_ascii_ci, copy_text, cut_chars, cut_utf8, item_key, list_contains_term,
+    normalize_for_key, terms, to_fixed, trim_c, trim_end_c, ItemKey, NormalizedText,
 };
 use super::{
     CONTENT_KEPT_BYTES, CONTENT_MAX_BYTES, KEYWORDS_KEPT_BYTES, KEYWORDS_MAX_BYTES,
@@ -251,7 +251,7 @@ impl fmt::Display for ItemError {
 
 /// One long-term memory item. See the module documentation for its
 /// invariants.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Item {
     pub(crate) id: ItemId,
     pub(crate) source: Source,
@@ -262,6 +262,32 @@ pub struct Item {
     pub(crate) created_at: u32,
     pub(crate) updated_at: u32,
     pub(crate) access_count: u16,
+}
+
+impl Clone for Item {
+    fn clone(&self) -> Self {
+        let mut item = Item::empty();
+        item.clone_from(self);
+        item
+    }
+
+    /// Copies `source` into `self` in place, field by field: no second item
+    /// on the stack, and one copy routine for every text capacity.
+    #[inline(never)]
+    fn clone_from(&mut self, source: &Self) {
+        self.id = source.id;
+        copy_text(self.source.as_mut_view(), &source.source);
+        copy_text(self.content.as_mut_view(), &source.content);
+        copy_text(self.tags.as_mut_view(), &source.tags);
+        copy_text(self.keywords.as_mut_view(), &source.keywords);
+        self.labels.clear();
+        for label in &source.labels {
+            let _ = self.labels.push(to_fixed(label));
+        }
+        self.created_at = source.created_at;
+        self.updated_at = source.updated_at;
+        self.access_count = source.access_count;
+    }
 }
 
 impl Item {

@@ -108,6 +108,13 @@ pub(crate) fn to_fixed<const N: usize>(s: &str) -> heapless::String<N> {
     out
 }
 
+/// Replaces the text of `out` with `s` (which fits its capacity), compiled
+/// once for every capacity.
+pub(crate) fn copy_text(out: &mut heapless::string::StringView, s: &str) {
+    out.clear();
+    fill_cut(out, s);
+}
+
 /// The body of [`to_fixed`], compiled once for every capacity.
 fn fill_cut(out: &mut heapless::string::StringView, s: &str) {
     // Cannot fail: the cut fits the capacity.
