@@ -448,7 +448,7 @@ impl<E: fmt::Debug, L: fmt::Display> fmt::Display for Error<E, L> {
             Error::BufferTooSmall { needed } => {
                 write!(f, "buffer too small: {needed} B needed")
             }
-            Error::UnknownLabel(e) => write!(f, "{e}"),
+            Error::UnknownLabel(e) => fmt::Display::fmt(e, f),
             Error::Config(what) => write!(f, "bad configuration: {what}"),
             Error::LogicBug(what) => write!(
                 f,
