@@ -325,6 +325,22 @@ impl Item {
         now: u32,
         limit: LabelLimit,
     ) -> Result<Self, ItemError> {
+        let mut item = Self::empty();
+        item.build(id, input, now, limit)?;
+        Ok(item)
+    }
+
+    /// [`Item::new`] into `self`, which is [`Item::empty`]: built in place,
+    /// field by field (no item moved through the result). On an error
+    /// `self` is left empty.
+    #[inline(never)]
+    pub(crate) fn build(
+        &mut self,
+        id: ItemId,
+        input: &ItemInput<'_>,
+        now: u32,
+        limit: LabelLimit,
+    ) -> Result<(), ItemError> {
         // Cut first (ESP-Claw's `strlcpy` into the array), trimmed after.
         let content = cut_trim(input.content, CONTENT_KEPT_BYTES);
         if content.is_empty() {
@@ -334,23 +350,21 @@ impl Item {
             "" => SOURCE_MANUAL,
             given => given,
         };
-        // Built in place, field by field (no field copied into the item).
         // The pushes cannot fail: each text is cut to its capacity.
-        let mut item = Self::empty();
-        item.id = id;
-        let _ = item.source.push_str(source);
-        let _ = item.content.push_str(content);
-        tags_into(item.tags.as_mut_view(), input.tags);
+        self.id = id;
+        let _ = self.source.push_str(source);
+        let _ = self.content.push_str(content);
+        tags_into(self.tags.as_mut_view(), input.tags);
         keywords_into(
-            item.keywords.as_mut_view(),
+            self.keywords.as_mut_view(),
             input.keywords,
             content,
-            &item.tags,
+            &self.tags,
         );
-        labels_into(&mut item.labels, &item.tags, limit);
-        item.created_at = now;
-        item.updated_at = now;
-        Ok(item)
+        labels_into(&mut self.labels, &self.tags, limit);
+        self.created_at = now;
+        self.updated_at = now;
+        Ok(())
     }
 
     /// The replacement for this item under `patch` (ESP-Claw's
@@ -371,6 +385,21 @@ impl Item {
         now: u32,
         limit: LabelLimit,
     ) -> Result<Option<Self>, ItemError> {
+        let mut replacement = Self::empty();
+        let changed = self.update_into(patch, new_id, now, limit, &mut replacement)?;
+        Ok(if changed { Some(replacement) } else { None })
+    }
+
+    /// [`Item::updated`] into `out`, which is [`Item::empty`], in place:
+    /// `Ok(true)` when `out` holds the replacement, `Ok(false)` for a no-op.
+    pub(crate) fn update_into(
+        &self,
+        patch: &ItemInput<'_>,
+        new_id: ItemId,
+        now: u32,
+        limit: LabelLimit,
+        out: &mut Item,
+    ) -> Result<bool, ItemError> {
         #[inline(never)]
         fn pick<'a>(patch: &'a str, current: &'a str) -> &'a str {
             if patch.is_empty() {
@@ -385,12 +414,12 @@ impl Item {
             keywords: pick(patch.keywords, &self.keywords),
             source: pick(patch.source, &self.source),
         };
-        let replacement = Self::new(new_id, &input, now, limit)?;
-        let unchanged = replacement.source == self.source
-            && replacement.content == self.content
-            && replacement.tags == self.tags
-            && replacement.keywords == self.keywords;
-        Ok(if unchanged { None } else { Some(replacement) })
+        out.build(new_id, &input, now, limit)?;
+        let unchanged = out.source == self.source
+            && out.content == self.content
+            && out.tags == self.tags
+            && out.keywords == self.keywords;
+        Ok(!unchanged)
     }
 
     /// The item's id.

@@ -65,11 +65,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<Stored, Fail> {
         let id = ItemId::new(self.mem.next_id);
         let mut stored = Stored {
-            item: Item::new(id, input, now, self.config.memory.label_limit)
-                .map_err(|_| fail!(InvalidInput, "memory content is empty"))?,
+            item: Item::empty(),
             changed: true,
             replaced: 0,
         };
+        stored
+            .item
+            .build(id, input, now, self.config.memory.label_limit)
+            .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
         self.mem_store_new(&mut stored, replace)?;
         Ok(stored)
     }
@@ -100,11 +103,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<Stored, Fail> {
         let id = ItemId::new(self.mem.next_id);
         let mut stored = Stored {
-            item: Item::new(id, input, created_at, self.config.memory.label_limit)
-                .map_err(|_| fail!(InvalidInput, "memory content is empty"))?,
+            item: Item::empty(),
             changed: true,
             replaced: 0,
         };
+        stored
+            .item
+            .build(id, input, created_at, self.config.memory.label_limit)
+            .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
         stored.item.set_updated_at(updated_at);
         stored.item.set_access_count(access_count);
         self.mem_store_new(&mut stored, false)?;
@@ -690,13 +696,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (_, old_root) = self.mem_load_in(&old_a, MERGED)?;
         let root = if old_root == 0 { id.get() } else { old_root };
         let new_id = ItemId::new(self.mem.next_id);
-        let Some(mut new) = self
+        let mut new = Item::empty();
+        let changed = self
             .slot(MERGED)
-            .updated(patch, new_id, now, self.config.memory.label_limit)
-            .map_err(|_| fail!(InvalidInput, "memory content is empty"))?
-        else {
+            .update_into(patch, new_id, now, self.config.memory.label_limit, &mut new)
+            .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
+        if !changed {
             return Ok(None);
-        };
+        }
         let dup = self.mem_duplicate(&new, Some(id.get()))?;
         if dup {
             // The answer is the existing item.
