@@ -70,7 +70,7 @@ use core::fmt;
 use super::item::{Item, ItemId, Label};
 use heapless::string::StringView;
 
-use super::text::{terms, trim_c};
+use super::text::{terms, to_fixed, trim_c};
 use super::{
     CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, SOURCE_MAX_BYTES,
     TAGS_MAX_BYTES,
@@ -628,7 +628,6 @@ impl Item {
         self.labels.clear();
         for _ in 0..label_count {
             let b = r.u8()?;
-            let mut label = Label::new();
             let len = usize::from(b & 0x3F);
             let text = if b & 0xC0 == LABEL_LITERAL {
                 r.str(
@@ -640,11 +639,11 @@ impl Item {
                     .and_then(|t| t.get(..len))
                     .ok_or(DecodeError::BadReference(ItemField::Label))?
             };
-            label
-                .push_str(text)
-                .map_err(|_| DecodeError::TooLong(ItemField::Label))?;
+            if text.len() > LABEL_MAX_BYTES {
+                return Err(DecodeError::TooLong(ItemField::Label));
+            }
             self.labels
-                .push(label)
+                .push(to_fixed(text))
                 .map_err(|_| DecodeError::TooManyLabels(label_count))?;
         }
         if r.pos != bytes.len() {
