@@ -231,6 +231,14 @@ impl Sink<'_> {
     fn byte(&mut self, b: u8) {
         self.put(&[b]);
     }
+
+    /// The byte `head` (a length or a marker), then `bytes` (compiled once
+    /// for every such field).
+    #[inline(never)]
+    fn field(&mut self, head: u8, bytes: &[u8]) {
+        self.byte(head);
+        self.put(bytes);
+    }
 }
 
 /// Reads fields from untrusted bytes.
@@ -468,17 +476,16 @@ impl Item {
             w.put(&self.access_count.to_le_bytes());
         }
         if source == 0 {
-            w.byte(self.source.len() as u8);
-            w.put(self.source.as_bytes());
+            w.field(self.source.len() as u8, self.source.as_bytes());
         }
-        w.byte(self.content.len().saturating_sub(1) as u8);
-        w.put(self.content.as_bytes());
-        w.byte(tags.len() as u8);
-        w.put(tags.as_bytes());
+        w.field(
+            self.content.len().saturating_sub(1) as u8,
+            self.content.as_bytes(),
+        );
+        w.field(tags.len() as u8, tags.as_bytes());
         w.byte(self.labels.len() as u8);
         if whole {
-            w.byte(keywords.len() as u8);
-            w.put(keywords.as_bytes());
+            w.field(keywords.len() as u8, keywords.as_bytes());
         } else if pieces > 0 {
             for piece in keywords.split(',') {
                 self.emit_piece(w, piece);
@@ -490,10 +497,7 @@ impl Item {
             });
             match tag {
                 Some(i) => w.byte((i as u8) << 6 | label.len() as u8),
-                None => {
-                    w.byte(LABEL_LITERAL | label.len() as u8);
-                    w.put(label.as_bytes());
-                }
+                None => w.field(LABEL_LITERAL | label.len() as u8, label.as_bytes()),
             }
         }
     }
@@ -511,8 +515,7 @@ impl Item {
                 }
             }
         }
-        w.byte(piece.len() as u8);
-        w.put(piece.as_bytes());
+        w.field(piece.len() as u8, piece.as_bytes());
     }
 
     /// Decodes an item written by [`Item::encode`] (or by version 1),
