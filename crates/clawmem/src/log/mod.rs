@@ -579,7 +579,7 @@ impl<F: NorFlash> Log<F> {
         self.settle_ahead()?;
         // A sector erased ahead is erased, and a chunk may say so: a cut
         // erase of it now would make that claim false.
-        if (1..=self.erased_ahead).any(|k| (self.head + k) % self.geo.count == index) {
+        if (0..self.erased_ahead).any(|k| (self.head + 1 + k) % self.geo.count == index) {
             return Ok(());
         }
         let start = self.geo.sector_start(index);

@@ -102,7 +102,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // wipe moves what lives there and erases it; the item, forgotten,
         // is not moved): bounded by the sectors, with nothing collected on
         // the stack.
-        for _ in 0..=self.log.geo().count {
+        for _ in 0..self.log.geo().count + 1 {
             // The last chunk reported: a put spanning sectors has its later
             // chunks wiped before its first, which is what finds them.
             let mut last = None;
