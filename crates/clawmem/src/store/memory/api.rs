@@ -52,29 +52,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         replace: bool,
     ) -> Result<Stored, Error<F::Error>> {
-        let r = self.memory_store_inner(input, now, replace);
-        self.surface(r)
+        let mut stored = Stored::fresh();
+        let r = self.mem_store_into(&mut stored, input, now, replace);
+        self.surface(r).map(|()| stored)
     }
 
-    /// [`memory_store`](Self::memory_store) with the engine's error.
-    pub(crate) fn memory_store_inner(
+    /// [`memory_store`](Self::memory_store) with the engine's error, into
+    /// `stored` ([`Stored::fresh`]; no answer moved through the result).
+    pub(crate) fn mem_store_into(
         &mut self,
+        stored: &mut Stored,
         input: &ItemInput<'_>,
         now: u32,
         replace: bool,
-    ) -> Result<Stored, Fail> {
+    ) -> Result<(), Fail> {
         let id = ItemId::new(self.mem.next_id);
-        let mut stored = Stored {
-            item: Item::empty(),
-            changed: true,
-            replaced: 0,
-        };
         stored
             .item
             .build(id, input, now, self.config.memory.label_limit)
             .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
-        self.mem_store_new(&mut stored, replace)?;
-        Ok(stored)
+        self.mem_store_new(stored, replace)
     }
 
     /// Stores an item carried over from another store (an ESP-Claw
@@ -89,32 +86,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         updated_at: u32,
         access_count: u16,
     ) -> Result<Stored, Error<F::Error>> {
-        let r = self.memory_import_inner(input, created_at, updated_at, access_count);
-        self.surface(r)
+        let mut stored = Stored::fresh();
+        let r = self.mem_import_into(&mut stored, input, created_at, updated_at, access_count);
+        self.surface(r).map(|()| stored)
     }
 
-    /// [`memory_import`](Self::memory_import) with the engine's error.
-    pub(crate) fn memory_import_inner(
+    /// [`memory_import`](Self::memory_import) with the engine's error, into
+    /// `stored` ([`Stored::fresh`]; no answer moved through the result).
+    pub(crate) fn mem_import_into(
         &mut self,
+        stored: &mut Stored,
         input: &ItemInput<'_>,
         created_at: u32,
         updated_at: u32,
         access_count: u16,
-    ) -> Result<Stored, Fail> {
+    ) -> Result<(), Fail> {
         let id = ItemId::new(self.mem.next_id);
-        let mut stored = Stored {
-            item: Item::empty(),
-            changed: true,
-            replaced: 0,
-        };
         stored
             .item
             .build(id, input, created_at, self.config.memory.label_limit)
             .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
         stored.item.set_updated_at(updated_at);
         stored.item.set_access_count(access_count);
-        self.mem_store_new(&mut stored, false)?;
-        Ok(stored)
+        self.mem_store_new(stored, false)
     }
 
     /// The common part of storing `stored.item`, a new item with the next
@@ -197,14 +191,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The active item with this id.
     pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let r = self.memory_get_inner(id);
-        self.surface(r)
+        let mut item = Item::empty();
+        let r = self.mem_get_into(id, &mut item);
+        self.surface(r).map(|()| item)
     }
 
-    /// [`memory_get`](Self::memory_get) with the engine's error.
-    pub(crate) fn memory_get_inner(&mut self, id: ItemId) -> Result<Item, Fail> {
+    /// [`memory_get`](Self::memory_get) with the engine's error, the item
+    /// copied into `item` (no item moved through the result).
+    pub(crate) fn mem_get_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
         let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
-        self.mem_load(&a)
+        self.mem_load_in(&a, 0)?;
+        item.clone_from(self.slot(0));
+        Ok(())
     }
 
     /// The active-set entry of item `id`, if it is active.
@@ -731,15 +729,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic.
     pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let r = self.memory_forget_inner(id);
-        self.surface(r)
-    }
-
-    /// [`memory_forget`](Self::memory_forget) with the engine's error.
-    pub(crate) fn memory_forget_inner(&mut self, id: ItemId) -> Result<Item, Fail> {
         let mut item = Item::empty();
-        self.mem_forget_into(id, &mut item)?;
-        Ok(item)
+        let r = self.mem_forget_into(id, &mut item);
+        self.surface(r).map(|()| item)
     }
 
     /// [`memory_forget`](Self::memory_forget) with the forgotten item

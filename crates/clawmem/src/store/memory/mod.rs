@@ -350,6 +350,18 @@ pub struct Stored {
     pub replaced: u16,
 }
 
+impl Stored {
+    /// A store's answer before it is made: an empty item, changed, nothing
+    /// replaced (filled in place).
+    pub(crate) const fn fresh() -> Stored {
+        Stored {
+            item: Item::empty(),
+            changed: true,
+            replaced: 0,
+        }
+    }
+}
+
 /// Without the `memory` feature, a memory record met at mount only marks
 /// the chain as not empty, and mount then refuses the store before writing
 /// anything (`mount.rs`): only a build with memory can collect it.

@@ -419,13 +419,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.mem_load_ok_in_word(&a, slot)
     }
 
-    /// The item with the applied access count and update time, onto the
-    /// caller's stack.
-    pub(super) fn mem_load(&mut self, a: &Active) -> Result<Item, Fail> {
-        self.mem_load_in(a, 0)?;
-        Ok(self.slot(0).clone())
-    }
-
     /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
     /// where `r` failed a checksum; flash errors pass through.
     #[inline(always)]
