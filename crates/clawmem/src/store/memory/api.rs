@@ -272,38 +272,37 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // go to the scratch area in that order; a label is emitted where its
         // hash first appears, with the number of times it appears.
         sort_active(&mut self.work.borrow_mut().active[OP], &by_id);
+        // Pass 0 gathers the hashes, pass 1 emits (one walk of the items
+        // for both).
         let cap = SCRATCH_BYTES / 4;
         let mut hashes = 0;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            if !self.mem_load_entry(OP, k)? {
-                continue;
-            }
-            let w: &mut Work = self.work.borrow_mut();
-            for l in w.items[0].labels() {
-                if hashes < cap {
-                    set_word(&mut w.scratch, hashes, fnv1a32(l.as_bytes()));
-                    hashes += 1;
-                }
-            }
-        }
         let mut emitted = 0;
         let mut pos = 0;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            if !self.mem_load_entry(OP, k)? {
-                continue;
-            }
-            let w: &Work = self.work.borrow();
-            for l in w.items[0].labels() {
-                let h = fnv1a32(l.as_bytes());
-                let b = &w.scratch;
-                let here = pos.min(hashes);
-                pos += 1;
-                if (0..here).any(|x| word(b, x) == h) {
+        for pass in 0..2 {
+            for k in 0..self.work.borrow_mut().active[OP].len() {
+                if !self.mem_load_entry(OP, k)? {
                     continue;
                 }
-                let refs = (0..hashes).filter(|&x| word(b, x) == h).count() as u16;
-                emitted += 1;
-                f(l, refs);
+                let w: &mut Work = self.work.borrow_mut();
+                for l in w.items[0].labels() {
+                    let h = fnv1a32(l.as_bytes());
+                    let b = &mut w.scratch;
+                    if pass == 0 {
+                        if hashes < cap {
+                            set_word(b, hashes, h);
+                            hashes += 1;
+                        }
+                        continue;
+                    }
+                    let here = pos.min(hashes);
+                    pos += 1;
+                    if (0..here).any(|x| word(b, x) == h) {
+                        continue;
+                    }
+                    let refs = (0..hashes).filter(|&x| word(b, x) == h).count() as u16;
+                    emitted += 1;
+                    f(l, refs);
+                }
             }
         }
         Ok(emitted)
