@@ -168,8 +168,10 @@ impl<F: NorFlash> Io<'_, F> {
 
     /// Reads `out.len()` bytes at `address`.
     pub fn read(&mut self, address: u32, out: &mut [u8]) -> Result<(), Fail> {
-        let end = address as u64 + out.len() as u64;
-        if end > self.geo.capacity() as u64 {
+        // (In u32: past the end if the address is, or the bytes after it
+        // are fewer than asked.)
+        let capacity = self.geo.capacity();
+        if address > capacity || out.len() > (capacity - address) as usize {
             return Err(self.parked().at(
                 fail!(Corrupted, "a pointer leads past the end of the partition"),
                 address,
