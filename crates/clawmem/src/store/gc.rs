@@ -200,7 +200,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let reserve = self.reserve_for(p);
         let space = u64::from(geo.sector_payload_space());
         let mut checked = false;
-        for _ in 0..=2 * geo.count {
+        for _ in 0..2 * geo.count + 1 {
             let (_, opens) = self.log.plan(len);
             if self.log.free_sectors() >= opens + reserve {
                 return Ok(());
@@ -635,7 +635,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.warm()?;
         }
         self.sort_table();
-        for _ in 0..=self.session_count() + 1 {
+        for _ in 0..self.session_count() + 2 {
             if !self.relocate_hot(tail_seq, span)? {
                 return Ok(0);
             }
