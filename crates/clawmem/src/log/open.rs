@@ -60,7 +60,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::{ChunkAt, Io, Log, Slot, ERASE_AHEAD, NOTE_ROOM, STAGE};
 use crate::error::Fail;
 use crate::layout::{
-    align_up, u16_at, u32_at, SectorHeader, CHUNK_HEADER_LEN, ERASED_AHEAD_VERSION,
+    align_up, u16_at, u32_at, SectorHeader, CHUNK_HEADER_LEN, ERASED_AHEAD_VERSION, NO_ADDR,
 };
 
 /// What [`Log::open`] found besides the ring's position, which it set.
@@ -220,8 +220,9 @@ impl<F: NorFlash> Log<F> {
         let sector_end = geo.sector_start(head) + geo.sector;
         let mut last: Option<ChunkAt> = None;
         let mut checkpoints = [None::<u32>; 2];
-        // The last chunk's CRC, once checked: (address, sound).
-        let mut last_ok: Option<(u32, bool)> = None;
+        // The last chunk's CRC, once checked: its address (`NO_ADDR`:
+        // none checked) and whether it is sound.
+        let (mut checked_at, mut checked_ok) = (NO_ADDR, false);
         // The walk ended at an erased header whose program piece is erased.
         let mut at_end = false;
         // The walk ended at a header that does not decode (torn or
@@ -236,10 +237,10 @@ impl<F: NorFlash> Log<F> {
                     // its CRC, the walk resumes at the next sound chunk.
                     if let Some(l) = last {
                         if c.header.seq != l.header.seq.wrapping_add(1)
-                            && last_ok.is_none_or(|(at, _)| at != l.address)
+                            && checked_at != l.address
                         {
                             let ok = self.crc_ok(&l)?;
-                            last_ok = Some((l.address, ok));
+                            (checked_at, checked_ok) = (l.address, ok);
                             if !ok {
                                 // A torn checkpoint written past is no
                                 // checkpoint: the one before it is.
@@ -274,7 +275,7 @@ impl<F: NorFlash> Log<F> {
                     // the damaged chunk is left behind and the walk goes on.
                     if let Some(c) = last {
                         let ok = self.crc_ok(&c)?;
-                        last_ok = Some((c.address, ok));
+                        (checked_at, checked_ok) = (c.address, ok);
                         if !ok {
                             if let Some(p) = self.resync_before(head, c.address + geo.write, pos)? {
                                 if p < pos {
@@ -322,10 +323,8 @@ impl<F: NorFlash> Log<F> {
         // head"); `None` after damage seals the head.
         let mut resume = None;
         let last_sound = match last {
-            Some(c) => match last_ok {
-                Some((at, ok)) if at == c.address => ok,
-                _ => self.crc_ok(&c)?,
-            },
+            Some(c) if checked_at == c.address => checked_ok,
+            Some(c) => self.crc_ok(&c)?,
             None => true,
         };
         if let (Some(c), false) = (last, last_sound) {
