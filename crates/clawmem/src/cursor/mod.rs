@@ -823,7 +823,7 @@ pub(crate) fn verify_batch<F: NorFlash>(
     let mut h = first;
     let mut at = addr;
     let mut total = 0u32;
-    for _ in 0..=io.geo.count {
+    for _ in 0..io.geo.count + 1 {
         if at + io.geo.chunk_size(h.len) > io.geo.sector_end(at)
             || !io.chunk_crc_ok(at, &h, scratch)?
         {
