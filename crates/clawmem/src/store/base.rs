@@ -24,7 +24,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use super::{Priority, Store, Work};
 use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
-use crate::cursor::{digest_stream, Chain, Held, RecPos, RecordInfo, Records};
+use crate::cursor::{digest_stream, Chain, RecPos, RecordInfo, Records};
 use crate::error::{fail, Fail};
 use crate::layout::{CHUNK_HEADER_LEN, CRC};
 use crate::log::{Io, Payload};
@@ -361,8 +361,12 @@ struct Sweep {
     /// Kept records passed so far, the summary counting as the first: the
     /// current one is number `passed - 1`.
     passed: u32,
-    /// The current record, when it is on flash (not the summary).
-    cur: Held<RecordInfo>,
+    /// The current record's entry fields: its type and format bytes, its
+    /// body's address (0 for the summary) and CRC (when known).
+    cur_type: u8,
+    cur_format: u8,
+    cur_addr: u32,
+    cur_crc: Option<u32>,
     /// The current record's body length, and whether the base carries it.
     cur_len: u32,
     cur_embedded: bool,
@@ -377,7 +381,10 @@ impl Sweep {
             pos,
             state: KeepState::new(),
             passed: 0,
-            cur: Held::Empty,
+            cur_type: 0,
+            cur_format: 0,
+            cur_addr: 0,
+            cur_crc: None,
             cur_len: 0,
             cur_embedded: false,
             embed_off: 0,
@@ -388,7 +395,6 @@ impl Sweep {
         self.pos.rewind();
         self.state = KeepState::new();
         self.passed = 0;
-        self.cur = Held::Empty;
         self.cur_len = 0;
         self.cur_embedded = false;
         self.embed_off = 0;
@@ -441,22 +447,12 @@ impl BaseWork {
     };
 }
 
-/// A kept record as the base sees it: from RAM (the summary) or flash.
-#[derive(Clone, Copy)]
-enum Kept<'r> {
-    Summary(Record<'r>),
-    Flash(RecordInfo),
-}
-
 impl<'r> BasePayload<'_, 'r, '_> {
-    /// Moves sweep `which` to kept record `k`; returns it and its body's
-    /// offset in the embedded section (if embedded).
-    fn seek<F: NorFlash>(
-        &mut self,
-        io: &mut Io<'_, F>,
-        which: usize,
-        k: u32,
-    ) -> Result<(Kept<'r>, Option<u32>), Fail> {
+    /// Moves sweep `which` to kept record `k` (the summary, if there is
+    /// one, is record 0), its fields in the sweep's `cur_*`; returns its
+    /// body's offset in the embedded section, or `u32::MAX` if the base
+    /// does not carry it (a word, in registers).
+    fn seek<F: NorFlash>(&mut self, io: &mut Io<'_, F>, which: usize, k: u32) -> Result<u32, Fail> {
         let (keep, summary, embed, ring) = (self.keep, self.summary, self.embed, &self.ring);
         let BaseWork { chain, sweeps, .. } = &mut *self.w;
         let sweep = &mut sweeps[which];
@@ -471,7 +467,10 @@ impl<'r> BasePayload<'_, 'r, '_> {
             match summary {
                 Some(s) if sweep.passed == 0 => {
                     // The summary is always carried.
-                    sweep.cur = Held::Empty;
+                    sweep.cur_type = s.kind.as_u8();
+                    sweep.cur_format = s.format.as_u8();
+                    sweep.cur_addr = 0;
+                    sweep.cur_crc = Some(CRC.checksum(s.body));
                     sweep.cur_len = s.body.len() as u32;
                     sweep.cur_embedded = true;
                 }
@@ -485,19 +484,21 @@ impl<'r> BasePayload<'_, 'r, '_> {
                             break r;
                         }
                     };
-                    sweep.cur = Held::Full(r);
+                    sweep.cur_type = r.kind.as_u8();
+                    sweep.cur_format = r.format.as_u8();
+                    sweep.cur_addr = r.addr;
+                    sweep.cur_crc = r.crc;
                     sweep.cur_len = r.len;
                     sweep.cur_embedded = ring.embeds(embed, &r);
                 }
             }
             sweep.passed += 1;
         }
-        let kept = match (sweep.cur.get(), summary) {
-            (Some(r), _) => Kept::Flash(*r),
-            (None, Some(s)) => Kept::Summary(s),
-            (None, None) => return Err(fail!(LogicBug, "base sweep lost its record")),
-        };
-        Ok((kept, sweep.cur_embedded.then_some(sweep.embed_off)))
+        Ok(if sweep.cur_embedded {
+            sweep.embed_off
+        } else {
+            u32::MAX
+        })
     }
 }
 
@@ -531,37 +532,32 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             } else if p < self.crcs_at {
                 let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
                 let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
-                let (rec, emb) = self.seek(io, ENTRIES, k)?;
-                let (kind, format, len, addr) = match rec {
-                    Kept::Summary(s) => (s.kind, s.format, s.body.len() as u32, 0),
-                    Kept::Flash(r) => (r.kind, r.format, r.len, r.addr),
-                };
+                let emb = self.seek(io, ENTRIES, k)?;
+                let c = &self.w.sweeps[ENTRIES];
                 let addr = match emb {
-                    Some(off) => io.stream_advance(self.payload_start, self.bodies_at + off),
-                    None => addr,
+                    u32::MAX => c.cur_addr,
+                    off => io.stream_advance(self.payload_start, self.bodies_at + off),
                 };
                 small = chdx::RawEntry {
                     offset: addr,
-                    length: len + 1,
-                    record_type: kind.as_u8(),
-                    backend_format: format.as_u8(),
+                    length: c.cur_len + 1,
+                    record_type: c.cur_type,
+                    backend_format: c.cur_format,
                 }
                 .encode();
                 &small[j..]
             } else if p < self.bodies_at {
                 let k = (p - self.crcs_at) / 4;
                 let j = ((p - self.crcs_at) % 4) as usize;
-                let (rec, _) = self.seek(io, CRCS, k)?;
-                let crc = match rec {
-                    Kept::Summary(s) => CRC.checksum(s.body),
-                    Kept::Flash(r) => match r.crc {
-                        Some(c) => c,
-                        None => {
-                            let mut d = CRC.digest();
-                            digest_stream(io, &mut d, r.addr, r.len, &mut [0u8; 64])?;
-                            d.finalize()
-                        }
-                    },
+                self.seek(io, CRCS, k)?;
+                let c = &self.w.sweeps[CRCS];
+                let crc = match c.cur_crc {
+                    Some(crc) => crc,
+                    None => {
+                        let mut d = CRC.digest();
+                        digest_stream(io, &mut d, c.cur_addr, c.cur_len, &mut [0u8; 64])?;
+                        d.finalize()
+                    }
                 };
                 small[..4].copy_from_slice(&crc.to_le_bytes());
                 &small[j..4]
@@ -570,27 +566,25 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                 let rel = p - self.bodies_at;
                 let mut k = self.w.sweeps[BODIES].passed.saturating_sub(1);
                 loop {
-                    let (rec, off) = self.seek(io, BODIES, k)?;
-                    let len = match rec {
-                        Kept::Summary(s) => s.body.len() as u32,
-                        Kept::Flash(r) => r.len,
-                    };
+                    let o = self.seek(io, BODIES, k)?;
+                    let c = &self.w.sweeps[BODIES];
+                    let len = c.cur_len;
                     // A referenced record between carried ones has no
                     // place in this section.
-                    let Some(o) = off else {
+                    if o == u32::MAX {
                         k += 1;
                         continue;
-                    };
+                    }
                     if rel < o {
                         return Err(fail!(LogicBug, "base body sweep went backwards"));
                     }
                     if rel < o + len {
                         let j = rel - o;
-                        match rec {
-                            Kept::Summary(s) => break &s.body[j as usize..],
-                            Kept::Flash(r) => {
+                        match self.summary {
+                            Some(s) if k == 0 => break &s.body[j as usize..],
+                            _ => {
                                 let n = ((len - j) as usize).min(rest);
-                                io.read_stream_after(r.addr, j, &mut out[done..done + n])?;
+                                io.read_stream_after(c.cur_addr, j, &mut out[done..done + n])?;
                                 done += n;
                                 break &[];
                             }
