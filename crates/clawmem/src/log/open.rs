@@ -236,9 +236,7 @@ impl<F: NorFlash> Log<F> {
                     // and this is not a chunk at all. If the one before fails
                     // its CRC, the walk resumes at the next sound chunk.
                     if let Some(l) = last {
-                        if c.header.seq != l.header.seq.wrapping_add(1)
-                            && checked_at != l.address
-                        {
+                        if c.header.seq != l.header.seq.wrapping_add(1) && checked_at != l.address {
                             let ok = self.crc_ok(&l)?;
                             (checked_at, checked_ok) = (l.address, ok);
                             if !ok {
