@@ -13,6 +13,7 @@
 //! the base commits: a power cut before that leaves the old chain in force.
 
 use crate::chdx::{BackendFormat, RecordType};
+use crate::layout::NO_ADDR;
 
 // The record kinds of the session layer, in class `CLASS_SESSION` of
 // `layout::kind` (`docs/FORMAT.md`, "Kinds").
@@ -120,6 +121,25 @@ pub(crate) const DIR_STUB_BASE: u8 = 4;
 pub(crate) const SESSION_ENCODED: usize = 32;
 
 impl Session {
+    /// No session: no id, records or addresses, the oldest sector none.
+    /// What a cursor holds before it gives a session, and the base of a
+    /// stub that mount fills in later.
+    pub const EMPTY: Session = Session {
+        uid: 0,
+        id_hash: 0,
+        id_len: 0,
+        flags: 0,
+        records: 0,
+        chain: 0,
+        head: NO_ADDR,
+        root: NO_ADDR,
+        root_is_base: false,
+        oldest: u32::MAX,
+        size: 0,
+        dirty: false,
+        dir: DIR_NONE,
+    };
+
     pub fn blocked(&self) -> bool {
         self.flags & FLAG_BLOCKED != 0
     }

@@ -51,7 +51,7 @@ use crate::layout::NO_ADDR;
 use crate::layout::{u16_at, u32_at, CHUNK_HEADER_LEN};
 use crate::log::Io;
 use crate::naming::fnv1a32;
-use crate::session::{Session, DIR_DELTA, DIR_FULL, DIR_NONE, DIR_STUB, DIR_STUB_BASE};
+use crate::session::{Session, DIR_DELTA, DIR_FULL, DIR_STUB, DIR_STUB_BASE};
 use crate::session::{MAX_SESSION_ID_BYTES, SESSION_ENCODED};
 
 /// Cold sessions whose newest version is in a delta checkpoint that RAM
@@ -188,23 +188,6 @@ pub(super) struct ColdCursor {
     pub cur: Session,
 }
 
-/// What [`ColdCursor::cur`] holds before the pass gives a session.
-const NO_SESSION: Session = Session {
-    uid: 0,
-    id_hash: 0,
-    id_len: 0,
-    flags: 0,
-    records: 0,
-    chain: 0,
-    head: NO_ADDR,
-    root: NO_ADDR,
-    root_is_base: false,
-    oldest: u32::MAX,
-    size: 0,
-    dirty: false,
-    dir: DIR_NONE,
-};
-
 /// The RAM state a [`ColdCursor`] reads past.
 pub(super) struct DirView<'a> {
     pub dir: &'a Dir,
@@ -233,7 +216,7 @@ impl ColdCursor {
             at: 0,
             left: 0,
             seen: Vec::new(),
-            cur: NO_SESSION,
+            cur: Session::EMPTY,
         }
     }
 

@@ -278,18 +278,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let stub = Session {
             uid,
-            id_hash: 0,
-            id_len: 0,
-            flags: 0,
-            records: 0,
-            chain: 0,
-            head: NO_ADDR,
-            root: NO_ADDR,
-            root_is_base: false,
-            oldest: u32::MAX,
-            size: 0,
             dirty: true,
             dir: DIR_STUB,
+            ..Session::EMPTY
         };
         Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), stub)
     }

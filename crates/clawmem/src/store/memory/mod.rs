@@ -350,6 +350,7 @@ pub struct Stored {
     pub replaced: u16,
 }
 
+#[cfg(feature = "memory")]
 impl Stored {
     /// A store's answer before it is made: an empty item, changed, nothing
     /// replaced (filled in place).
