@@ -74,8 +74,8 @@ pub(crate) struct Opened {
     pub sealed_head: bool,
     /// The head sector's last chunk is torn, and writing goes on after it.
     pub resumed_head: bool,
-    /// The newest checkpoint in the head sector, if any.
-    pub head_checkpoint: Option<u32>,
+    /// The newest checkpoint in the head sector (`NO_ADDR`: none).
+    pub head_checkpoint: u32,
     /// The checkpoint the head sector's header names.
     pub header_checkpoint: u32,
     /// The batch sequence of a checkpoint that began in an earlier sector
@@ -418,8 +418,10 @@ impl<F: NorFlash> Log<F> {
             if version >= ERASED_AHEAD_VERSION && end + NOTE_ROOM <= sector_end {
                 self.ahead_said = c.header.ahead();
                 let claimed = self.ahead_said.min(ERASE_AHEAD as u32).min(geo.count - 1);
+                let mut sector = head;
                 for k in 0..claimed {
-                    let at = geo.sector_start((head + 1 + k) % geo.count);
+                    sector = geo.next(sector);
+                    let at = geo.sector_start(sector);
                     if !self.erased(at, geo.sector_header)? {
                         break;
                     }
@@ -429,7 +431,7 @@ impl<F: NorFlash> Log<F> {
             }
         }
         self.ahead_unread = self.erased_ahead;
-        report.head_checkpoint = head_checkpoint;
+        report.head_checkpoint = head_checkpoint.unwrap_or(NO_ADDR);
         report.header_checkpoint = header_checkpoint;
         report.head_valid_end = valid_end;
         Ok(Some(report))

@@ -298,7 +298,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     fn mount_finish(
         &mut self,
-        head_checkpoint: Option<u32>,
+        head_checkpoint: u32,
         continued_checkpoint: Option<u32>,
         header_checkpoint: u32,
         head: u32,
@@ -314,16 +314,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let c = match i {
                 0 => head_checkpoint,
                 1 => match continued_checkpoint {
-                    Some(seq) => self.log.checkpoint_ending_in(seq)?,
-                    None => None,
+                    Some(seq) => self.log.checkpoint_ending_in(seq)?.unwrap_or(NO_ADDR),
+                    None => NO_ADDR,
                 },
-                _ => Some(header_checkpoint),
+                _ => header_checkpoint,
             };
-            if let Some(c) = c {
-                if c != NO_ADDR && self.load_checkpoint(c)? {
-                    start = Some(c);
-                    break;
-                }
+            if c != NO_ADDR && self.load_checkpoint(c)? {
+                start = Some(c);
+                break;
             }
         }
         let scan_from = match start {
