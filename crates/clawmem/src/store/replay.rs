@@ -88,15 +88,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // its session when the name can be recovered; its own
                     // records are lost (its CRC fails when read).
                     let mut id = [0u8; MAX_SESSION_ID_BYTES];
-                    let (uid, n, records, size) = match meta.id() {
-                        Some(x) if meta.id_ok() => {
-                            id[..x.len()].copy_from_slice(x);
-                            (uid, x.len(), u16::from(meta.fixed.count), added)
-                        }
+                    let (uid, name, records, size) = match meta.id() {
+                        Some(x) if meta.id_ok() => (uid, x, u16::from(meta.fixed.count), added),
                         _ => match self.log.start_name(addr, None, &mut id)? {
                             Some((uid, n)) => {
                                 self.mount_report.recovered_names += 1;
-                                (uid, n, 0, 0)
+                                (uid, &id[..n], 0, 0)
                             }
                             None => {
                                 // A session's name failed its checksum.
@@ -111,8 +108,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                     Session {
                         uid,
-                        id_hash: fnv1a32(&id[..n]),
-                        id_len: n as u8,
+                        id_hash: fnv1a32(name),
+                        id_len: name.len() as u8,
                         flags: 0,
                         records,
                         chain: 0,
