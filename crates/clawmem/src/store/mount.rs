@@ -86,39 +86,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         work: W,
         config: Config,
     ) -> Result<(), Error<F::Error>> {
-        Self::format_in_place(slot, flash, work, config)
-    }
-
-    /// [`format_into`](Self::format_into), for mount to call too. The
-    /// engine's errors become public ones here, where the log (and the
-    /// store) that keeps their parked parts is at hand.
-    fn format_in_place(
-        slot: &mut Option<Self>,
-        flash: F,
-        work: W,
-        config: Config,
-    ) -> Result<(), Error<F::Error>> {
-        *slot = None;
-        let geo = geometry(&flash, config.flash_units).map_err(Error::<F::Error>::Config)?;
-        let reserves = Self::check_config(&geo, &config)?;
-        // Head sequence 0 and tail 1, an empty ring: opening sector 0 takes
-        // sequence 1.
-        let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
-        if let Err(f) = Self::format_ring(&mut log) {
-            return Err(log.parked().error(f));
-        }
-        let store = Self::install(
-            slot,
-            log,
-            work,
-            config,
-            reserves,
-            MountReport::default(),
-            1,
-            0,
-        );
-        let r = store.write_checkpoint();
-        Self::settle(slot, r)
+        Self::in_place(slot, flash, work, config, None)
     }
 
     /// The store of a format or mount, built in `slot`, where it will live:
@@ -126,7 +94,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// delta count are the ones given. A literal written into the slot, so
     /// that no second `Store` passes through the stack (a constructor's
     /// return value did: measured, the QEMU remount went from 3,004 B to
-    /// 7,132 B); out of line, for format and mount to share.
+    /// 7,132 B); out of line, so that the temporary the literal is built
+    /// in is off the stack before the store's first write or the mount's
+    /// scan.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn install(
@@ -243,37 +213,56 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         config: Config,
         mode: MountMode,
     ) -> Result<(), Error<F::Error>> {
-        Self::mount_in_place(slot, flash, work, config, mode)
+        Self::in_place(slot, flash, work, config, Some(mode))
     }
 
-    /// [`mount_into`](Self::mount_into). The engine's errors become public
-    /// ones here, where the log (and the store) that keeps their parked
-    /// parts is at hand.
-    fn mount_in_place(
+    /// [`format_into`](Self::format_into) (`mode` `None`) and
+    /// [`mount_into`](Self::mount_into), which formats a blank partition
+    /// if `mode` allows. The engine's errors become public ones here, where
+    /// the log (and the store) that keeps their parked parts is at hand.
+    fn in_place(
         slot: &mut Option<Self>,
         flash: F,
         work: W,
         config: Config,
-        mode: MountMode,
+        mode: Option<MountMode>,
     ) -> Result<(), Error<F::Error>> {
         *slot = None;
         let geo = geometry(&flash, config.flash_units).map_err(Error::<F::Error>::Config)?;
         let reserves = Self::check_config(&geo, &config)?;
-        let mut log = Log::new(flash, geo, 0, 0, 0);
-        // 1. and 2.: the sector headers and the head sector (`log/open.rs`).
-        let opened = match log.open(mode == MountMode::FormatIfBlank) {
-            Ok(Some(opened)) => opened,
-            Ok(None) => return Self::format_in_place(slot, log.into_flash(), work, config),
+        // A format's ring: head sequence 0 and tail 1, an empty ring
+        // (opening sector 0 takes sequence 1). A mount's is where
+        // `Log::open` finds it.
+        let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
+        // 1. and 2.: the sector headers and the head sector (`log/open.rs`);
+        // `None`: format (asked, or the partition is blank and may be).
+        let opened = match mode {
+            Some(mode) => log.open(mode == MountMode::FormatIfBlank),
+            None => Ok(None),
+        };
+        let opened = match opened {
+            Ok(None) => Self::format_ring(&mut log).map(|()| None),
+            r => r,
+        };
+        let opened = match opened {
+            Ok(o) => o,
             Err(f) => return Err(log.parked().error(f)),
         };
-        let report = MountReport {
-            sector_headers: opened.sector_headers,
-            damaged_headers: opened.damaged_headers,
-            sealed_head: opened.sealed_head,
-            resumed_head: opened.resumed_head,
-            ..MountReport::default()
-        };
         let (head, head_seq) = (log.head(), log.head_seq());
+        let (report, checkpoint_sector_seq, deltas_since_full) = match &opened {
+            Some(o) => (
+                MountReport {
+                    sector_headers: o.sector_headers,
+                    damaged_headers: o.damaged_headers,
+                    sealed_head: o.sealed_head,
+                    resumed_head: o.resumed_head,
+                    ..MountReport::default()
+                },
+                head_seq,
+                DELTAS_PER_FULL,
+            ),
+            None => (MountReport::default(), 1, 0),
+        };
         let store = Self::install(
             slot,
             log,
@@ -281,17 +270,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             config,
             reserves,
             report,
-            head_seq,
-            DELTAS_PER_FULL,
+            checkpoint_sector_seq,
+            deltas_since_full,
         );
-        let r = store.mount_finish(
-            opened.head_checkpoint,
-            opened.continued_checkpoint,
-            opened.header_checkpoint,
-            head,
-            head_seq,
-            opened.head_valid_end,
-        );
+        let r = match opened {
+            Some(o) => store.mount_finish(
+                o.head_checkpoint,
+                o.continued_checkpoint,
+                o.header_checkpoint,
+                head,
+                head_seq,
+                o.head_valid_end,
+            ),
+            None => store.write_checkpoint(),
+        };
         Self::settle(slot, r)
     }
 
