@@ -215,8 +215,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.deleted_since_full.clear();
         }
         // The sessions, the deletions and the objects, in that order, read
-        // by one loop.
-        let mut slots: Vec<ObjectSlot, MAX_OBJECTS> = Vec::new();
+        // by one loop. (The objects go straight to the table: a damaged
+        // checkpoint leaves the state to be loaded again, or rebuilt by a
+        // scan of the ring, whichever way.)
+        self.objects.clear();
         let deleted_end = count + deleted_count;
         for k in 0..deleted_end + objects {
             let mut b = [0u8; SESSION_ENCODED];
@@ -256,7 +258,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || u32_at(&b, 0) >> 8 != 0 {
                     return Ok(0);
                 }
-                let _ = slots.push(slot);
+                let _ = self.objects.push(slot);
             }
         }
         let mut m = [0u8; MEM_STATE_ENCODED];
@@ -274,7 +276,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             false => self.dir.set_full(addr, count as u32, u32_at(&fixed, 4)),
         }
-        self.objects = slots;
         self.mem = mem;
         self.cut_waste = u32_at(&waste, 0);
         self.cut_waste_seq = u32_at(&waste, 4);
@@ -372,23 +373,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // were made against, before it may change.
         self.resolve_stubs()?;
         // The version, and the cut waste if it has one.
-        let mut fixed = [0u8; 1 + CKPT_WASTE];
+        let mut version = [0u8; 1];
+        let mut waste = [0u8; CKPT_WASTE];
         let mut io = self.log.io();
-        io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed[..1])?;
-        if matches!(fixed[0], CKPT_FULL_WASTE | CKPT_DELTA_WASTE) {
-            io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut fixed[1..])?;
+        io.read_stream(addr + CHUNK_HEADER_LEN, &mut version)?;
+        let version = version[0];
+        if matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE) {
+            io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut waste)?;
         }
         let Some(seq) = self.seq_at(addr) else {
             return Ok(0);
         };
-        let version = fixed[0];
         if !matches!(version, CKPT_VERSION..=CKPT_DELTA_WASTE) || self.log.verify(addr)?.is_none() {
             return Ok(0);
         }
-        // Versions 1 and 2 say no cut waste (`fixed` stayed zero).
+        // Versions 1 and 2 say no cut waste (`waste` stayed zero).
         let with_waste = matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE);
-        self.cut_waste = u32_at(&fixed, 1);
-        self.cut_waste_seq = u32_at(&fixed, 5);
+        self.cut_waste = u32_at(&waste, 0);
+        self.cut_waste_seq = u32_at(&waste, 4);
         if !matches!(version, CKPT_VERSION | CKPT_FULL_WASTE) {
             // A delta that follows the directory's newest checkpoint holds
             // the state of every session the scan changed since then, as
@@ -621,7 +623,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut fixed_len = CKPT_FIXED + CKPT_WASTE;
         if waste == 0 {
             // No waste part: the delta part moves up over it.
-            fixed.copy_within(6.., 4);
+            (fixed[4], fixed[5]) = (fixed[6], fixed[7]);
             fixed_len = CKPT_FIXED;
         }
         if delta {
