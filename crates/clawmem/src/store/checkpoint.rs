@@ -164,7 +164,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut io = self.log.io();
         // One pass: decode while every chunk's CRC is checked; a damaged
         // checkpoint makes the caller start over from another one.
-        let Some(mut r) = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)? else {
+        // (Used where it is: moved out of the `Option`, it was copied twice.)
+        let mut reader = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)?;
+        let Some(r) = reader.as_mut() else {
             return Ok(0);
         };
         let mut fixed = [0u8; CKPT_FIXED];
@@ -315,7 +317,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         mut skip: usize,
         deleted: usize,
     ) -> Result<u32, Fail> {
-        let Some(mut r) = VerifiedReader::new(io, addr, kind::CHECKPOINT)? else {
+        let mut reader = VerifiedReader::new(io, addr, kind::CHECKPOINT)?;
+        let Some(r) = reader.as_mut() else {
             return Ok(0);
         };
         let mut b = [0u8; SESSION_ENCODED];
