@@ -612,10 +612,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let head_seq = self.log.head_seq();
         let space = geo.sector_payload_space();
-        let head_used = space.saturating_sub(self.log.head_room());
+        let head_room = self.log.head_room();
+        let head_used = space.saturating_sub(head_room);
         let first = geo.sector_end(from).saturating_sub(from);
         let spent = if seq == head_seq {
-            first.saturating_sub(self.log.head_room())
+            first.saturating_sub(head_room)
         } else {
             first + (head_seq - seq - 1) * space + head_used
         };

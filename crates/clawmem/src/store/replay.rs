@@ -122,8 +122,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         dir: DIR_NONE,
                     }
                 } else {
-                    self.next_uid = self.next_uid.max(uid.wrapping_add(1));
-                    self.warm_uid(uid)?;
+                    self.warm_uid(uid, true)?;
                     if let Some(s) = uid_mut(&mut self.sessions, uid) {
                         // A batch whose back pointer does not lead to the head is
                         // damaged (or follows a damaged one): it still becomes the
@@ -156,8 +155,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.log
                     .io()
                     .read_stream_after(at, BASE_FIXED, &mut id[..n])?;
-                self.next_uid = self.next_uid.max(b.fixed.uid.wrapping_add(1));
-                self.warm_uid(b.fixed.uid)?;
+                self.warm_uid(b.fixed.uid, true)?;
                 // A base is written for a session that exists: its name is
                 // the one the table has (the base's copy is not trusted
                 // unchecked); a base for an unknown session is damage. A
@@ -225,7 +223,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.remove_uid(uid);
                     return Ok(());
                 }
-                self.warm_uid(uid)?;
+                self.warm_uid(uid, false)?;
                 if let Some(s) = uid_mut(&mut self.sessions, uid) {
                     s.flags |= FLAG_BLOCKED;
                     s.dirty = true;
@@ -268,8 +266,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// directory, gets a stub in the table that gathers what the batches
     /// after the checkpoint change; one pass over the directory at the end
     /// of the scan fills the stubs in (`resolve_stubs`), so that a mount
-    /// reads the directory once, not once a session.
-    fn warm_uid(&mut self, uid: u32) -> Result<(), Fail> {
+    /// reads the directory once, not once a session. `raise`: the batch
+    /// names the uid as its own (a session's batch or base), so the next
+    /// uid is past it.
+    fn warm_uid(&mut self, uid: u32, raise: bool) -> Result<(), Fail> {
+        if raise {
+            self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+        }
         if self.index_of(uid).is_some() || !self.may_be_cold(uid) {
             return Ok(());
         }
