@@ -72,7 +72,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let sector_seq = self.log.head_seq_of(addr);
         let s = match h.kind {
             SESSION_BATCH => {
-                let meta = BatchMeta::read_with(&mut self.log.io(), addr, h)?;
+                // (Used where it is: moved out of the `Result`, the meta
+                // was copied whole, and the frame held it twice.)
+                let read = BatchMeta::read_with(&mut self.log.io(), addr, h);
+                let meta = read.as_ref().map_err(|_| Skip)?;
                 let uid = meta.fixed.uid;
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
                 if added > geo.capacity() {
@@ -141,7 +144,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // or in a chunk length before it. Follow the back
                         // pointers to it and recover the name there, or the
                         // whole session is lost.
-                        self.adopt(addr, &meta, sector_seq)?
+                        self.adopt(addr, meta, sector_seq)?
                     } else {
                         return Ok(());
                     }
@@ -320,17 +323,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 s.oldest = s.oldest.min(seq);
             }
             let sound = self.log.verify(root)?.is_some();
-            let m = if sound {
-                Some(BatchMeta::read(&mut self.log.io(), root)?)
-            } else {
-                None
+            // (Used where it is, not moved out of the `Result`.)
+            let read = match sound {
+                true => Some(BatchMeta::read(&mut self.log.io(), root)),
+                false => None,
+            };
+            let m = match &read {
+                Some(Ok(m)) => Some(m),
+                Some(Err(_)) => return Err(Skip),
+                None => None,
             };
             let named = self.log.start_name(root, Some(uid), &mut id)?;
             // A sound batch of the session counts: the first one, whose
             // name was found (the scan skipped it), or one before the head
             // that is not a first batch, which lets the walk go on past it.
             // (Looked at where it is: a batch's meta is too large to move.)
-            let m = m.as_ref().filter(|m| {
+            let m = m.filter(|m| {
                 m.fixed.uid == uid
                     && (named.is_some() || m.id().is_none() && m.fixed.prev != NO_ADDR)
             });
