@@ -235,17 +235,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Ok(0);
             }
             if k < count {
-                let Some(mut s) = Session::decode(&b) else {
+                let mut decoded = Session::decode(&b);
+                let Some(s) = decoded.as_mut() else {
                     return Ok(0);
                 };
                 s.dir = if delta { DIR_DELTA } else { DIR_FULL };
                 if delta {
                     // (A delta's sessions after its deletions, which the
                     // first pass applied.)
-                    Self::upsert_session(&mut self.sessions, &mut self.dir, io.parked(), s)?;
-                } else if self.sessions.push(s).is_err() {
+                    Self::upsert_session(&mut self.sessions, &mut self.dir, io.parked(), *s)?;
+                } else if self.sessions.push(*s).is_err() {
                     // Cold: found in the directory when it is used.
-                    self.dir.note_unloaded(&s);
+                    self.dir.note_unloaded(s);
                 }
             } else if k < deleted_end {
                 // (Applied by the first pass.)

@@ -151,7 +151,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             }
             SESSION_BASE => {
-                let b = read_base(&mut self.log.io(), addr)?;
+                let read = read_base(&mut self.log.io(), addr);
+                let b = read.as_ref().map_err(|_| Skip)?;
                 let mut id = [0u8; MAX_SESSION_ID_BYTES];
                 let n = b.fixed.id_len as usize;
                 let at = addr + CHUNK_HEADER_LEN;
