@@ -105,8 +105,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let ckpt = self.checkpoint_len() + SESSION_ENCODED as u32 + OBJ_ENCODED as u32;
         // The largest index a compaction of the sessions present writes.
         let index = || {
-            let hot = self.sessions.iter().map(index_len).max().unwrap_or(0);
-            hot.max(self.dir.cold_index_max)
+            let cold = self.dir.cold_index_max;
+            self.sessions.iter().fold(cold, |m, s| m.max(index_len(s)))
         };
         // Room kept for memory and profiles, less what objects hold.
         let knowledge = || {
@@ -602,9 +602,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     len: len + OBJ_FIXED,
                 };
                 let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
-                self.objects[k].addr = addr;
-                self.objects[k].seq = self.log.head_seq_of(addr);
-                self.objects[k].len = len;
+                let seq = self.log.head_seq_of(addr);
+                if let Some(o) = self.objects.get_mut(k) {
+                    *o = super::objects::ObjectSlot {
+                        addr,
+                        seq,
+                        len,
+                        ..*o
+                    };
+                }
             }
             k += 1;
         }
