@@ -275,14 +275,17 @@ impl ColdCursor {
 /// (when RAM can name it as cold).
 fn victim_in(sessions: &[Session], dir: &Dir, pinned: u32, delta: bool) -> Option<usize> {
     let room = delta && !dir.delta_cold.is_full();
+    // The best so far and its oldest sector.
     let mut best: Option<usize> = None;
+    let mut far = 0;
     for (i, s) in sessions.iter().enumerate() {
         let ok = !s.dirty
             && s.uid != pinned
             && (s.dir == DIR_FULL || s.dir == DIR_DELTA && room)
             && dir.len > 0;
-        if ok && best.is_none_or(|b| sessions[b].oldest < s.oldest) {
+        if ok && (best.is_none() || far < s.oldest) {
             best = Some(i);
+            far = s.oldest;
         }
     }
     best
