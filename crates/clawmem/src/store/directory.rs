@@ -254,16 +254,21 @@ impl ColdCursor {
             let Some(s) = Session::decode(&b) else {
                 continue;
             };
-            if self.k == 0 {
-                if v.cold_in_full(s.uid) {
-                    self.cur = s;
-                    return Ok(DIR_FULL);
+            let dir = if self.k == 0 {
+                match v.cold_in_full(s.uid) {
+                    true => DIR_FULL,
+                    false => 0,
                 }
             } else if v.dir.in_delta_cold(s.uid) && !self.seen.contains(&s.uid) {
                 // (`seen` holds as many as `delta_cold` can.)
                 let _ = self.seen.push(s.uid);
+                DIR_DELTA
+            } else {
+                0
+            };
+            if dir != 0 {
                 self.cur = s;
-                return Ok(DIR_DELTA);
+                return Ok(dir);
             }
         }
     }
