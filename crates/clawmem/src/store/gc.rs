@@ -728,14 +728,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             // A scrub holds nothing back for the others: most sessions
             // have nothing in its sector and are not rewritten.
-            let others: u64 = match span {
-                Some(_) => 0,
-                None => self.sessions[i + 1..]
-                    .iter()
-                    .filter(|o| o.oldest <= tail_seq)
-                    .map(minimal)
-                    .sum(),
-            };
+            let mut others = 0u64;
+            for (j, o) in self.sessions.iter().enumerate() {
+                if span.is_none() && j > i && o.oldest <= tail_seq {
+                    others += minimal(o);
+                }
+            }
             // The bodies in the tail: a sector at most, for all of them.
             let budget = self.room_bytes().saturating_sub(others + space);
             // Copy as much of the session as the room allows: everything,
@@ -748,15 +746,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             };
             #[cfg(not(feature = "memory"))]
             let first = Embed::All;
-            let mut moved = self.rewrite_base_gc(i, first, budget);
-            let mut k = self.log.free_sectors();
-            while span.is_none() && matches!(moved, Ok(false)) {
-                moved = self.rewrite_base_gc(i, Embed::UpTo(tail_seq + k), budget);
-                if k == 0 {
-                    break;
+            // One call site: `first`, then (a release) the bodies up to
+            // `k` sectors on, `k` from the free sectors down to none.
+            let mut embed = first;
+            let mut k: Option<u32> = None;
+            let moved = loop {
+                let moved = self.rewrite_base_gc(i, embed, budget);
+                if span.is_some() || !matches!(moved, Ok(false)) {
+                    break moved;
                 }
-                k /= 2;
-            }
+                let next = match k {
+                    None => self.log.free_sectors(),
+                    Some(0) => break moved,
+                    Some(k) => k / 2,
+                };
+                k = Some(next);
+                embed = Embed::UpTo(tail_seq + next);
+            };
             match moved {
                 Ok(true) => i += 1,
                 Ok(false) => return Ok(false),
