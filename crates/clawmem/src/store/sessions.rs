@@ -414,8 +414,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
             self.write_uid(SESSION_BLOCK, s.uid)?;
             let i = self.index_of(s.uid).ok_or(Fail::NOT_FOUND)?;
-            self.sessions[i].flags |= FLAG_BLOCKED;
-            self.sessions[i].dirty = true;
+            let x = &mut self.sessions[i];
+            x.flags |= FLAG_BLOCKED;
+            x.dirty = true;
             return Ok(Appended {
                 compacted: false,
                 blocked: true,
