@@ -665,22 +665,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let Some(x) = self.sessions.iter_mut().find(|x| x.uid == e.uid && stub(x)) else {
                     continue;
                 };
-                *x = match x.dir {
-                    DIR_STUB => Session {
-                        head: if x.head == NO_ADDR { e.head } else { x.head },
-                        records: e.records.saturating_add(x.records),
-                        size: e.size.saturating_add(x.size),
-                        chain: e.chain.saturating_add(x.chain),
-                        flags: e.flags | x.flags,
-                        ..e
-                    },
-                    // A base that names another session is damage: the
-                    // directory's entry stands.
-                    _ if x.id_hash != e.id_hash || x.id_len != e.id_len => e,
-                    _ => *x,
-                };
-                x.dirty = true;
-                x.dir = loc;
+                let mut n = e;
+                if x.dir == DIR_STUB {
+                    if x.head != NO_ADDR {
+                        n.head = x.head;
+                    }
+                    n.records = e.records.saturating_add(x.records);
+                    n.size = e.size.saturating_add(x.size);
+                    n.chain = e.chain.saturating_add(x.chain);
+                    n.flags = e.flags | x.flags;
+                } else if x.id_hash == e.id_hash && x.id_len == e.id_len {
+                    // (A base that names another session is damage: the
+                    // directory's entry stands.)
+                    n = *x;
+                }
+                n.dirty = true;
+                n.dir = loc;
+                *x = n;
             }
         }
         // Stubs the directory does not hold.
