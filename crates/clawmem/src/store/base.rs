@@ -433,6 +433,14 @@ pub(crate) struct BaseWork {
     id: [u8; MAX_SESSION_ID_BYTES],
 }
 
+/// The CHDX header, as the small section buffer of
+/// [`BasePayload::fill`] holds it.
+const HEADER: [u8; CHDX_ENTRY_SIZE] = {
+    let h = chdx::encode_header();
+    [h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], 0, 0]
+};
+const _: () = assert!(CHDX_HEADER_SIZE == 8 && CHDX_ENTRY_SIZE == 10);
+
 /// The sweep of each section, in [`BaseWork::sweeps`].
 const ENTRIES: usize = 0;
 const CRCS: usize = 1;
@@ -519,49 +527,15 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
         while done < out.len() {
             let p = offset + done as u32;
             let rest = out.len() - done;
-            // The small sections are copied from `src`, a slice of the
-            // section's bytes from `p` on.
+            // Each section is copied from `src`, a slice of the section's
+            // bytes from `p` on (the small ones built in `small`), or read
+            // straight into `out` (a carried body on flash).
             let mut small = [0u8; CHDX_ENTRY_SIZE];
             let src: &[u8] = if p < BASE_FIXED {
                 &self.fixed[p as usize..]
             } else if p < BASE_FIXED + self.id_len {
                 &self.w.id[(p - BASE_FIXED) as usize..self.id_len as usize]
-            } else if p < self.entries_at {
-                small[..CHDX_HEADER_SIZE].copy_from_slice(&chdx::encode_header());
-                &small[(p - BASE_FIXED - self.id_len) as usize..CHDX_HEADER_SIZE]
-            } else if p < self.crcs_at {
-                let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
-                let j = ((p - self.entries_at) % CHDX_ENTRY_SIZE as u32) as usize;
-                let emb = self.seek(io, ENTRIES, k)?;
-                let c = &self.w.sweeps[ENTRIES];
-                let addr = match emb {
-                    u32::MAX => c.cur_addr,
-                    off => io.stream_advance(self.payload_start, self.bodies_at + off),
-                };
-                small = chdx::RawEntry {
-                    offset: addr,
-                    length: c.cur_len + 1,
-                    record_type: c.cur_type,
-                    backend_format: c.cur_format,
-                }
-                .encode();
-                &small[j..]
-            } else if p < self.bodies_at {
-                let k = (p - self.crcs_at) / 4;
-                let j = ((p - self.crcs_at) % 4) as usize;
-                self.seek(io, CRCS, k)?;
-                let c = &self.w.sweeps[CRCS];
-                let crc = match c.cur_crc {
-                    Some(crc) => crc,
-                    None => {
-                        let mut d = CRC.digest();
-                        digest_stream(io, &mut d, c.cur_addr, c.cur_len, &mut [0u8; 64])?;
-                        d.finalize()
-                    }
-                };
-                small[..4].copy_from_slice(&crc.to_le_bytes());
-                &small[j..4]
-            } else {
+            } else if p >= self.bodies_at {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
                 let mut k = self.w.sweeps[BODIES].passed.saturating_sub(1);
@@ -592,6 +566,44 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     }
                     k += 1;
                 }
+            } else {
+                let (j, end) = if p < self.entries_at {
+                    small = HEADER;
+                    (p - BASE_FIXED - self.id_len, CHDX_HEADER_SIZE)
+                } else if p < self.crcs_at {
+                    let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
+                    let j = (p - self.entries_at) % CHDX_ENTRY_SIZE as u32;
+                    let emb = self.seek(io, ENTRIES, k)?;
+                    let c = &self.w.sweeps[ENTRIES];
+                    let addr = match emb {
+                        u32::MAX => c.cur_addr,
+                        off => io.stream_advance(self.payload_start, self.bodies_at + off),
+                    };
+                    small = chdx::RawEntry {
+                        offset: addr,
+                        length: c.cur_len + 1,
+                        record_type: c.cur_type,
+                        backend_format: c.cur_format,
+                    }
+                    .encode();
+                    (j, CHDX_ENTRY_SIZE)
+                } else {
+                    let k = (p - self.crcs_at) / 4;
+                    let j = (p - self.crcs_at) % 4;
+                    self.seek(io, CRCS, k)?;
+                    let c = &self.w.sweeps[CRCS];
+                    let crc = match c.cur_crc {
+                        Some(crc) => crc,
+                        None => {
+                            let mut d = CRC.digest();
+                            digest_stream(io, &mut d, c.cur_addr, c.cur_len, &mut [0u8; 64])?;
+                            d.finalize()
+                        }
+                    };
+                    crate::layout::put_u32(&mut small, 0, crc);
+                    (j, 4)
+                };
+                &small[j as usize..end]
             };
             let n = src.len().min(rest);
             out[done..done + n].copy_from_slice(&src[..n]);
