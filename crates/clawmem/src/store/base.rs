@@ -319,7 +319,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // One chain, three positions on it.
         let (chain, pos) = recs.split();
         w.chain = *chain;
-        w.sweeps = [Sweep::new(*pos); 3];
+        // (A fresh sweep sets every `cur_*` field before it is read.)
+        for sweep in &mut w.sweeps {
+            sweep.pos = *pos;
+            sweep.rewind();
+        }
         let mut payload = BasePayload {
             fixed,
             id_len,
