@@ -290,13 +290,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // others in the table: the session is found again by uid.
         let found_uid = found.map(|i| self.sessions[i].uid);
         if let Some(i) = found {
-            if self.sessions[i].blocked() {
+            let s = &self.sessions[i];
+            if s.blocked() {
                 return Err(Fail::BLOCKED);
             }
-            if self.sessions[i].chain as usize >= CHAIN_MAX {
+            if s.chain as usize >= CHAIN_MAX {
                 // Room for the new index and the batch together first: an
                 // append that is refused leaves nothing behind.
-                let index = crate::store::gc::index_len(&self.sessions[i]);
+                let index = crate::store::gc::index_len(s);
                 self.ensure_room(index + total as u32 + 64, Priority::History)?;
                 let uid = self.sessions[i].uid;
                 let i = self.index_of(uid).ok_or(Fail::NOT_FOUND)?;
@@ -345,7 +346,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             None => None,
         };
         let (uid, prev) = match found {
-            Some(i) => (self.sessions[i].uid, self.sessions[i].head),
+            Some(i) => {
+                let s = &self.sessions[i];
+                (s.uid, s.head)
+            }
             None => (self.next_uid, NO_ADDR),
         };
         let mut meta = [0u8; BATCH_META_MAX];
@@ -359,6 +363,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut payload = AppendPayload {
             meta: &meta[..meta_len],
             records,
+            len: (meta_len + bodies) as u32,
         };
         if found.is_none() {
             self.next_uid = self.next_uid.wrapping_add(1);
@@ -611,16 +616,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 struct AppendPayload<'a, 'r> {
     meta: &'a [u8],
     records: &'a [Record<'r>],
+    /// The meta's length and the bodies'.
+    len: u32,
 }
 
 impl<F: NorFlash> Payload<F> for AppendPayload<'_, '_> {
     fn len(&self) -> u32 {
-        self.meta.len() as u32
-            + self
-                .records
-                .iter()
-                .map(|r| r.body.len() as u32)
-                .sum::<u32>()
+        self.len
     }
 
     fn fill(&mut self, _io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
