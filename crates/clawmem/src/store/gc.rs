@@ -304,9 +304,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         // The sector sequence at which something is first met.
         let met = |seq: u32| seq.max(tail);
-        for t in tail..tail + self.log.used_sectors().saturating_sub(1) {
+        let end = tail + self.log.used_sectors().saturating_sub(1);
+        let mut t = tail;
+        loop {
             if room >= want {
                 return Some(cheap(room, copied));
+            }
+            if t == end {
+                return Some(false);
             }
             if self.cold_reaches(t) {
                 return None;
@@ -348,8 +353,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Some(false);
             }
             room = room - cost + unit;
+            t += 1;
         }
-        Some(room >= want && cheap(room, copied))
     }
 
     /// Does ahead of time, within a budget, the work an append would
