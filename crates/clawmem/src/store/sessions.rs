@@ -110,10 +110,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn find_hot(&mut self, id: &str) -> Result<Option<usize>, Fail> {
         let hash = fnv1a32(id.as_bytes());
         for i in 0..self.sessions.len() {
-            let s = self.sessions[i];
+            let s = &self.sessions[i];
             if s.id_hash != hash || s.id_len as usize != id.len() {
                 continue;
             }
+            let s = *s;
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
             let n = read_id(&mut self.log.io(), &s, &mut buf)?;
             if &buf[..n] == id.as_bytes() {
