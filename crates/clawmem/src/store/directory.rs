@@ -699,7 +699,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if self.cold_count() == 0 {
             return;
         }
-        let t = &mut self.sessions;
+        let t = self.sessions.as_mut_slice();
         for i in 1..t.len() {
             let mut j = i;
             while j > 0 && t[j - 1].uid > t[j].uid {
