@@ -160,9 +160,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             None => data,
         };
-        let mut head = [0u8; OBJ_FIXED as usize];
-        head[0] = ty;
-        crate::layout::put_u32(&mut head, 4, key);
+        let k = key.to_le_bytes();
+        let head: [u8; OBJ_FIXED as usize] = [ty, 0, 0, 0, k[0], k[1], k[2], k[3]];
         let mut payload = Slices([&head[..], data]);
         // Not `write_prepared`: the payload borrows the work area.
         let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
