@@ -148,12 +148,12 @@ impl Dir {
         if s.dir == DIR_DELTA && self.delta_cold.push(s.uid).is_err() {
             return false;
         }
-        self.cold_oldest = self.cold_oldest.min(s.oldest);
-        self.cold_index_max = self.cold_index_max.max(super::gc::index_len(s));
+        self.note_unloaded(s);
         true
     }
 
-    /// Notes a cold session met while reading the directory (mount).
+    /// Notes the sector and index bounds of a cold session: one met while
+    /// reading the directory (mount), or one that turned cold.
     pub(super) fn note_unloaded(&mut self, s: &Session) {
         self.cold_oldest = self.cold_oldest.min(s.oldest);
         self.cold_index_max = self.cold_index_max.max(super::gc::index_len(s));
@@ -351,15 +351,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn cold_count(&self) -> u32 {
         let d = &self.dir;
         let f = d.full_next_uid;
-        let below = |u: u32| u < f;
-        let hot = self.sessions.iter().filter(|s| below(s.uid)).count();
-        let deleted = self
-            .deleted_since_full
-            .iter()
-            .filter(|&&u| below(u))
-            .count();
-        let in_delta = d.delta_cold.iter().filter(|&&u| below(u)).count();
-        (d.full_count + d.delta_cold.len() as u32).saturating_sub((hot + deleted + in_delta) as u32)
+        // The hot, deleted and delta-version sessions below `f`, in one
+        // count.
+        let mut taken = 0u32;
+        for s in self.sessions.iter() {
+            taken += u32::from(s.uid < f);
+        }
+        for &u in self.deleted_since_full.iter() {
+            taken += u32::from(u < f);
+        }
+        for &u in d.delta_cold.iter() {
+            taken += u32::from(u < f);
+        }
+        (d.full_count + d.delta_cold.len() as u32).saturating_sub(taken)
     }
 
     /// The view a [`ColdCursor`] reads past.
