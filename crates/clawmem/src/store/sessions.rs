@@ -403,16 +403,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.sessions.len() - 1
             }
         };
-        let mut out = Appended::default();
+        let mut out = 0;
         if turn_completed && self.sessions[i].size > self.config.session_size_limit_bytes {
-            out = self.compact_turns(i)?;
+            out = self.compact_turns_word(i)?;
         }
-        Ok(out)
+        Ok(Appended {
+            compacted: out == COMPACTED,
+            blocked: out == BLOCKED,
+        })
     }
 
-    /// ESP-Claw's turn-aware compaction of session `i`.
+    /// ESP-Claw's turn-aware compaction of session `i`: [`COMPACTED`],
+    /// [`BLOCKED`], or 0 if nothing was to drop (a word, in registers).
     #[inline(never)]
-    fn compact_turns(&mut self, i: usize) -> Result<Appended, Fail> {
+    fn compact_turns_word(&mut self, i: usize) -> Result<u32, Fail> {
         let s = self.sessions[i];
         let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
         self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
@@ -423,13 +427,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let x = &mut self.sessions[i];
             x.flags |= FLAG_BLOCKED;
             x.dirty = true;
-            return Ok(Appended {
-                compacted: false,
-                blocked: true,
-            });
+            return Ok(BLOCKED);
         }
         if plan.kept_record_count() == plan.record_count() {
-            return Ok(Appended::default());
+            return Ok(0);
         }
         self.rewrite_base(
             i,
@@ -438,10 +439,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             Embed::None,
             Priority::Maintenance,
         )?;
-        Ok(Appended {
-            compacted: true,
-            blocked: false,
-        })
+        Ok(COMPACTED)
     }
 
     /// Ameba-Claw's summary compaction: replaces every turn before the last
@@ -613,6 +611,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.write(k, &mut payload, Priority::Maintenance)
     }
 }
+
+/// What [`Store::compact_turns_word`] did: [`Appended::compacted`].
+const COMPACTED: u32 = 1;
+/// What [`Store::compact_turns_word`] did: [`Appended::blocked`].
+const BLOCKED: u32 = 2;
 
 struct AppendPayload<'a, 'r> {
     meta: &'a [u8],
