@@ -242,9 +242,7 @@ impl ColdCursor {
                 if self.k > 0 && v.dir.delta_cold.is_empty() {
                     continue;
                 }
-                let (at, count) = sessions_of(io, v.dir.chain[self.k as usize])?;
-                self.at = at;
-                self.left = count;
+                self.at = sessions_of(io, v.dir.chain[self.k as usize], &mut self.left)?;
                 continue;
             }
             let mut b = [0u8; SESSION_ENCODED];
@@ -318,9 +316,14 @@ pub(super) fn free_slot<const N: usize>(sessions: &mut Vec<Session, N>, dir: &mu
     }
 }
 
-/// Where checkpoint `addr`'s session entries start (a stream address) and
-/// how many it has.
-pub(super) fn sessions_of<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<(u32, u32), Fail> {
+/// Where checkpoint `addr`'s session entries start (a stream address); how
+/// many it has into `count` (a word and a store: nothing moves through a
+/// `Result` in memory).
+pub(super) fn sessions_of<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    count: &mut u32,
+) -> Result<u32, Fail> {
     let mut fixed = [0u8; CKPT_FIXED];
     io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed)?;
     let extra = match fixed[0] {
@@ -329,8 +332,8 @@ pub(super) fn sessions_of<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<
         CKPT_DELTA_WASTE => CKPT_WASTE + CKPT_DELTA_FIXED,
         _ => 0,
     };
-    let at = io.stream_advance(addr + CHUNK_HEADER_LEN, (CKPT_FIXED + extra) as u32);
-    Ok((at, u32::from(u16_at(&fixed, 2))))
+    *count = u32::from(u16_at(&fixed, 2));
+    Ok(io.stream_advance(addr + CHUNK_HEADER_LEN, (CKPT_FIXED + extra) as u32))
 }
 
 /// The session count of the checkpoint at `addr` and the next uid it was
@@ -654,9 +657,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for n in 0..len {
             // Newest delta first, the full checkpoint last.
             let k = len - 1 - n;
-            let (mut at, count) = sessions_of(&mut self.log.io(), self.dir.chain[k])?;
+            let mut count = 0;
+            let mut at = sessions_of(&mut self.log.io(), self.dir.chain[k], &mut count)?;
             let loc = if k == 0 { DIR_FULL } else { DIR_DELTA };
-            for _ in 0..count {
+            while count > 0 {
+                count -= 1;
                 if !self.sessions.iter().any(stub) {
                     return Ok(());
                 }
