@@ -833,9 +833,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<u32, Fail> {
         let len = payload.len();
         let (addr, _) = self.log.write_batch(k, payload)?;
+        self.count_written(len);
+        Ok(addr)
+    }
+
+    /// Counts `len` payload bytes written toward the next checkpoint and
+    /// the idle-time collection's credit.
+    #[inline(never)]
+    pub(super) fn count_written(&mut self, len: u32) {
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         self.idle_credit = self.idle_credit.saturating_add(len);
-        Ok(addr)
     }
 }
 

@@ -165,8 +165,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut payload = Slices([&head[..], data]);
         // Not `write_prepared`: the payload borrows the work area.
         let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
-        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
-        self.idle_credit = self.idle_credit.saturating_add(len);
+        self.count_written(len);
         let seq = self.log.head_seq_of(addr);
         self.upsert_object(ObjectSlot {
             ty,
