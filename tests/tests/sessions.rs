@@ -1329,3 +1329,70 @@ fn claw_session_mgr_ids_of_esp_claw_length_are_accepted() {
     }
     store.check().unwrap();
 }
+
+/// An append that consolidates a chain at its limit on a store short of
+/// room collects first, and collection may reorder the session table (it
+/// sorts it by uid and brings cold sessions in while the table does not
+/// hold every session). The consolidation must still rewrite the
+/// appending session's base, not the one now at its old place in the
+/// table: every session keeps its history, its chain within the limit, and
+/// the store checks out, before and after a remount.
+#[test]
+fn consolidation_after_collection_reorders_the_table_rewrites_the_right_session() {
+    type T = Store<Esp32Flash, 4>;
+    let cfg = config(16 * 1024);
+    let mut store = T::format(flash(40), cfg).unwrap();
+    let mut want: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut fulls = 0;
+    let mut n = 0usize;
+    while fulls < 40 && n < 40_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        // Twelve sessions over a table of four.
+        let k = state % 12;
+        let id = format!("chat:reorder:{k}");
+        let body = format!(
+            "{{\"n\":{n},\"pad\":\"{}\"}}",
+            "r".repeat(40 + (n * 13) % 160)
+        );
+        match store.append(&id, &[rec(RecordType::User, OA, &body)], false) {
+            Ok(_) => want.entry(id).or_default().push(body),
+            Err(Error::Full { .. }) => {
+                fulls += 1;
+                // As a user following the warning: the session with the
+                // most records goes.
+                let victim = want
+                    .iter()
+                    .max_by_key(|(_, b)| b.len())
+                    .map(|(i, _)| i.clone())
+                    .unwrap();
+                store.delete_session(&victim).unwrap();
+                want.remove(&victim);
+            }
+            Err(e) => panic!("append {n} to {id}: {e:?}"),
+        }
+        if n % 64 == 0 {
+            store
+                .check()
+                .unwrap_or_else(|e| panic!("check after op {n}: {e:?}"));
+        }
+        n += 1;
+    }
+    assert!(fulls >= 40, "the store filled {fulls} times in {n} appends");
+    let verify = |store: &mut T, want: &std::collections::BTreeMap<String, Vec<String>>| {
+        for (id, bodies) in want {
+            let got: Vec<_> = history(store, id, OA)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.1)
+                .collect();
+            assert_eq!(&got, bodies, "{id}");
+        }
+        store.check().unwrap();
+    };
+    verify(&mut store, &want);
+    let mut store = T::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+    verify(&mut store, &want);
+}

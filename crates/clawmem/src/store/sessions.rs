@@ -298,9 +298,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if s.chain as usize >= CHAIN_MAX {
                 // Room for the new index and the batch together first: an
                 // append that is refused leaves nothing behind.
-                let index = crate::store::gc::index_len(s);
+                // Collecting may reorder the table (`sort_table`, `warm`):
+                // the session is found again by the uid it had before.
+                let (index, uid) = (crate::store::gc::index_len(s), s.uid);
                 self.ensure_room(index + total as u32 + 64, Priority::History)?;
-                let uid = self.sessions[i].uid;
                 let i = self.index_of(uid).ok_or(Fail::NOT_FOUND)?;
                 self.rewrite_base(i, Keep::All, None, Embed::None, Priority::History)?;
             }
