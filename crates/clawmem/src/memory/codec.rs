@@ -665,7 +665,9 @@ impl Item {
         // bytes end before it, checked in field order as a reader would.
         let mut h = [0u8; ITEM_HEADER_BYTES];
         let have = bytes.len().min(ITEM_HEADER_BYTES);
-        h[..have].copy_from_slice(&bytes[..have]);
+        for (d, s) in h.iter_mut().zip(bytes) {
+            *d = *s;
+        }
         let need = |end: usize| {
             if have < end {
                 Err(DecodeError::Truncated)

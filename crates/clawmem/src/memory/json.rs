@@ -23,6 +23,7 @@
 use core::fmt::{self, Write};
 
 use super::item::{Item, ItemId};
+use super::render::{write_id, write_labels_json, write_u32};
 use super::text::write_json_string;
 
 /// The `error` of the reply to a recall with a label not in the catalog.
@@ -122,7 +123,9 @@ pub fn write_memory_reply_json(
 #[cfg_attr(not(feature = "memory"), allow(dead_code))]
 #[inline(never)]
 pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16]) -> fmt::Result {
-    write!(w, "{{\"id\":\"{}\"", item.id())?;
+    w.write_str("{\"id\":\"")?;
+    write_id(w, item.id())?;
+    w.write_char('"')?;
     string_field(w, "source", item.source())?;
     string_field(w, "content", item.content())?;
     string_field(w, "tags", item.tags())?;
@@ -135,31 +138,30 @@ pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16
         if k > 0 {
             w.write_char(',')?;
         }
-        write!(w, "{id}")?;
+        write_u32(w, (*id).into())?;
     }
-    w.write_str("],\"summary_labels\":[")?;
-    for (k, l) in item.labels().iter().enumerate() {
-        if k > 0 {
-            w.write_char(',')?;
-        }
-        write_json_string(w, l)?;
-    }
-    w.write_str("]}")
+    w.write_str("],\"summary_labels\":")?;
+    write_labels_json(w, item.labels())?;
+    w.write_char('}')
 }
 
 /// Writes `,"key":"value"`.
 fn string_field(w: &mut dyn Write, key: &str, value: &str) -> fmt::Result {
+    field_key(w, key)?;
+    write_json_string(w, value)
+}
+
+/// `,"<key>":`, the start of every field after the first.
+fn field_key(w: &mut dyn Write, key: &str) -> fmt::Result {
     w.write_str(",\"")?;
     w.write_str(key)?;
-    w.write_str("\":")?;
-    write_json_string(w, value)
+    w.write_str("\":")
 }
 
 /// Writes `,"key":value`, a whole number as cJSON prints one.
 fn number_field(w: &mut dyn Write, key: &str, value: u32) -> fmt::Result {
-    w.write_str(",\"")?;
-    w.write_str(key)?;
-    write!(w, "\":{value}")
+    field_key(w, key)?;
+    write_u32(w, value)
 }
 
 /// Writes the opening of the invalid-label reply, up to and including the

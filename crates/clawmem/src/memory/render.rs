@@ -143,7 +143,7 @@ pub(crate) fn write_md_item(w: &mut dyn Write, item: &Item) -> fmt::Result {
 }
 
 /// Writes labels as a compact JSON array (`["a","b"]`, `[]`).
-fn write_labels_json(w: &mut dyn Write, labels: &[Label]) -> fmt::Result {
+pub(crate) fn write_labels_json(w: &mut dyn Write, labels: &[Label]) -> fmt::Result {
     w.write_char('[')?;
     for (i, label) in labels.iter().enumerate() {
         if i > 0 {
@@ -194,25 +194,28 @@ impl Timestamp {
         let (year, month, day) = civil_from_days(secs / 86_400);
         let of_day = secs % 86_400;
         let mut b = *b"0000-00-00 00:00:00";
-        // From the end: each field, then the separator before it.
-        let mut end = b.len();
-        for v in [of_day % 60, of_day % 3600 / 60, of_day / 3600, day, month] {
-            put_digits(&mut b[end - 2..end], v);
-            end -= 3;
+        // From the end: the digits of each field (its leading ones dropped
+        // if it is too long), the next field after each separator.
+        let fields = [
+            of_day % 60,
+            of_day % 3600 / 60,
+            of_day / 3600,
+            day,
+            month,
+            year,
+        ];
+        let (mut k, mut v) = (0, fields[0]);
+        for d in b.iter_mut().rev() {
+            if *d == b'0' {
+                *d += (v % 10) as u8;
+                v /= 10;
+            } else {
+                k += 1;
+                v = fields.get(k).copied().unwrap_or(0);
+            }
         }
-        put_digits(&mut b[..4], year);
         // Only ASCII digits and separators were written.
         f.write_str(core::str::from_utf8(&b).map_err(|_| fmt::Error)?)
-    }
-}
-
-/// Writes `v` in decimal into `out`, right-aligned and zero-padded (its
-/// leading digits dropped if it is too long).
-#[inline(never)]
-fn put_digits(out: &mut [u8], mut v: u32) {
-    for d in out.iter_mut().rev() {
-        *d = b'0' + (v % 10) as u8;
-        v /= 10;
     }
 }
 

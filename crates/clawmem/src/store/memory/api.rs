@@ -855,7 +855,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(crate) fn write_memory_md_inner<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Fail> {
         let w: &mut dyn fmt::Write = w;
         let mut failed = false;
-        failed |= writeln!(w, "{}\n", crate::memory::MEMORY_MD_TITLE).is_err();
+        failed |= w.write_str(crate::memory::MEMORY_MD_TITLE).is_err();
+        failed |= w.write_str("\n\n").is_err();
         let mut any_label = false;
         self.memory_catalog_dyn(&mut |l, refs| {
             if !any_label {
@@ -876,7 +877,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             failed |= crate::memory::write_md_item(w, item).is_err();
         })?;
         if count == 0 {
-            failed |= writeln!(w, "{}", crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
+            failed |= w.write_str(crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
+            failed |= w.write_char('\n').is_err();
         }
         if failed {
             return Err(fail!(InvalidInput, "the MEMORY.md writer failed"));
