@@ -225,14 +225,14 @@ pub(super) fn put_len(item: &Item, origin: Lineage) -> Result<u32, Fail> {
 }
 
 /// Encodes a put of `item` (after `prev` and its lineage `origin`, if
-/// any) into `enc`; returns its length and kind.
+/// any) into `enc`; returns its length and kind. The caller has made room
+/// for [`put_len`] bytes, which checked the item's length.
 pub(super) fn put_encode(
     enc: &mut [u8],
     prev: u32,
     origin: Lineage,
     item: &Item,
 ) -> Result<(u32, u8), Fail> {
-    let len = put_len(item, origin)?;
     let kind = put_kind(origin);
     let fixed = put_fixed(kind).unwrap_or(PUT_FIXED) as usize;
     for (k, v) in [prev, origin.0, origin.1].into_iter().enumerate() {
@@ -243,9 +243,10 @@ pub(super) fn put_encode(
     let out = enc
         .get_mut(fixed..)
         .ok_or(fail!(LogicBug, "put buffer too small"))?;
-    item.encode(out)
+    let n = item
+        .encode(out)
         .map_err(|_| fail!(LogicBug, "item larger than its encoding"))?;
-    Ok((len, kind))
+    Ok((fixed as u32 + n as u32, kind))
 }
 
 /// An item's lineage: the id it replaced and the first id of its lineage
