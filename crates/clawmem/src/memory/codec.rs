@@ -70,7 +70,7 @@ use core::fmt;
 use super::item::{Item, ItemId, Label};
 use heapless::string::StringView;
 
-use super::text::{terms, to_fixed, trim_c};
+use super::text::{push_label, terms, trim_c};
 use super::{
     CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, SOURCE_MAX_BYTES,
     TAGS_MAX_BYTES,
@@ -645,9 +645,9 @@ impl Item {
             if text.len() > LABEL_MAX_BYTES {
                 return Err(DecodeError::TooLong(ItemField::Label));
             }
-            self.labels
-                .push(to_fixed(text))
-                .map_err(|_| DecodeError::TooManyLabels(label_count))?;
+            if !push_label(self.labels.as_mut_view(), text) {
+                return Err(DecodeError::TooManyLabels(label_count));
+            }
         }
         if r.pos != bytes.len() {
             return Err(DecodeError::TrailingBytes);

@@ -31,7 +31,7 @@ use heapless::string::StringView;
 
 use super::text::{
     contains_ascii_ci, copy_text, cut_chars, cut_utf8, item_key, list_contains_term,
-    normalize_for_key, terms, to_fixed, trim_c, trim_end_c, ItemKey, NormalizedText,
+    normalize_for_key, push_label, terms, trim_c, trim_end_c, ItemKey, NormalizedText,
 };
 use super::{
     CONTENT_KEPT_BYTES, CONTENT_MAX_BYTES, KEYWORDS_KEPT_BYTES, KEYWORDS_MAX_BYTES,
@@ -282,7 +282,7 @@ impl Clone for Item {
         copy_text(self.keywords.as_mut_view(), &source.keywords);
         self.labels.clear();
         for label in &source.labels {
-            let _ = self.labels.push(to_fixed(label));
+            push_label(self.labels.as_mut_view(), label);
         }
         self.created_at = source.created_at;
         self.updated_at = source.updated_at;
@@ -625,7 +625,7 @@ fn labels_into(labels: &mut Labels, tags: &str, limit: LabelLimit) {
         if label.is_empty() || labels.iter().any(|l| l == label) {
             continue;
         }
-        if labels.push(to_fixed(label)).is_err() {
+        if !push_label(labels.as_mut_view(), label) {
             break;
         }
     }

@@ -14,7 +14,7 @@
 use core::fmt::{self, Write};
 
 use super::item::{Item, ItemId, Label};
-use super::text::{to_fixed, write_json_string};
+use super::text::{push_label, write_json_string};
 use super::CatalogError;
 
 /// ESP-Claw's fixed English preamble of the full-mode long-term memory
@@ -262,9 +262,11 @@ impl<const N: usize> StageNote<N> {
         if label.len() > super::LABEL_MAX_BYTES {
             return Err(CatalogError::LabelTooLong);
         }
-        self.labels
-            .push(to_fixed(label))
-            .map_err(|_| CatalogError::Full)
+        if push_label(self.labels.as_mut_view(), label) {
+            Ok(())
+        } else {
+            Err(CatalogError::Full)
+        }
     }
 
     /// Records every label of an item that a write stored (or changed).

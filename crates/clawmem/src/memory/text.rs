@@ -7,7 +7,7 @@
 //! sequence; clawmem never does). Nothing allocates; the two owned results
 //! ([`NormalizedText`], [`ItemKey`]) are fixed-capacity `heapless` strings.
 
-use super::{KEY_MAX_BYTES, SEMANTIC_MATCH_BYTES};
+use super::{KEY_MAX_BYTES, LABEL_MAX_BYTES, SEMANTIC_MATCH_BYTES};
 pub(crate) use crate::text::write_json_string;
 
 /// The normalized form of a text, as used by the duplicate rules: see
@@ -106,6 +106,22 @@ pub(crate) fn to_fixed<const N: usize>(s: &str) -> heapless::String<N> {
     let mut out = heapless::String::new();
     fill_cut(out.as_mut_view(), s);
     out
+}
+
+/// Appends `s` (cut to fit) as a new label of `labels`, built in place:
+/// `false` if `labels` is full. Compiled once for every list capacity.
+#[inline(never)]
+pub(crate) fn push_label(
+    labels: &mut heapless::vec::VecView<heapless::String<LABEL_MAX_BYTES>>,
+    s: &str,
+) -> bool {
+    if labels.push(heapless::String::new()).is_err() {
+        return false;
+    }
+    if let Some(label) = labels.last_mut() {
+        fill_cut(label.as_mut_view(), s);
+    }
+    true
 }
 
 /// Replaces the text of `out` with `s` (which fits its capacity), compiled

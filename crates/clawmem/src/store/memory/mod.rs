@@ -320,6 +320,12 @@ impl ChainList {
         true
     }
 
+    /// Records listed, as a bound the compiler sees (`len` never passes
+    /// it): indexing below it needs no check.
+    pub fn count(&self) -> usize {
+        self.len.min(MEM_CHAIN_MAX + 1)
+    }
+
     /// The `i`th record listed: address and kind.
     pub fn get(&self, i: usize) -> (u32, u8) {
         (self.addr[i], self.kind[i])

@@ -268,7 +268,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         self.mem_chain()?;
         // Oldest first.
-        for i in (0..self.work.borrow().chain.len).rev() {
+        for i in (0..self.work.borrow().chain.count()).rev() {
             let (addr, k) = self.work.borrow().chain.get(i);
             match k {
                 MEM_PUT | MEM_PUT_PLAIN => {
