@@ -407,22 +407,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if opens > self.log.free_sectors() {
             return Ok(0);
         }
-        let index_seq = if self.log.geo().sector_of(start) == self.log.head() {
-            self.log.head_seq()
-        } else {
-            self.log.head_seq() + 1
-        };
+        let index_seq =
+            self.log.head_seq() + u32::from(self.log.geo().sector_of(start) != self.log.head());
         let oldest = self.work.borrow_mut().active[GC]
             .iter()
-            .map(|a| self.log.head_seq_of(a.addr))
-            .min()
-            .unwrap_or(index_seq)
-            .min(index_seq);
-        let catalog_field = if catalog_len.is_some() {
-            catalog_bytes as u32
-        } else {
-            NO_ADDR
-        };
+            .fold(index_seq, |m, a| m.min(self.log.head_seq_of(a.addr)));
+        let catalog_field = catalog_len.map_or(NO_ADDR, |n| n as u32);
         let work: &Work = self.work.borrow();
         let mut payload = IndexPayload {
             fixed: index_fixed(self.mem.next_id, count, oldest, catalog_field),
