@@ -588,7 +588,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         self.mem_active(OP)?;
         // Every label must exist in the catalog.
-        let mut seen = [false; MAX_SUMMARY_LABELS];
+        // Bit `k`: `labels[k]` found.
+        let mut seen = 0u32;
         let mut hits = Marks::NONE;
         let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
         for k in 0..self.work.borrow_mut().active[OP].len() {
@@ -602,7 +603,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut hit = every;
             for (k2, l) in labels.iter().enumerate() {
                 if self.slot(0).has_label(l) {
-                    seen[k2] = true;
+                    seen |= 1 << k2;
                     hit = true;
                 }
             }
@@ -610,8 +611,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 hits.set(k);
             }
         }
-        if let Some(k) = seen.iter().take(n).position(|s| !s) {
-            return Ok(UNKNOWN_LABEL | given[k] as u32);
+        // The first label not found, if any.
+        let missing = (!seen).trailing_zeros() as usize;
+        if missing < n {
+            return Ok(UNKNOWN_LABEL | given.get(missing).map_or(0, |&k| k as u32));
         }
         // The matches, in priority order: the active set keeps only them.
         let set = &mut self.work.borrow_mut().active[OP];
