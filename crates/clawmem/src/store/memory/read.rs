@@ -111,19 +111,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if at == self.mem.root || at == NO_ADDR {
                 break;
             }
-            let h = self.log.io().chunk_header(at);
-            let sound = match self.mem_tolerate(h)? {
-                Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => Some(h),
-                _ => None,
-            };
+            let sound = self.mem_chain_kind(at)?;
             let prev = match self.mem_links.iter().find(|l| l.0 == at) {
                 // A link the mount repaired: the one on flash rotted.
                 Some(&(_, before)) => Some(before),
                 None => self.mem_prev_of(at)?,
             };
             match sound {
-                Some(h) => {
-                    if !self.work.borrow_mut().chain.push(at, h.kind) {
+                Some(kind) => {
+                    if !self.work.borrow_mut().chain.push(at, kind) {
                         self.mem_damaged = self.mem_damaged.saturating_add(1);
                         break;
                     }
@@ -211,16 +207,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(self.mem_tolerate(r)?.map(|()| u32::from_le_bytes(prev)))
     }
 
+    /// The kind of the memory chain record whose first chunk's header is
+    /// sound at `at` (the header only: its CRC is not checked), `None` if
+    /// there is none.
+    #[inline(always)]
+    fn mem_chain_kind(&mut self, at: u32) -> Result<Option<u8>, Fail> {
+        Ok(match self.mem_chain_kind_word(at)? {
+            0 => None,
+            k => Some(k as u8),
+        })
+    }
+
+    /// [`Self::mem_chain_kind`] as a word (0: none; no chain kind is 0).
+    #[inline(never)]
+    fn mem_chain_kind_word(&mut self, at: u32) -> Result<u32, Fail> {
+        let h = self.log.io().chunk_header(at);
+        Ok(match self.mem_tolerate(h)? {
+            Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => u32::from(h.kind),
+            _ => 0,
+        })
+    }
+
     /// Whether a sound memory chain record (header and CRC) starts at `at`.
     pub(super) fn mem_sound(&mut self, at: u32) -> Result<bool, Fail> {
-        let h = self.log.io().chunk_header(at);
-        match self.mem_tolerate(h)? {
-            Some(Some(h)) if is_chain_kind(h.kind) && h.is_first() => {
-                let v = self.log.verify(at);
-                Ok(matches!(self.mem_tolerate(v)?, Some(Some(_))))
-            }
-            _ => Ok(false),
+        if self.mem_chain_kind(at)?.is_none() {
+            return Ok(false);
         }
+        let v = self.log.verify(at);
+        Ok(matches!(self.mem_tolerate(v)?, Some(Some(_))))
     }
 
     /// The active items, into the work area's active set `lvl` ([`OP`] or
