@@ -70,7 +70,7 @@ use core::fmt;
 use super::item::{Item, ItemId, Label};
 use heapless::string::StringView;
 
-use super::text::{push_label, terms, trim_c};
+use super::text::{copy_text, push_label, terms, trim_c};
 use super::{
     CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, SOURCE_MAX_BYTES,
     TAGS_MAX_BYTES,
@@ -594,8 +594,7 @@ impl Item {
                 let name = SOURCE_CODES
                     .get(usize::from(code) - 1)
                     .ok_or(DecodeError::ReservedFlags(flags))?;
-                self.source.clear();
-                let _ = self.source.push_str(name);
+                copy_text(self.source.as_mut_view(), name);
             }
         }
         // The content is 1..=256 bytes: never longer than it can be.

@@ -352,8 +352,8 @@ impl Item {
         };
         // The pushes cannot fail: each text is cut to its capacity.
         self.id = id;
-        let _ = self.source.push_str(source);
-        let _ = self.content.push_str(content);
+        copy_text(self.source.as_mut_view(), source);
+        copy_text(self.content.as_mut_view(), content);
         tags_into(self.tags.as_mut_view(), input.tags);
         keywords_into(
             self.keywords.as_mut_view(),

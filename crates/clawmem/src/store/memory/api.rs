@@ -482,10 +482,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         // Each push fits: the label is cut to the capacity, and the list is
         // cut at 60 bytes before its "..." (of 64).
-        let _ = e.label.push_str(crate::text::utf8_prefix(label, 32));
+        let _ = e
+            .label
+            .as_mut_view()
+            .push_str(crate::text::utf8_prefix(label, 32));
         let mut first = true;
         let mut cut = false;
-        let mut available = heapless::String::<64>::new();
+        let mut list = heapless::String::<64>::new();
+        let available = list.as_mut_view();
         self.memory_catalog_dyn(&mut |l, _| {
             let sep = if first { 0 } else { 2 };
             if cut || available.len() + sep + l.len() > 60 {
@@ -501,7 +505,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if cut {
             let _ = available.push_str("...");
         }
-        e.available = available;
+        e.available = list;
         Ok(e)
     }
 
