@@ -50,7 +50,7 @@ mod json;
 pub use json::{
     validate_json, JsonElements, JsonErrorKind, JsonKind, JsonValue, ScanError, MAX_JSON_DEPTH,
 };
-use json::{Json, Out};
+use json::{Json, Out, Scan};
 
 /// What loading does with one record of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,25 +110,34 @@ const TEXT_MESSAGE_SUFFIX: &[u8] = br#""}"#;
 /// fails the whole load and wipes the session in that case).
 pub fn degrade_assistant_final(body: &[u8], out: &mut [u8]) -> Result<Degraded, ScanError> {
     let json = Json::new(body);
+    let mut writer = Out::new(out);
+    match json.result(degrade(&json, &mut writer))? {
+        Degraded::Rewritten { .. } => writer
+            .finish()
+            .map(|len_bytes| Degraded::Rewritten { len_bytes }),
+        kept_or_dropped => Ok(kept_or_dropped),
+    }
+}
+
+/// [`degrade_assistant_final`]'s scan, the rewrite into `writer`
+/// ([`Degraded::Rewritten`]'s length is then the writer's).
+fn degrade(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<Degraded> {
     let root = json.validate()?;
     let Some(content) = json.member(root, "content")? else {
-        return Ok(Degraded::Dropped);
+        return Some(Degraded::Dropped);
     };
     match json.byte(content) {
-        Some(b'"') => return Ok(Degraded::Unchanged),
+        Some(b'"') => return Some(Degraded::Unchanged),
         Some(b'[') => {}
-        _ => return Ok(Degraded::Dropped),
+        _ => return Some(Degraded::Dropped),
     }
-    let mut writer = Out::new(out);
     writer.push_bytes(TEXT_MESSAGE_PREFIX);
-    let text_bytes = json.copy_text_blocks(content, &["text"], &mut writer, true)?;
+    let text_bytes = json.copy_text_blocks(content, &["text"], writer, true)?;
     if text_bytes == 0 {
-        return Ok(Degraded::Dropped);
+        return Some(Degraded::Dropped);
     }
     writer.push_bytes(TEXT_MESSAGE_SUFFIX);
-    writer
-        .finish()
-        .map(|len_bytes| Degraded::Rewritten { len_bytes })
+    Some(Degraded::Rewritten { len_bytes: 0 })
 }
 
 /// What loading should emit for one record.
@@ -177,19 +186,25 @@ pub fn filter_record<'a>(
 /// `refusal` (`refusal`). Text pieces are concatenated without separator.
 pub fn extract_final_text(body: &[u8], out: &mut [u8]) -> Result<usize, ScanError> {
     let json = Json::new(body);
-    let root = json.validate()?;
     let mut writer = Out::new(out);
+    json.result(final_text(&json, &mut writer))?;
+    writer.finish()
+}
+
+/// [`extract_final_text`]'s scan, the text into `writer`.
+fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
+    let root = json.validate()?;
     if let Some(content) = json.member(root, "content")? {
         match json.byte(content) {
             Some(b'"') => {
-                json.copy_string(content, &mut writer, false)?;
+                json.copy_string(content, writer, false)?;
             }
             Some(b'[') => {
-                json.copy_text_blocks(content, &["text", "output_text"], &mut writer, false)?;
+                json.copy_text_blocks(content, &["text", "output_text"], writer, false)?;
             }
             _ => {}
         }
-        return writer.finish();
+        return Some(());
     }
     if let Some(output) = json.member(root, "output")? {
         if json.byte(output) == Some(b'[') {
@@ -214,13 +229,13 @@ pub fn extract_final_text(body: &[u8], out: &mut [u8]) -> Result<usize, ScanErro
                         continue;
                     };
                     if let Some(text) = json.string_member(block, field)? {
-                        json.copy_string(text, &mut writer, false)?;
+                        json.copy_string(text, writer, false)?;
                     }
                 }
             }
         }
     }
-    writer.finish()
+    Some(())
 }
 
 /// Length of `text` once escaped as a JSON string body (without quotes).
@@ -250,9 +265,14 @@ pub fn write_text_message(text: &str, out: &mut [u8]) -> Result<usize, ScanError
 /// if the body is valid JSON but not an array (it is then emitted whole).
 pub fn array_inner_span(body: &[u8]) -> Result<Option<Range<usize>>, ScanError> {
     let json = Json::new(body);
+    json.result(inner_span(&json))
+}
+
+/// [`array_inner_span`]'s scan.
+fn inner_span(json: &Json<'_>) -> Scan<Option<Range<usize>>> {
     let root = json.validate()?;
     if json.byte(root) != Some(b'[') {
-        return Ok(None);
+        return Some(None);
     }
     let end = json.value_end(root)?;
     let start = json.skip_ws(root.saturating_add(1));
@@ -262,7 +282,7 @@ pub fn array_inner_span(body: &[u8]) -> Result<Option<Range<usize>>, ScanError> 
     {
         inner_end -= 1;
     }
-    Ok(Some(start..inner_end.max(start)))
+    Some(Some(start..inner_end.max(start)))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //!
 //! Pure logic: no flash I/O, so nothing here is affected by power loss.
 
+use core::cell::Cell;
 use core::fmt;
 
 use crate::text::json_escape;
@@ -96,6 +97,11 @@ impl fmt::Display for ScanError {
 }
 
 type ScanResult<T> = Result<T, ScanError>;
+
+/// An internal step of the scanner: `None` when it failed, the reason then
+/// in [`Json::error`] (an `Option` comes back in registers, a `Result` with
+/// the reason in it through memory).
+pub(super) type Scan<T> = Option<T>;
 
 const fn malformed(offset: usize, kind: JsonErrorKind) -> ScanError {
     ScanError::Malformed { offset, kind }
@@ -197,56 +203,49 @@ impl Nesting {
 
 /// Decodes the characters of the JSON string whose opening quote is at a
 /// given offset.
-struct StrChars<'a> {
-    bytes: &'a [u8],
+struct StrChars<'j, 'a> {
+    json: &'j Json<'a>,
     pos: usize,
     done: bool,
 }
 
-impl<'a> StrChars<'a> {
-    pub(super) fn new(bytes: &'a [u8], quote_at: usize) -> ScanResult<Self> {
-        match bytes.get(quote_at) {
-            Some(b'"') => Ok(StrChars {
-                bytes,
-                pos: quote_at.saturating_add(1),
-                done: false,
-            }),
-            Some(&other) => Err(malformed(quote_at, JsonErrorKind::UnexpectedByte(other))),
-            None => Err(malformed(quote_at, JsonErrorKind::UnexpectedEnd)),
+impl<'j, 'a> StrChars<'j, 'a> {
+    fn new(json: &'j Json<'a>, quote_at: usize) -> Scan<Self> {
+        if json.byte(quote_at) != Some(b'"') {
+            return json.unexpected(quote_at);
         }
+        Some(StrChars {
+            json,
+            pos: quote_at.saturating_add(1),
+            done: false,
+        })
     }
 
-    pub(super) fn byte(&self, at: usize) -> ScanResult<u8> {
-        self.bytes
-            .get(at)
-            .copied()
-            .ok_or(malformed(at, JsonErrorKind::UnexpectedEnd))
-    }
-
-    fn hex4(&self, at: usize) -> ScanResult<u32> {
+    fn hex4(&self, at: usize) -> Scan<u32> {
         let mut value = 0u32;
         for i in 0..4 {
             let offset = at.saturating_add(i);
             // `0-9`, `a-f` and `A-F` only (a byte from 0x80 is no digit).
-            let digit = char::from(self.byte(offset)?)
-                .to_digit(16)
-                .ok_or(malformed(offset, JsonErrorKind::InvalidUnicodeEscape))?;
+            let Some(digit) = char::from(self.json.need(offset)?).to_digit(16) else {
+                return self.json.bad(offset, JsonErrorKind::InvalidUnicodeEscape);
+            };
             value = (value << 4) | digit;
         }
-        Ok(value)
+        Some(value)
     }
 
-    /// The next character, or `None` after the closing quote.
-    fn next_char(&mut self) -> ScanResult<Option<char>> {
+    /// The next character, or `None` after the closing quote (the outer
+    /// `None`: the string is malformed).
+    fn next_char(&mut self) -> Scan<Option<char>> {
         if self.done {
-            return Ok(None);
+            return Some(None);
         }
         let at = self.pos;
-        let (c, width) = match self.byte(at)? {
+        let (c, width) = match self.json.need(at)? {
             b'"' => {
                 self.done = true;
                 self.pos = at.saturating_add(1);
-                return Ok(None);
+                return Some(None);
             }
             b'\\' => self.escape(at)?,
             b @ 0x00..=0x7F => (char::from(b), 1),
@@ -255,27 +254,30 @@ impl<'a> StrChars<'a> {
                     0xC2..=0xDF => 2,
                     0xE0..=0xEF => 3,
                     0xF0..=0xF4 => 4,
-                    _ => return Err(malformed(at, JsonErrorKind::InvalidUtf8)),
+                    _ => return self.json.bad(at, JsonErrorKind::InvalidUtf8),
                 };
                 let end = at.saturating_add(width);
-                let c = self
+                let Some(c) = self
+                    .json
                     .bytes
                     .get(at..end)
                     .and_then(|seq| core::str::from_utf8(seq).ok())
                     .and_then(|s| s.chars().next())
-                    .ok_or(malformed(at, JsonErrorKind::InvalidUtf8))?;
+                else {
+                    return self.json.bad(at, JsonErrorKind::InvalidUtf8);
+                };
                 (c, width)
             }
         };
         self.pos = at.saturating_add(width);
-        Ok(Some(c))
+        Some(Some(c))
     }
 
     /// Decodes the escape at `at` (a backslash): the character and the
     /// escape's length in bytes.
     #[inline(never)]
-    fn escape(&self, at: usize) -> ScanResult<(char, usize)> {
-        let simple = match self.byte(at.saturating_add(1))? {
+    fn escape(&self, at: usize) -> Scan<(char, usize)> {
+        let simple = match self.json.need(at.saturating_add(1))? {
             b'"' => '"',
             b'\\' => '\\',
             b'/' => '/',
@@ -285,38 +287,45 @@ impl<'a> StrChars<'a> {
             b'r' => '\r',
             b't' => '\t',
             b'u' => return self.unicode_escape(at),
-            _ => return Err(malformed(at, JsonErrorKind::InvalidEscape)),
+            _ => return self.json.bad(at, JsonErrorKind::InvalidEscape),
         };
-        Ok((simple, 2))
+        Some((simple, 2))
     }
 
-    fn unicode_escape(&self, at: usize) -> ScanResult<(char, usize)> {
+    fn unicode_escape(&self, at: usize) -> Scan<(char, usize)> {
         let first = self.hex4(at.saturating_add(2))?;
         let (code, width) = match first {
             0xD800..=0xDBFF => {
                 let next = at.saturating_add(6);
-                if self.bytes.get(next) != Some(&b'\\')
-                    || self.bytes.get(next.saturating_add(1)) != Some(&b'u')
+                let bytes = self.json.bytes;
+                if bytes.get(next) != Some(&b'\\')
+                    || bytes.get(next.saturating_add(1)) != Some(&b'u')
                 {
-                    return Err(malformed(at, JsonErrorKind::LoneSurrogate));
+                    return self.json.bad(at, JsonErrorKind::LoneSurrogate);
                 }
                 let second = self.hex4(next.saturating_add(2))?;
                 if !(0xDC00..=0xDFFF).contains(&second) {
-                    return Err(malformed(at, JsonErrorKind::LoneSurrogate));
+                    return self.json.bad(at, JsonErrorKind::LoneSurrogate);
                 }
                 (0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00), 12)
             }
-            0xDC00..=0xDFFF => return Err(malformed(at, JsonErrorKind::LoneSurrogate)),
+            0xDC00..=0xDFFF => return self.json.bad(at, JsonErrorKind::LoneSurrogate),
             other => (other, 6),
         };
-        let c = char::from_u32(code).ok_or(malformed(at, JsonErrorKind::InvalidUnicodeEscape))?;
-        Ok((c, width))
+        let Some(c) = char::from_u32(code) else {
+            return self.json.bad(at, JsonErrorKind::InvalidUnicodeEscape);
+        };
+        Some((c, width))
     }
 }
 
-/// A validating, non-recursive reader over one JSON document.
+/// A validating, non-recursive reader over one JSON document. Its steps
+/// answer `None` when the document is malformed, and keep the reason
+/// ([`error`](Self::error)).
 pub(super) struct Json<'a> {
     bytes: &'a [u8],
+    /// Why the last step that answered `None` failed.
+    err: Cell<ScanError>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -335,11 +344,45 @@ pub(super) struct List {
 
 impl<'a> Json<'a> {
     pub(super) const fn new(bytes: &'a [u8]) -> Self {
-        Json { bytes }
+        Json {
+            bytes,
+            err: Cell::new(ScanError::BufferTooSmall { needed_bytes: 0 }),
+        }
+    }
+
+    /// Why the step that answered `None` failed.
+    pub(super) fn error(&self) -> ScanError {
+        self.err.get()
+    }
+
+    /// A step's answer as a `Result`.
+    pub(super) fn result<T>(&self, r: Scan<T>) -> ScanResult<T> {
+        r.ok_or_else(|| self.error())
+    }
+
+    /// Keeps `kind` at `at` as the reason of a failure.
+    #[inline(never)]
+    fn fail(&self, at: usize, kind: JsonErrorKind) {
+        self.err.set(malformed(at, kind));
+    }
+
+    /// A failure: `kind` at `at`.
+    #[inline(always)]
+    fn bad<T>(&self, at: usize, kind: JsonErrorKind) -> Scan<T> {
+        self.fail(at, kind);
+        None
     }
 
     pub(super) fn byte(&self, at: usize) -> Option<u8> {
         self.bytes.get(at).copied()
+    }
+
+    /// The byte at `at`, which the document must have.
+    fn need(&self, at: usize) -> Scan<u8> {
+        match self.byte(at) {
+            Some(b) => Some(b),
+            None => self.bad(at, JsonErrorKind::UnexpectedEnd),
+        }
     }
 
     pub(super) fn skip_ws(&self, mut at: usize) -> usize {
@@ -350,28 +393,36 @@ impl<'a> Json<'a> {
     }
 
     #[inline(never)]
-    fn unexpected(&self, at: usize) -> ScanError {
-        match self.byte(at) {
-            Some(byte) => malformed(at, JsonErrorKind::UnexpectedByte(byte)),
-            None => malformed(at, JsonErrorKind::UnexpectedEnd),
-        }
+    fn fail_unexpected(&self, at: usize) {
+        let kind = match self.byte(at) {
+            Some(byte) => JsonErrorKind::UnexpectedByte(byte),
+            None => JsonErrorKind::UnexpectedEnd,
+        };
+        self.fail(at, kind);
+    }
+
+    /// A failure: the byte at `at` (or the end) cannot be there.
+    #[inline(always)]
+    fn unexpected<T>(&self, at: usize) -> Scan<T> {
+        self.fail_unexpected(at);
+        None
     }
 
     /// Validates the whole input and returns the offset of the root value.
-    pub(super) fn validate(&self) -> ScanResult<usize> {
+    pub(super) fn validate(&self) -> Scan<usize> {
         let root = self.skip_ws(0);
         let end = self.value_end(root)?;
         let rest = self.skip_ws(end);
         if rest != self.bytes.len() {
-            return Err(malformed(rest, JsonErrorKind::TrailingData));
+            return self.bad(rest, JsonErrorKind::TrailingData);
         }
-        Ok(root)
+        Some(root)
     }
 
-    fn string_end(&self, quote_at: usize) -> ScanResult<usize> {
-        let mut chars = StrChars::new(self.bytes, quote_at)?;
+    fn string_end(&self, quote_at: usize) -> Scan<usize> {
+        let mut chars = StrChars::new(self, quote_at)?;
         while chars.next_char()?.is_some() {}
-        Ok(chars.pos)
+        Some(chars.pos)
     }
 
     fn digits_end(&self, mut at: usize) -> usize {
@@ -381,7 +432,7 @@ impl<'a> Json<'a> {
         at
     }
 
-    fn number_end(&self, start: usize) -> ScanResult<usize> {
+    fn number_end(&self, start: usize) -> Scan<usize> {
         let mut at = start;
         if self.byte(at) == Some(b'-') {
             at += 1;
@@ -389,12 +440,12 @@ impl<'a> Json<'a> {
         match self.byte(at) {
             Some(b'0') => at += 1,
             Some(b'1'..=b'9') => at = self.digits_end(at),
-            _ => return Err(malformed(at, JsonErrorKind::InvalidNumber)),
+            _ => return self.bad(at, JsonErrorKind::InvalidNumber),
         }
         if self.byte(at) == Some(b'.') {
             let digits = self.digits_end(at + 1);
             if digits == at + 1 {
-                return Err(malformed(digits, JsonErrorKind::InvalidNumber));
+                return self.bad(digits, JsonErrorKind::InvalidNumber);
             }
             at = digits;
         }
@@ -405,37 +456,37 @@ impl<'a> Json<'a> {
             }
             let digits = self.digits_end(at);
             if digits == at {
-                return Err(malformed(digits, JsonErrorKind::InvalidNumber));
+                return self.bad(digits, JsonErrorKind::InvalidNumber);
             }
             at = digits;
         }
-        Ok(at)
+        Some(at)
     }
 
-    fn literal_end(&self, at: usize, literal: &[u8]) -> ScanResult<usize> {
+    fn literal_end(&self, at: usize, literal: &[u8]) -> Scan<usize> {
         for (i, &expected) in literal.iter().enumerate() {
             let offset = at.saturating_add(i);
             if self.byte(offset) != Some(expected) {
-                return Err(self.unexpected(offset));
+                return self.unexpected(offset);
             }
         }
-        Ok(at.saturating_add(literal.len()))
+        Some(at.saturating_add(literal.len()))
     }
 
     /// Parses `"key" :` at `key_at` and returns the offset of the value.
-    fn member_value_start(&self, key_at: usize) -> ScanResult<usize> {
+    fn member_value_start(&self, key_at: usize) -> Scan<usize> {
         if self.byte(key_at) != Some(b'"') {
-            return Err(self.unexpected(key_at));
+            return self.unexpected(key_at);
         }
         let colon = self.skip_ws(self.string_end(key_at)?);
         if self.byte(colon) != Some(b':') {
-            return Err(self.unexpected(colon));
+            return self.unexpected(colon);
         }
-        Ok(self.skip_ws(colon + 1))
+        Some(self.skip_ws(colon + 1))
     }
 
     /// Validates the value at `start` and returns the offset just past it.
-    pub(super) fn value_end(&self, start: usize) -> ScanResult<usize> {
+    pub(super) fn value_end(&self, start: usize) -> Scan<usize> {
         let mut nesting = Nesting::new();
         let mut at = self.skip_ws(start);
         loop {
@@ -443,7 +494,7 @@ impl<'a> Json<'a> {
                 Some(open @ (b'{' | b'[')) => {
                     // Empty containers count as a level too, as in cJSON.
                     if nesting.depth >= MAX_JSON_DEPTH {
-                        return Err(malformed(at, JsonErrorKind::TooDeep));
+                        return self.bad(at, JsonErrorKind::TooDeep);
                     }
                     let is_object = open == b'{';
                     let inner = self.skip_ws(at + 1);
@@ -452,7 +503,7 @@ impl<'a> Json<'a> {
                         inner + 1
                     } else {
                         if !nesting.push(is_object) {
-                            return Err(malformed(at, JsonErrorKind::TooDeep));
+                            return self.bad(at, JsonErrorKind::TooDeep);
                         }
                         at = if is_object {
                             self.member_value_start(inner)?
@@ -467,13 +518,13 @@ impl<'a> Json<'a> {
                 Some(b't') => self.literal_end(at, b"true")?,
                 Some(b'f') => self.literal_end(at, b"false")?,
                 Some(b'n') => self.literal_end(at, b"null")?,
-                _ => return Err(self.unexpected(at)),
+                _ => return self.unexpected(at),
             };
             at = after_value;
             // Close every container that ends here, or move to the next item.
             loop {
                 let Some(is_object) = nesting.top() else {
-                    return Ok(at);
+                    return Some(at);
                 };
                 let next = self.skip_ws(at);
                 match self.byte(next) {
@@ -494,7 +545,7 @@ impl<'a> Json<'a> {
                         nesting.pop();
                         at = next + 1;
                     }
-                    _ => return Err(self.unexpected(next)),
+                    _ => return self.unexpected(next),
                 }
             }
         }
@@ -511,15 +562,15 @@ impl<'a> Json<'a> {
 
     /// The next item of a walk: `(key offset, value offset)` for an object
     /// (the key offset is that of its quote), `(value, value)` for an array.
-    pub(super) fn next_item(&self, list: &mut List) -> ScanResult<Option<(usize, usize)>> {
+    pub(super) fn next_item(&self, list: &mut List) -> Scan<Option<(usize, usize)>> {
         let close = if list.object { b'}' } else { b']' };
         let item = match list.state {
-            ListState::Done => return Ok(None),
+            ListState::Done => return Some(None),
             ListState::Start => {
                 let at = self.skip_ws(list.pos);
                 if self.byte(at) == Some(close) {
                     list.state = ListState::Done;
-                    return Ok(None);
+                    return Some(None);
                 }
                 at
             }
@@ -529,9 +580,9 @@ impl<'a> Json<'a> {
                     Some(b',') => self.skip_ws(at + 1),
                     Some(byte) if byte == close => {
                         list.state = ListState::Done;
-                        return Ok(None);
+                        return Some(None);
                     }
-                    _ => return Err(self.unexpected(at)),
+                    _ => return self.unexpected(at),
                 }
             }
         };
@@ -542,20 +593,20 @@ impl<'a> Json<'a> {
         };
         list.pos = self.value_end(value)?;
         list.state = ListState::AfterValue;
-        Ok(Some((item, value)))
+        Some(Some((item, value)))
     }
 
     /// `true` if the string at `quote_at` equals `expected` (ignoring ASCII
     /// case if asked).
-    fn string_eq(&self, quote_at: usize, expected: &str, ignore_case: bool) -> ScanResult<bool> {
+    fn string_eq(&self, quote_at: usize, expected: &str, ignore_case: bool) -> Scan<bool> {
         if self.byte(quote_at) != Some(b'"') {
-            return Ok(false);
+            return Some(false);
         }
         // Compared as UTF-8: equal encodings are equal characters, and ASCII
         // case folding leaves the bytes of other characters (0x80 and up)
         // alone. The string's characters are read as far as they match, and
         // one past `expected`.
-        let mut chars = StrChars::new(self.bytes, quote_at)?;
+        let mut chars = StrChars::new(self, quote_at)?;
         let mut rest = expected.as_bytes();
         while let Some(got) = chars.next_char()? {
             let mut buf = [0u8; 4];
@@ -563,46 +614,42 @@ impl<'a> Json<'a> {
             match rest.split_at_checked(got.len()) {
                 Some((want, tail)) if want == got => rest = tail,
                 Some((want, tail)) if ignore_case && want.eq_ignore_ascii_case(got) => rest = tail,
-                _ => return Ok(false),
+                _ => return Some(false),
             }
         }
-        Ok(rest.is_empty())
+        Some(rest.is_empty())
     }
 
     /// The value of the first member of the object at `object_at` named
     /// `name` (ASCII case ignored, as `cJSON_GetObjectItem`).
-    pub(super) fn member(&self, object_at: usize, name: &str) -> ScanResult<Option<usize>> {
+    pub(super) fn member(&self, object_at: usize, name: &str) -> Scan<Option<usize>> {
         if self.byte(object_at) != Some(b'{') {
-            return Ok(None);
+            return Some(None);
         }
         let mut list = self.list(object_at);
         while let Some((key, value)) = self.next_item(&mut list)? {
             if self.string_eq(key, name, true)? {
-                return Ok(Some(value));
+                return Some(Some(value));
             }
         }
-        Ok(None)
+        Some(None)
     }
 
     /// `true` if the object at `object_at` has a member `name` whose value is
     /// the string `expected` (compared exactly, as `strcmp`).
-    pub(super) fn member_is(
-        &self,
-        object_at: usize,
-        name: &str,
-        expected: &str,
-    ) -> ScanResult<bool> {
+    pub(super) fn member_is(&self, object_at: usize, name: &str, expected: &str) -> Scan<bool> {
         match self.member(object_at, name)? {
             Some(value) => self.string_eq(value, expected, false),
-            None => Ok(false),
+            None => Some(false),
         }
     }
 
     /// The string value of member `name`, if it is a string.
-    pub(super) fn string_member(&self, object_at: usize, name: &str) -> ScanResult<Option<usize>> {
-        Ok(self
-            .member(object_at, name)?
-            .filter(|&value| self.byte(value) == Some(b'"')))
+    pub(super) fn string_member(&self, object_at: usize, name: &str) -> Scan<Option<usize>> {
+        Some(
+            self.member(object_at, name)?
+                .filter(|&value| self.byte(value) == Some(b'"')),
+        )
     }
 
     /// Copies the decoded string at `quote_at` to `out`, escaped or not;
@@ -612,8 +659,8 @@ impl<'a> Json<'a> {
         quote_at: usize,
         out: &mut Out<'_>,
         escape: bool,
-    ) -> ScanResult<usize> {
-        let mut chars = StrChars::new(self.bytes, quote_at)?;
+    ) -> Scan<usize> {
+        let mut chars = StrChars::new(self, quote_at)?;
         let mut text_bytes = 0usize;
         while let Some(c) = chars.next_char()? {
             text_bytes = text_bytes.saturating_add(c.len_utf8());
@@ -623,7 +670,7 @@ impl<'a> Json<'a> {
                 out.push_char(c);
             }
         }
-        Ok(text_bytes)
+        Some(text_bytes)
     }
 
     /// Copies the `text` of every block of the array at `array_at` whose
@@ -634,7 +681,7 @@ impl<'a> Json<'a> {
         types: &[&str],
         out: &mut Out<'_>,
         escape: bool,
-    ) -> ScanResult<usize> {
+    ) -> Scan<usize> {
         let mut total = 0usize;
         let mut blocks = self.list(array_at);
         while let Some((_, block)) = self.next_item(&mut blocks)? {
@@ -655,13 +702,14 @@ impl<'a> Json<'a> {
                 total = total.saturating_add(self.copy_string(text, out, escape)?);
             }
         }
-        Ok(total)
+        Some(total)
     }
 }
 
 /// Checks that `body` is one complete JSON document.
 pub fn validate_json(body: &[u8]) -> Result<(), ScanError> {
-    Json::new(body).validate().map(|_| ())
+    let json = Json::new(body);
+    json.result(json.validate().map(|_| ()))
 }
 
 /// The kind of a [`JsonValue`].
@@ -697,7 +745,8 @@ impl<'a> JsonValue<'a> {
     /// Validates `body` as one JSON document (see [`validate_json`]) and
     /// returns its root value.
     pub fn parse(body: &'a [u8]) -> Result<JsonValue<'a>, ScanError> {
-        let at = Json::new(body).validate()?;
+        let json = Json::new(body);
+        let at = json.result(json.validate())?;
         Ok(JsonValue { bytes: body, at })
     }
 
@@ -717,7 +766,7 @@ impl<'a> JsonValue<'a> {
     /// `cJSON_GetObjectItem` does; `None` if this is not an object or has no
     /// such member.
     pub fn member(self, name: &str) -> Option<JsonValue<'a>> {
-        let at = Json::new(self.bytes).member(self.at, name).ok()??;
+        let at = Json::new(self.bytes).member(self.at, name)??;
         Some(JsonValue {
             bytes: self.bytes,
             at,
@@ -758,7 +807,7 @@ impl<'a> Iterator for JsonElements<'a> {
             return None;
         }
         match Json::new(self.bytes).next_item(&mut self.list) {
-            Ok(Some((_, at))) => Some(JsonValue {
+            Some(Some((_, at))) => Some(JsonValue {
                 bytes: self.bytes,
                 at,
             }),
