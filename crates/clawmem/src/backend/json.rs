@@ -277,19 +277,17 @@ impl<'j, 'a> StrChars<'j, 'a> {
     /// escape's length in bytes.
     #[inline(never)]
     fn escape(&self, at: usize) -> Scan<(char, usize)> {
-        let simple = match self.json.need(at.saturating_add(1))? {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => return self.unicode_escape(at),
-            _ => return self.json.bad(at, JsonErrorKind::InvalidEscape),
-        };
-        Some((simple, 2))
+        // The one-letter escapes and what they stand for.
+        const LETTERS: &[u8; 8] = b"\"\\/bfnrt";
+        const MEANS: &[u8; 8] = b"\"\\/\x08\x0c\n\r\t";
+        let letter = self.json.need(at.saturating_add(1))?;
+        if letter == b'u' {
+            return self.unicode_escape(at);
+        }
+        match LETTERS.iter().zip(MEANS).find(|(l, _)| **l == letter) {
+            Some((_, &c)) => Some((char::from(c), 2)),
+            None => self.json.bad(at, JsonErrorKind::InvalidEscape),
+        }
     }
 
     fn unicode_escape(&self, at: usize) -> Scan<(char, usize)> {

@@ -45,8 +45,10 @@ pub(crate) struct HistCursor {
     /// The batch being read, through its checksums.
     reader: Option<VerifiedReader>,
     /// Chain segment of the record handled last (`usize::MAX` before the
-    /// first, and after a segment closed).
+    /// first).
     seg: usize,
+    /// Segment `seg` has closed (a step said so).
+    closed: bool,
     /// The current batch lost its header or a record's length: its
     /// remaining records are lost.
     broken: bool,
@@ -58,6 +60,27 @@ pub(crate) struct HistCursor {
     read_max: usize,
 }
 
+/// What a step of a history walk found, beside its word (see [`step`]):
+/// a record's kind, format and length, the bytes it used (the segment that
+/// ended is the cursor's `seg`). The caller's, filled in place.
+struct Got {
+    kind: RecordType,
+    format: BackendFormat,
+    len: usize,
+    used: usize,
+}
+
+impl Got {
+    const fn new() -> Got {
+        Got {
+            kind: RecordType::User,
+            format: BackendFormat::Unknown,
+            len: 0,
+            used: 0,
+        }
+    }
+}
+
 impl HistCursor {
     /// A walk for the `current` backend, not started yet
     /// ([`Store::hist_start`] starts it in place).
@@ -66,6 +89,7 @@ impl HistCursor {
             recs: Records::EMPTY,
             reader: None,
             seg: usize::MAX,
+            closed: false,
             broken: false,
             pending: None,
             current,
@@ -79,36 +103,36 @@ impl HistCursor {
         self.recs.rewind();
         self.reader = None;
         self.seg = usize::MAX;
+        self.closed = false;
         self.broken = false;
         self.pending = None;
     }
 }
 
-/// One step of a history walk.
-enum Step {
-    /// A record the filter keeps: its body is the first `len` bytes of the
-    /// buffer; `used` bytes of it were needed (the stored body and, for a
+/// One step of a history walk: the word [`Store::hist_step`] answers (a
+/// `Result<u32, _>` comes back in registers), what it found in a [`Got`].
+mod step {
+    /// A record the filter keeps, of kind `kind` and format
+    /// `format`: its body is the first `len` bytes of the buffer;
+    /// `used` bytes of it were needed (the stored body and, for a
     /// rewritten one, the rewrite).
-    Kept {
-        kind: RecordType,
-        format: BackendFormat,
-        len: usize,
-        used: usize,
-    },
+    pub const KEPT: u32 = 0;
     /// A sound record the filter leaves out.
-    Dropped,
+    pub const DROPPED: u32 = 1;
     /// A record lost to damage.
-    Damaged,
+    pub const DAMAGED: u32 = 2;
     /// A record longer than the buffer.
-    TooLarge,
-    /// A record of another backend whose rewrite (`out` bytes) did not fit
-    /// after its `len` stored bytes.
-    NoRoom { len: usize, out: usize },
-    /// Segment `seg` (the base or a batch) has ended; `ok` is false when the
-    /// batch failed its checksums, and every record it gave is void.
-    SegmentEnd { seg: usize, ok: bool },
+    pub const TOO_LARGE: u32 = 3;
+    /// A record of another backend whose rewrite (`used` bytes) did not
+    /// fit after its `len` stored bytes.
+    pub const NO_ROOM: u32 = 4;
+    /// Segment `seg` (the cursor's; the base or a batch) has ended, sound.
+    pub const SEGMENT_OK: u32 = 5;
+    /// Segment `seg` has ended and its batch failed its checksums: every
+    /// record it gave is void.
+    pub const SEGMENT_BAD: u32 = 6;
     /// No more records.
-    End,
+    pub const END: u32 = 7;
 }
 
 /// A history read handed out one record at a time: opened by
@@ -194,24 +218,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         c.recs.start(&mut self.log.io(), s, Some(ring))
     }
 
-    /// After segment `seg` of walk `c` failed its check, finds `s`'s chain
-    /// again by scanning the log ([`Records::rescan`]) and rewinds the walk:
-    /// `false` if that is not done (the root, or scanned already).
+    /// After segment `c.seg` of walk `c` failed its check, finds `s`'s
+    /// chain again by scanning the log ([`Records::rescan`]) and rewinds the
+    /// walk: `false` if that is not done (the root, or scanned already).
     #[inline(always)]
-    fn hist_rescan(&mut self, c: &mut HistCursor, s: &Session, seg: usize) -> Result<bool, Fail> {
-        Ok(self.hist_rescan_word(c, s, seg)? != 0)
+    fn hist_rescan(&mut self, c: &mut HistCursor, s: &Session) -> Result<bool, Fail> {
+        Ok(self.hist_rescan_word(c, s)? != 0)
     }
 
     /// [`Self::hist_rescan`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
     #[inline(never)]
-    fn hist_rescan_word(
-        &mut self,
-        c: &mut HistCursor,
-        s: &Session,
-        seg: usize,
-    ) -> Result<u32, Fail> {
+    fn hist_rescan_word(&mut self, c: &mut HistCursor, s: &Session) -> Result<u32, Fail> {
         let ring = self.ring_view();
-        let again = c.recs.rescan(&mut self.log.io(), s, ring, seg)?;
+        let again = c.recs.rescan(&mut self.log.io(), s, ring, c.seg)?;
         if again {
             c.rewind();
             c.read_max = 0;
@@ -219,23 +238,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(u32::from(again))
     }
 
-    /// The next step of walk `c`, reading a record's body into `dst`.
+    /// The next step of walk `c`, reading a record's body into `dst`: a
+    /// [`step`] word, what it found in `got`.
     #[inline(never)]
-    fn hist_step(&mut self, c: &mut HistCursor, dst: &mut [u8]) -> Result<Step, Fail> {
+    fn hist_step(
+        &mut self,
+        c: &mut HistCursor,
+        dst: &mut [u8],
+        got: &mut Got,
+    ) -> Result<u32, Fail> {
         let next = match c.pending.take() {
             Some(r) => Some(r),
             None => c.recs.next(&mut self.log.io())?,
         };
-        if next.map(|r| r.segment) != Some(c.seg) {
-            if c.seg != usize::MAX {
+        if c.closed || next.map(|r| r.segment) != Some(c.seg) {
+            if !c.closed && c.seg != usize::MAX {
                 // Close the segment: a batch counts only if every chunk of
                 // it, read to its end, checked out.
                 let ok = c.reader.take().is_none_or(|r| r.finish());
-                let seg = c.seg;
-                c.seg = usize::MAX;
+                c.closed = true;
                 c.pending = next;
-                return Ok(Step::SegmentEnd { seg, ok });
+                return Ok(if ok {
+                    step::SEGMENT_OK
+                } else {
+                    step::SEGMENT_BAD
+                });
             }
+            c.closed = false;
             if let Some(r) = next {
                 c.seg = r.segment;
                 c.broken = false;
@@ -251,10 +280,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         let Some(r) = next else {
-            return Ok(Step::End);
+            return Ok(step::END);
         };
         if r.damaged || c.broken {
-            return Ok(Step::Damaged);
+            return Ok(step::DAMAGED);
         }
         let len = r.len as usize;
         if len > dst.len() {
@@ -262,7 +291,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // batch cannot be found any more (and the reader will not finish
             // it); a base's entries stand alone.
             c.broken |= !(r.segment == 0 && c.root_is_base);
-            return Ok(Step::TooLarge);
+            return Ok(step::TOO_LARGE);
         }
         c.read_max = c.read_max.max(len);
         let (body, tail) = dst.split_at_mut(len);
@@ -281,34 +310,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             None => self.log.io().read_stream(r.addr, body)?,
         }
         if r.crc.is_some_and(|crc| CRC.checksum(body) != crc) {
-            return Ok(Step::Damaged);
+            return Ok(step::DAMAGED);
         }
-        let kept = Step::Kept {
-            kind: r.kind,
-            format: r.format,
-            len,
-            used: len,
-        };
+        got.kind = r.kind;
+        got.format = r.format;
+        got.len = len;
+        got.used = len;
         Ok(match history_action(c.current, r.format, r.kind) {
-            HistoryAction::Keep => kept,
-            HistoryAction::Drop => Step::Dropped,
+            HistoryAction::Keep => step::KEPT,
+            HistoryAction::Drop => step::DROPPED,
             HistoryAction::KeepTextOnly => match degrade_assistant_final(body, tail) {
                 // A body that is not JSON is kept as stored.
-                Ok(Degraded::Unchanged) | Err(ScanError::Malformed { .. }) => kept,
-                Ok(Degraded::Dropped) => Step::Dropped,
+                Ok(Degraded::Unchanged) | Err(ScanError::Malformed { .. }) => step::KEPT,
+                Ok(Degraded::Dropped) => step::DROPPED,
                 Ok(Degraded::Rewritten { len_bytes }) => {
                     dst.copy_within(len..len + len_bytes, 0);
-                    Step::Kept {
-                        kind: r.kind,
-                        format: r.format,
-                        len: len_bytes,
-                        used: len + len_bytes,
-                    }
+                    got.len = len_bytes;
+                    got.used = len + len_bytes;
+                    step::KEPT
                 }
-                Err(ScanError::BufferTooSmall { needed_bytes }) => Step::NoRoom {
-                    len,
-                    out: needed_bytes,
-                },
+                Err(ScanError::BufferTooSmall { needed_bytes }) => {
+                    got.used = needed_bytes;
+                    step::NO_ROOM
+                }
             },
         })
     }
@@ -369,17 +393,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // if its checksum fails.
         let mut seg_start = 0usize;
         let mut seg_records = 0u32;
+        let mut got = Got::new();
         loop {
             let body = at + HIST_HEADER;
             let dst = buf.get_mut(body..).unwrap_or_default();
-            match self.hist_step(&mut c, dst)? {
-                Step::Kept {
-                    kind, format, len, ..
-                } => {
+            let word = self.hist_step(&mut c, dst, &mut got)?;
+            match word {
+                step::KEPT => {
+                    let len = got.len;
                     let l = (len as u32).to_le_bytes();
                     buf[at..body].copy_from_slice(&[
-                        kind.as_u8(),
-                        format.as_u8(),
+                        got.kind.as_u8(),
+                        got.format.as_u8(),
                         l[0],
                         l[1],
                         l[2],
@@ -389,9 +414,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     count += 1;
                     seg_records += 1;
                 }
-                Step::Dropped => {}
-                Step::Damaged => damaged += 1,
-                Step::TooLarge => {
+                step::DROPPED => {}
+                step::DAMAGED => damaged += 1,
+                step::TOO_LARGE => {
                     if buf.len() < needed {
                         return Err(self.log.parked().buffer_too_small(needed));
                     }
@@ -399,11 +424,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // not fit has a length damaged at rest.
                     damaged += 1;
                 }
-                Step::NoRoom { out, .. } => {
-                    return Err(self.log.parked().buffer_too_small(buf.len() + out))
+                step::NO_ROOM => {
+                    return Err(self.log.parked().buffer_too_small(buf.len() + got.used))
                 }
-                Step::SegmentEnd { seg, ok } => {
-                    if !ok && self.hist_rescan(&mut c, &s, seg)? {
+                step::SEGMENT_OK | step::SEGMENT_BAD => {
+                    let ok = word == step::SEGMENT_OK;
+                    if !ok && self.hist_rescan(&mut c, &s)? {
                         // The chain found again may hold more than the
                         // pointers led to (and than `needed` counted when
                         // it was taken from them): ask for room for it
@@ -431,7 +457,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     seg_start = at;
                     seg_records = 0;
                 }
-                Step::End => break,
+                _ => break,
             }
         }
         if c.recs.degraded() || damaged > 0 || resized {
@@ -520,35 +546,36 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let (mut records, mut bytes, mut damaged, mut need) = (0u32, 0usize, 0u32, 0usize);
             let (mut seg_records, mut seg_bytes) = (0u32, 0usize);
+            let mut got = Got::new();
             loop {
-                match self.hist_step(&mut c, buf)? {
-                    Step::Kept { len, used, .. } => {
+                match self.hist_step(&mut c, buf, &mut got)? {
+                    step::KEPT => {
                         seg_records += 1;
-                        seg_bytes += len;
-                        need = need.max(used);
+                        seg_bytes += got.len;
+                        need = need.max(got.used);
                     }
-                    Step::NoRoom { len, out } => {
+                    step::NO_ROOM => {
                         seg_records += 1;
-                        seg_bytes += out;
-                        need = need.max(len + out);
+                        seg_bytes += got.used;
+                        need = need.max(got.len + got.used);
                     }
-                    Step::Dropped => {}
-                    Step::Damaged | Step::TooLarge => damaged += 1,
-                    Step::SegmentEnd { ok: true, .. } => {
+                    step::DROPPED => {}
+                    step::DAMAGED | step::TOO_LARGE => damaged += 1,
+                    step::SEGMENT_OK => {
                         records += seg_records;
                         bytes += seg_bytes;
                         (seg_records, seg_bytes) = (0, 0);
                     }
-                    Step::SegmentEnd { seg, ok: false } => {
-                        if self.hist_rescan(&mut c, &s, seg)? {
+                    step::SEGMENT_BAD => {
+                        if self.hist_rescan(&mut c, &s)? {
                             continue 'walk;
                         }
                         // Left out of the second pass whole.
                         damaged += seg_records;
-                        c.recs.skip_segment(seg);
+                        c.recs.skip_segment(c.seg);
                         (seg_records, seg_bytes) = (0, 0);
                     }
-                    Step::End => break 'walk (records, bytes, damaged, need, longest),
+                    _ => break 'walk (records, bytes, damaged, need, longest),
                 }
             }
         };
@@ -662,11 +689,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 root,
             )
         };
+        let mut got = Got::new();
         loop {
-            match self.hist_step(&mut stream.cursor, buf)? {
-                Step::Kept {
-                    kind, format, len, ..
-                } => {
+            match self.hist_step(&mut stream.cursor, buf, &mut got)? {
+                step::KEPT => {
+                    let (kind, format, len) = (got.kind, got.format, got.len);
                     stream.given += 1;
                     stream.given_bytes += len;
                     if stream.given > stream.records || stream.given_bytes > stream.bytes {
@@ -676,12 +703,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 // A length beyond the open's buffer is damage the open
                 // counted.
-                Step::Dropped | Step::Damaged | Step::TooLarge => {}
-                Step::SegmentEnd { ok: true, .. } => {}
-                Step::NoRoom { .. } | Step::SegmentEnd { ok: false, .. } => {
-                    return Err(changed(self))
-                }
-                Step::End => {
+                step::DROPPED | step::DAMAGED | step::TOO_LARGE => {}
+                step::SEGMENT_OK => {}
+                step::NO_ROOM | step::SEGMENT_BAD => return Err(changed(self)),
+                _ => {
                     if stream.given != stream.records || stream.given_bytes != stream.bytes {
                         return Err(changed(self));
                     }
