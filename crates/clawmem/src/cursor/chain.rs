@@ -78,7 +78,7 @@ impl Chain {
             let _ = h;
             at = f.prev;
         }
-        addrs.copy_within(CHAIN_MAX + 1 - n..=CHAIN_MAX, 0);
+        addrs.copy_within(CHAIN_MAX + 1 - n..CHAIN_MAX + 1, 0);
         self.len = n;
         Ok(())
     }

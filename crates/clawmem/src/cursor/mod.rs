@@ -115,7 +115,6 @@ pub(crate) fn read_first_chunk<F: NorFlash>(
 pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BaseLayout, Fail> {
     let h = read_first_chunk(io, addr, Some(SESSION_BASE))?;
     let payload = addr + CHUNK_HEADER_LEN;
-    let mut b = [0u8; BASE_FIXED as usize + CHDX_HEADER_SIZE];
     let mut fixed = [0u8; BASE_FIXED as usize];
     io.read_stream(payload, &mut fixed)?;
     // The payload must hold what the fixed part announces: the id, the CHDX
@@ -129,13 +128,13 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
             + u64::from(f.count) * (CHDX_ENTRY_SIZE as u64 + 4);
         index <= u64::from(total) && u64::from(f.size) >= 2 * u64::from(f.count)
     };
-    let f = match BaseFixed::decode(&fixed).filter(|f| fits(f)) {
+    let decoded = |fixed: &[u8; BASE_FIXED as usize]| BaseFixed::decode(fixed).filter(fits);
+    let f = match decoded(&fixed) {
         Some(f) => f,
         // Damaged at rest: one flipped bit of the fixed part that explains
         // the first chunk's CRC is corrected if the result holds together.
         None => correct_fixed(io, addr, &h, &mut fixed)?
-            .and_then(|()| BaseFixed::decode(&fixed))
-            .filter(|f| fits(f))
+            .and_then(|()| decoded(&fixed))
             .ok_or_else(|| {
                 io.parked()
                     .at(fail!(Corrupted, "session base header is invalid"), addr)
@@ -160,10 +159,10 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
     let (mut hdr_at, mut entries, mut crcs) = layout(io, f);
     let mut f = f;
     if entry_like(io, crcs)? {
-        let mut again = fixed;
-        if let Some(g) = correct_fixed(io, addr, &h, &mut again)?
-            .and_then(|()| BaseFixed::decode(&again))
-            .filter(|g| fits(g) && g.count != f.count)
+        // (`fixed` is not needed after this: corrected in place.)
+        if let Some(g) = correct_fixed(io, addr, &h, &mut fixed)?
+            .and_then(|()| decoded(&fixed))
+            .filter(|g| g.count != f.count)
         {
             let (h2, e2, c2) = layout(io, g);
             if !entry_like(io, c2)? {
@@ -171,8 +170,9 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
             }
         }
     }
-    io.read_stream(hdr_at, &mut b[..CHDX_HEADER_SIZE])?;
-    let header_ok = crate::chdx::check_header(&b[..CHDX_HEADER_SIZE]).is_ok();
+    let mut b = [0u8; CHDX_HEADER_SIZE];
+    io.read_stream(hdr_at, &mut b)?;
+    let header_ok = crate::chdx::check_header(&b).is_ok();
     Ok(BaseLayout {
         fixed: f,
         entries,
@@ -868,14 +868,29 @@ impl VerifiedReader {
         addr: u32,
         kind_: u8,
     ) -> Result<Option<VerifiedReader>, Fail> {
+        let mut r = None;
+        Self::start(io, addr, kind_, &mut r)?;
+        Ok(r)
+    }
+
+    /// [`new`](Self::new) in place: `out` becomes the reader, or `None`
+    /// (also on an error).
+    #[inline(never)]
+    pub fn start<F: NorFlash>(
+        io: &mut Io<'_, F>,
+        addr: u32,
+        kind_: u8,
+        out: &mut Option<VerifiedReader>,
+    ) -> Result<(), Fail> {
+        *out = None;
         let h = match io.chunk_header(addr)? {
             Some(h) if h.kind == kind_ && h.is_first() => h,
-            _ => return Ok(None),
+            _ => return Ok(()),
         };
         if addr + io.geo.chunk_size(h.len) > io.geo.sector_end(addr) {
-            return Ok(None);
+            return Ok(());
         }
-        Ok(Some(VerifiedReader {
+        *out = Some(VerifiedReader {
             chunk: addr,
             header: h,
             done: 0,
@@ -883,7 +898,8 @@ impl VerifiedReader {
             ok: true,
             first_seq: h.seq,
             read_total: 0,
-        }))
+        });
+        Ok(())
     }
 
     /// Reads the next `out.len()` payload bytes; `false` if the batch ends

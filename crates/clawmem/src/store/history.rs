@@ -47,12 +47,13 @@ pub(crate) struct HistCursor {
     /// Chain segment of the record handled last (`usize::MAX` before the
     /// first).
     seg: usize,
-    /// Segment `seg` has closed (a step said so).
+    /// Segment `seg` has closed (a step said so): `pending` holds the
+    /// record fetched then, the next step's.
     closed: bool,
     /// The current batch lost its header or a record's length: its
     /// remaining records are lost.
     broken: bool,
-    /// The record fetched when the previous segment closed.
+    /// The record fetched last.
     pending: Option<RecordInfo>,
     current: BackendFormat,
     root_is_base: bool,
@@ -247,17 +248,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         dst: &mut [u8],
         got: &mut Got,
     ) -> Result<u32, Fail> {
-        let next = match c.pending.take() {
-            Some(r) => Some(r),
-            None => c.recs.next(&mut self.log.io())?,
-        };
+        if !c.closed {
+            c.pending = c.recs.next(&mut self.log.io())?;
+        }
+        let next = c.pending;
         if c.closed || next.map(|r| r.segment) != Some(c.seg) {
             if !c.closed && c.seg != usize::MAX {
                 // Close the segment: a batch counts only if every chunk of
                 // it, read to its end, checked out.
                 let ok = c.reader.take().is_none_or(|r| r.finish());
                 c.closed = true;
-                c.pending = next;
                 return Ok(if ok {
                     step::SEGMENT_OK
                 } else {
@@ -273,7 +273,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let base = r.segment == 0 && c.root_is_base;
                 if !base && !r.damaged {
                     let addr = c.recs.chain().addrs[r.segment];
-                    c.reader = VerifiedReader::new(&mut self.log.io(), addr, SESSION_BATCH)?;
+                    VerifiedReader::start(&mut self.log.io(), addr, SESSION_BATCH, &mut c.reader)?;
                     // A batch whose header is gone: its records are lost.
                     c.broken = c.reader.is_none();
                 }
