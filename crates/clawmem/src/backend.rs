@@ -119,6 +119,33 @@ pub fn degrade_assistant_final(body: &[u8], out: &mut [u8]) -> Result<Degraded, 
     }
 }
 
+/// What [`degrade_word`] found.
+pub(crate) mod degraded {
+    /// Keep the record as stored: its `content` is a string, or it is not
+    /// JSON.
+    pub const KEEP: u32 = 0;
+    /// No text: leave the record out.
+    pub const DROP: u32 = 1;
+    /// The rewritten record is the first `len` bytes of the output buffer.
+    pub const REWRITTEN: u32 = 2;
+    /// The rewrite needs `len` bytes, more than the output buffer holds.
+    pub const NO_ROOM: u32 = 3;
+}
+
+/// [`degrade_assistant_final`] for the history read, as a word and a length
+/// (see [`degraded`]; a pair comes back in registers, a `Result` through
+/// memory). A malformed body is kept as stored.
+pub(crate) fn degrade_word(body: &[u8], out: &mut [u8]) -> (u32, usize) {
+    let json = Json::new(body);
+    let mut writer = Out::new(out);
+    match degrade(&json, &mut writer) {
+        None | Some(Degraded::Unchanged) => (degraded::KEEP, 0),
+        Some(Degraded::Dropped) => (degraded::DROP, 0),
+        Some(Degraded::Rewritten { .. }) if writer.overflow => (degraded::NO_ROOM, writer.needed),
+        Some(Degraded::Rewritten { .. }) => (degraded::REWRITTEN, writer.needed),
+    }
+}
+
 /// [`degrade_assistant_final`]'s scan, the rewrite into `writer`
 /// ([`Degraded::Rewritten`]'s length is then the writer's).
 fn degrade(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<Degraded> {

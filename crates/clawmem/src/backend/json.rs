@@ -112,7 +112,7 @@ const fn malformed(offset: usize, kind: JsonErrorKind) -> ScanError {
 pub(super) struct Out<'a> {
     buf: &'a mut [u8],
     pub(super) needed: usize,
-    overflow: bool,
+    pub(super) overflow: bool,
 }
 
 impl<'a> Out<'a> {

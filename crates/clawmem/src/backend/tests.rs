@@ -379,3 +379,42 @@ fn never_panics_on_arbitrary_bytes() {
         let _ = extract_final_text(&doc, &mut out);
     }
 }
+
+#[test]
+fn degrade_word_says_what_degrade_assistant_final_says() {
+    let bodies: [&[u8]; 9] = [
+        br#"{"content":[{"type":"text","text":"hello"},{"type":"text","text":" \u00e9\n"}]}"#,
+        br#"{"content":"as is"}"#,
+        br#"{"content":[{"type":"tool_use","id":"x"}]}"#,
+        br#"{"content":[]}"#,
+        br#"{"CONTENT":[{"type":"text","text":"k"}]}"#,
+        br#"{"other":1}"#,
+        br#"{"content":[{"type":"text","text":"x"}"#,
+        b"not json",
+        br#"{"content":null}"#,
+    ];
+    for body in bodies {
+        for size in [0usize, 5, 30, 45, 4096] {
+            let mut a = vec![0u8; size];
+            let mut b = vec![0u8; size];
+            let word = degrade_word(body, &mut b);
+            let want = match degrade_assistant_final(body, &mut a) {
+                Ok(Degraded::Unchanged) | Err(ScanError::Malformed { .. }) => (degraded::KEEP, 0),
+                Ok(Degraded::Dropped) => (degraded::DROP, 0),
+                Ok(Degraded::Rewritten { len_bytes }) => (degraded::REWRITTEN, len_bytes),
+                Err(ScanError::BufferTooSmall { needed_bytes }) => {
+                    (degraded::NO_ROOM, needed_bytes)
+                }
+            };
+            assert_eq!(
+                word,
+                want,
+                "{:?} into {size}",
+                String::from_utf8_lossy(body)
+            );
+            if word.0 == degraded::REWRITTEN {
+                assert_eq!(a[..word.1], b[..word.1]);
+            }
+        }
+    }
+}

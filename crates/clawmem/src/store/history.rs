@@ -31,8 +31,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::base::{Embed, Keep};
 use super::report::HIST_HEADER;
 use super::{History, Priority, Store, Work};
-use crate::backend::ScanError;
-use crate::backend::{degrade_assistant_final, history_action, Degraded, HistoryAction};
+use crate::backend::{degrade_word, degraded, history_action, HistoryAction};
 use crate::chdx::{BackendFormat, RecordType};
 use crate::cursor::{RecordInfo, Records, VerifiedReader};
 use crate::error::{fail, Error, Fail};
@@ -319,20 +318,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(match history_action(c.current, r.format, r.kind) {
             HistoryAction::Keep => step::KEPT,
             HistoryAction::Drop => step::DROPPED,
-            HistoryAction::KeepTextOnly => match degrade_assistant_final(body, tail) {
+            HistoryAction::KeepTextOnly => match degrade_word(body, tail) {
                 // A body that is not JSON is kept as stored.
-                Ok(Degraded::Unchanged) | Err(ScanError::Malformed { .. }) => step::KEPT,
-                Ok(Degraded::Dropped) => step::DROPPED,
-                Ok(Degraded::Rewritten { len_bytes }) => {
+                (degraded::KEEP, _) => step::KEPT,
+                (degraded::REWRITTEN, len_bytes) => {
                     dst.copy_within(len..len + len_bytes, 0);
                     got.len = len_bytes;
                     got.used = len + len_bytes;
                     step::KEPT
                 }
-                Err(ScanError::BufferTooSmall { needed_bytes }) => {
+                (degraded::NO_ROOM, needed_bytes) => {
                     got.used = needed_bytes;
                     step::NO_ROOM
                 }
+                _ => step::DROPPED,
             },
         })
     }
