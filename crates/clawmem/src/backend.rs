@@ -237,7 +237,7 @@ fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
         if json.byte(output) == Some(b'[') {
             let mut items = json.list(output);
             while let Some((_, item)) = json.next_item(&mut items)? {
-                if !json.member_is(item, "type", "message")? {
+                if json.member_in(item, "type", &["message"])?.is_none() {
                     continue;
                 }
                 let Some(content) = json.member(item, "content")? else {
@@ -248,12 +248,10 @@ fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
                 }
                 let mut blocks = json.list(content);
                 while let Some((_, block)) = json.next_item(&mut blocks)? {
-                    let field = if json.member_is(block, "type", "output_text")? {
-                        "text"
-                    } else if json.member_is(block, "type", "refusal")? {
-                        "refusal"
-                    } else {
-                        continue;
+                    let field = match json.member_in(block, "type", &["output_text", "refusal"])? {
+                        Some(0) => "text",
+                        Some(_) => "refusal",
+                        None => continue,
                     };
                     if let Some(text) = json.string_member(block, field)? {
                         json.copy_string(text, writer, false)?;

@@ -633,13 +633,24 @@ impl<'a> Json<'a> {
         Some(None)
     }
 
-    /// `true` if the object at `object_at` has a member `name` whose value is
-    /// the string `expected` (compared exactly, as `strcmp`).
-    pub(super) fn member_is(&self, object_at: usize, name: &str, expected: &str) -> Scan<bool> {
-        match self.member(object_at, name)? {
-            Some(value) => self.string_eq(value, expected, false),
-            None => Some(false),
+    /// Which of `choices` the value of the object at `object_at`'s member
+    /// `name` is, as a string compared exactly (as `strcmp`): the first
+    /// one's index, `None` if none (or no such member). The member is looked
+    /// up once.
+    pub(super) fn member_in(
+        &self,
+        object_at: usize,
+        name: &str,
+        choices: &[&str],
+    ) -> Scan<Option<usize>> {
+        if let Some(value) = self.member(object_at, name)? {
+            for (k, expected) in choices.iter().enumerate() {
+                if self.string_eq(value, expected, false)? {
+                    return Some(Some(k));
+                }
+            }
         }
+        Some(None)
     }
 
     /// The string value of member `name`, if it is a string.
@@ -686,14 +697,7 @@ impl<'a> Json<'a> {
             if self.byte(block) != Some(b'{') {
                 continue;
             }
-            let mut matched = false;
-            for ty in types {
-                if self.member_is(block, "type", ty)? {
-                    matched = true;
-                    break;
-                }
-            }
-            if !matched {
+            if self.member_in(block, "type", types)?.is_none() {
                 continue;
             }
             if let Some(text) = self.string_member(block, "text")? {

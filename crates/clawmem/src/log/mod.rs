@@ -785,28 +785,28 @@ impl<F: NorFlash> Log<F> {
         kind: u8,
         payload: &mut P,
     ) -> Result<(u32, u32), Fail> {
-        self.write_batch_dyn(kind, payload)
+        let first = self.write_batch_dyn(kind, payload)?;
+        // The batch took the last sequence number given out (an
+        // `ERASED_AHEAD` chunk that settling writes comes before it).
+        Ok((first, self.next_seq.wrapping_sub(1)))
     }
 
     /// [`write_batch`](Self::write_batch), compiled once for every payload
-    /// type (code size).
+    /// type (code size): the first chunk's address (a `Result<u32, _>`
+    /// comes back in registers).
     #[inline(never)]
-    fn write_batch_dyn(
-        &mut self,
-        kind: u8,
-        payload: &mut dyn Payload<F>,
-    ) -> Result<(u32, u32), Fail> {
+    fn write_batch_dyn(&mut self, kind: u8, payload: &mut dyn Payload<F>) -> Result<u32, Fail> {
         self.settle_ahead()?;
         self.write_batch_settled(kind, payload)
     }
 
-    /// [`write_batch`](Self::write_batch) once the sectors erased ahead are
-    /// settled.
+    /// [`write_batch_dyn`](Self::write_batch_dyn) once the sectors erased
+    /// ahead are settled; the batch takes sequence number `next_seq`.
     pub(super) fn write_batch_settled(
         &mut self,
         kind: u8,
         payload: &mut dyn Payload<F>,
-    ) -> Result<(u32, u32), Fail> {
+    ) -> Result<u32, Fail> {
         let len = payload.len();
         let (_, opens) = self.plan(len);
         if opens > self.free_sectors() {
@@ -826,7 +826,7 @@ impl<F: NorFlash> Log<F> {
             // a damaged chunk until a mount has looked at it.
             self.write_pos = self.geo.sector_end(self.geo.sector_start(self.head));
         }
-        result.map(|first| (first, seq))
+        result
     }
 
     fn write_chunks(
