@@ -780,6 +780,7 @@ impl<F: NorFlash> Log<F> {
     /// first chunk and the batch's sequence number.
     ///
     /// Power loss: see the module docs; a failed write seals the head sector.
+    #[inline(always)]
     pub fn write_batch<P: Payload<F>>(
         &mut self,
         kind: u8,
