@@ -295,10 +295,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
         let (code, width) = match first {
             0xD800..=0xDBFF => {
                 let next = at.saturating_add(6);
-                let bytes = self.json.bytes;
-                if bytes.get(next) != Some(&b'\\')
-                    || bytes.get(next.saturating_add(1)) != Some(&b'u')
-                {
+                if self.json.bytes.get(next..next.saturating_add(2)) != Some(b"\\u") {
                     return self.json.bad(at, JsonErrorKind::LoneSurrogate);
                 }
                 let second = self.hex4(next.saturating_add(2))?;

@@ -863,6 +863,7 @@ pub(crate) struct VerifiedReader {
 
 impl VerifiedReader {
     /// Starts at the batch whose first chunk is at `addr`.
+    #[inline(always)]
     pub fn new<F: NorFlash>(
         io: &mut Io<'_, F>,
         addr: u32,
