@@ -401,14 +401,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 step::KEPT => {
                     let len = got.len;
                     let l = (len as u32).to_le_bytes();
-                    buf[at..body].copy_from_slice(&[
-                        got.kind.as_u8(),
-                        got.format.as_u8(),
-                        l[0],
-                        l[1],
-                        l[2],
-                        l[3],
-                    ]);
+                    // (In the buffer: the body after it is.)
+                    if let Some(header) = buf.get_mut(at..body) {
+                        header.copy_from_slice(&[
+                            got.kind.as_u8(),
+                            got.format.as_u8(),
+                            l[0],
+                            l[1],
+                            l[2],
+                            l[3],
+                        ]);
+                    }
                     at = body + len;
                     count += 1;
                     seg_records += 1;
