@@ -655,7 +655,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .filter(|_| self.log.tail_seq() == stream.tail_seq)
             .ok_or(fail!(InvalidInput, STREAM_STALE))?;
         let cap = buf.len().min(stream.open_len);
-        match self.stream_step(stream, &mut buf[..cap], i) {
+        let (capped, _) = buf.split_at_mut(cap);
+        match self.stream_step(stream, capped, i) {
             Ok(Some((kind, format, len))) => Ok(Some(Record {
                 kind,
                 format,
