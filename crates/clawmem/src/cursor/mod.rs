@@ -262,7 +262,7 @@ pub(crate) fn digest_stream<F: NorFlash>(
     let mut got = 0u32;
     while got < len {
         let m = ((len - got) as usize).min(scratch.len());
-        let part = &mut scratch[..m];
+        let part = scratch.split_at_mut(m).0;
         io.read_stream_after(at, got, part)?;
         d.update(part);
         got += m as u32;
@@ -926,7 +926,7 @@ impl VerifiedReader {
             }
             let n = ((self.header.len - self.done) as usize).min(out.len() - filled);
             let at = self.chunk + CHUNK_HEADER_LEN + self.done;
-            let part = &mut out[filled..filled + n];
+            let part = out.split_at_mut(filled).1.split_at_mut(n).0;
             io.read(at, part)?;
             self.digest.update(part);
             self.done += n as u32;

@@ -189,7 +189,7 @@ impl<F: NorFlash> Io<'_, F> {
         while done < out.len() {
             let end = self.geo.sector_end(address);
             let n = ((end - address) as usize).min(out.len() - done);
-            self.read(address, &mut out[done..done + n])?;
+            self.read(address, out.split_at_mut(done).1.split_at_mut(n).0)?;
             done += n;
             if done < out.len() {
                 hops += 1;
@@ -263,8 +263,9 @@ impl<F: NorFlash> Io<'_, F> {
         let mut left = h.len;
         while left > 0 {
             let n = (left as usize).min(scratch.len());
-            self.read(at, &mut scratch[..n])?;
-            d.update(&scratch[..n]);
+            let part = scratch.split_at_mut(n).0;
+            self.read(at, part)?;
+            d.update(part);
             at += n as u32;
             left -= n as u32;
         }
@@ -279,8 +280,9 @@ impl<F: NorFlash> Io<'_, F> {
         let end = address + len;
         while at < end {
             let n = ((end - at) as usize).min(scratch.len());
-            self.read(at, &mut scratch[..n])?;
-            if scratch[..n].iter().any(|b| *b != 0xFF) {
+            let part = scratch.split_at_mut(n).0;
+            self.read(at, part)?;
+            if part.iter().any(|b| *b != 0xFF) {
                 return Ok(0);
             }
             at += n as u32;
@@ -899,8 +901,9 @@ impl<F: NorFlash> Log<F> {
                 flash: &mut self.flash,
                 geo: &self.geo,
             };
-            payload.fill(&mut io, offset + done, &mut self.buf[..m])?;
-            d.update(&self.buf[..m]);
+            let part = self.buf.split_at_mut(m).0;
+            payload.fill(&mut io, offset + done, part)?;
+            d.update(part);
             done += m as u32;
         }
         let header = ChunkHeader {

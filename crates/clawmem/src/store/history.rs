@@ -301,7 +301,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 while skip > 0 {
                     let (mut io, scratch) = self.log.io_buf();
                     let n = (skip as usize).min(scratch.len());
-                    v.read(&mut io, &mut scratch[..n])?;
+                    v.read(&mut io, scratch.split_at_mut(n).0)?;
                     skip -= n as u32;
                 }
                 v.read(&mut self.log.io(), body)?;
