@@ -154,7 +154,9 @@ pub(crate) fn copy_from_parts<'p>(
             continue;
         }
         let n = (part.len() - skip).min(out.len() - done);
-        out[done..done + n].copy_from_slice(&part[skip..skip + n]);
+        // (Cut with split_at: the bounds are known, no panic path.)
+        let to = out.split_at_mut(done).1.split_at_mut(n).0;
+        to.copy_from_slice(part.split_at(skip).1.split_at(n).0);
         done += n;
         skip = 0;
     }
