@@ -1373,7 +1373,7 @@ fn consolidation_after_collection_reorders_the_table_rewrites_the_right_session(
             }
             Err(e) => panic!("append {n} to {id}: {e:?}"),
         }
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             store
                 .check()
                 .unwrap_or_else(|e| panic!("check after op {n}: {e:?}"));
