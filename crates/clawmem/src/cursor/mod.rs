@@ -283,7 +283,7 @@ pub(crate) fn read_id<F: NorFlash>(
         BATCH_FIXED + 1
     };
     let n = s.id_len as usize;
-    io.read_stream_after(payload, skip, &mut out[..n])?;
+    io.read_stream_after(payload, skip, out.split_at_mut(n).0)?;
     Ok(n)
 }
 
@@ -424,7 +424,7 @@ impl BatchMeta {
             BATCH_META_MAX
         };
         let head = (BATCH_FIXED as usize + 1).min(limit);
-        io.read_stream(addr + CHUNK_HEADER_LEN, &mut bytes[..head])?;
+        io.read_stream(addr + CHUNK_HEADER_LEN, bytes.split_at_mut(head).0)?;
         // Decoded once: the second read below starts after the fixed part.
         let fixed = BatchFixed::decode(&bytes[..head]).ok_or_else(|| bad(io))?;
         let id_len = if fixed.flags & BATCH_HAS_ID != 0 {

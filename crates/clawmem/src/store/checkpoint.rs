@@ -231,7 +231,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             } else {
                 OBJ_ENCODED
             };
-            if !r.read(&mut io, &mut b[..n])? {
+            if !r.read(&mut io, b.split_at_mut(n).0)? {
                 return Ok(0);
             }
             if k < count {
@@ -325,7 +325,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut b = [0u8; SESSION_ENCODED];
         while skip > 0 {
             let n = skip.min(b.len());
-            if !r.read(io, &mut b[..n])? {
+            if !r.read(io, b.split_at_mut(n).0)? {
                 return Ok(0);
             }
             skip -= n;

@@ -158,7 +158,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let at = addr + CHUNK_HEADER_LEN;
                 self.log
                     .io()
-                    .read_stream_after(at, BASE_FIXED, &mut id[..n])?;
+                    .read_stream_after(at, BASE_FIXED, id.split_at_mut(n).0)?;
                 self.warm_uid(b.fixed.uid, true)?;
                 // A base is written for a session that exists: its name is
                 // the one the table has (the base's copy is not trusted

@@ -44,7 +44,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ) -> Result<usize, Fail> {
         let len = self.mem_check(addr, want)?;
         let n = len.min(buf.len());
-        self.mem_payload(addr, 0, &mut buf[..n])?;
+        self.mem_payload(addr, 0, buf.split_at_mut(n).0)?;
         Ok(len)
     }
 
@@ -78,7 +78,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let n = len.min(w.enc.len());
         self.log
             .io()
-            .read_stream(addr + CHUNK_HEADER_LEN, &mut w.enc[..n])?;
+            .read_stream(addr + CHUNK_HEADER_LEN, w.enc.split_at_mut(n).0)?;
         let item = &mut w.items[slot];
         let decoded = w.enc.get(fixed..len).map(|body| item.decode_from(body));
         if !matches!(decoded, Some(Ok(()))) {
@@ -348,9 +348,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     let mut pos = 8;
                     'record: while pos < len {
                         let n = (len - pos).min(b.len() as u32) as usize;
-                        self.mem_payload(addr, pos, &mut b[..n])?;
+                        let part = b.split_at_mut(n).0;
+                        self.mem_payload(addr, pos, part)?;
                         let out = &mut self.work.borrow_mut().active[lvl];
-                        for &byte in &b[..n] {
+                        for &byte in &*part {
                             let id = match coder.feed(byte) {
                                 Ok(Some(id)) => id,
                                 Ok(None) => continue,

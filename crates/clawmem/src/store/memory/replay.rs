@@ -47,7 +47,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 };
                 self.log
                     .io()
-                    .read_stream(addr + CHUNK_HEADER_LEN, &mut b[..n])?;
+                    .read_stream(addr + CHUNK_HEADER_LEN, b.split_at_mut(n).0)?;
                 if let Some(f) = fixed {
                     // The item's id follows prev (and the lineage words of
                     // a put that has them) and the encoding's version and

@@ -42,7 +42,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     };
                     self.log
                         .io()
-                        .read_stream(pos + CHUNK_HEADER_LEN, &mut b[..n])?;
+                        .read_stream(pos + CHUNK_HEADER_LEN, b.split_at_mut(n).0)?;
                     if n == want && u32_at(&b, fixed as usize + 2) == id {
                         f(pos, c.header.len);
                         // A put that spans sectors goes on in the first
