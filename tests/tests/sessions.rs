@@ -43,6 +43,23 @@ fn history<const N: usize>(
         .collect())
 }
 
+/// Every session of `want` reads back its bodies, in order, and the store
+/// checks out.
+fn histories_match<const N: usize>(
+    store: &mut Store<Esp32Flash, N>,
+    want: &std::collections::BTreeMap<String, Vec<String>>,
+) {
+    for (id, bodies) in want {
+        let got: Vec<_> = history(store, id, OA)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.1)
+            .collect();
+        assert_eq!(&got, bodies, "{id}");
+    }
+    store.check().unwrap();
+}
+
 fn remount(store: S, cfg: Config) -> S {
     S::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap()
 }
@@ -437,15 +454,7 @@ fn sessions_beyond_the_table_live_on_flash() {
             .map(|(id, b)| (id.clone(), b.len() as u32))
             .collect();
         assert_eq!(listed, expected, "every session is listed once");
-        for (id, bodies) in want {
-            let got: Vec<_> = history(store, id, OA)
-                .unwrap()
-                .into_iter()
-                .map(|r| r.1)
-                .collect();
-            assert_eq!(&got, bodies, "{id}");
-        }
-        store.check().unwrap();
+        histories_match(store, want);
     };
     check(&mut store, &want);
     let mut store = T::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
@@ -1381,18 +1390,7 @@ fn consolidation_after_collection_reorders_the_table_rewrites_the_right_session(
         n += 1;
     }
     assert!(fulls >= 40, "the store filled {fulls} times in {n} appends");
-    let verify = |store: &mut T, want: &std::collections::BTreeMap<String, Vec<String>>| {
-        for (id, bodies) in want {
-            let got: Vec<_> = history(store, id, OA)
-                .unwrap()
-                .into_iter()
-                .map(|r| r.1)
-                .collect();
-            assert_eq!(&got, bodies, "{id}");
-        }
-        store.check().unwrap();
-    };
-    verify(&mut store, &want);
+    histories_match(&mut store, &want);
     let mut store = T::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
-    verify(&mut store, &want);
+    histories_match(&mut store, &want);
 }
