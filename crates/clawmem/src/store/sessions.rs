@@ -289,9 +289,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let found = self.find(session)?;
         // Collecting garbage may drop a session damaged at rest, which moves
         // others in the table: the session is found again by uid.
-        let found_uid = found.map(|i| self.sessions[i].uid);
+        let mut found_uid = None;
         if let Some(i) = found {
             let s = &self.sessions[i];
+            found_uid = Some(s.uid);
             if s.blocked() {
                 return Err(Fail::BLOCKED);
             }
@@ -322,7 +323,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             0
         };
         let meta_max = crate::session::BATCH_FIXED as usize + id_len + records.len() * 6;
-        let bodies: usize = records.iter().map(|r| r.body.len()).sum();
+        // (`total` counts a newline a record.)
+        let bodies = total as usize - records.len();
         let len = (meta_max + bodies) as u32;
         self.prepare_write(len, Priority::History)?;
         // A new session's slot in the table: a clean session goes cold (room
@@ -372,7 +374,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let addr = self.write_prepared(SESSION_BATCH, &mut payload)?;
         let sector_seq = self.log.head_seq_of(addr);
-        let i = match found {
+        let (i, size) = match found {
             Some(i) => {
                 let s = &mut self.sessions[i];
                 s.head = addr;
@@ -380,7 +382,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 s.records = s.records.saturating_add(records.len() as u16);
                 s.size = s.size.saturating_add(total as u32);
                 s.dirty = true;
-                i
+                (i, s.size)
             }
             None => {
                 let s = Session {
@@ -401,11 +403,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.sessions
                     .push(s)
                     .map_err(|_| fail!(LogicBug, "session table full after check"))?;
-                self.sessions.len() - 1
+                (self.sessions.len() - 1, total as u32)
             }
         };
         let mut out = 0;
-        if turn_completed && self.sessions[i].size > self.config.session_size_limit_bytes {
+        if turn_completed && size > self.config.session_size_limit_bytes {
             out = self.compact_turns_word(i)?;
         }
         Ok(Appended {
