@@ -216,8 +216,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // the chain the pointers give.
         let repair = matches!(keep, Keep::All);
         let mut k = 0;
-        while k < recs.chain().len {
-            let addr = recs.chain().addrs[k];
+        while let Some(&addr) = recs.chain().addrs.get(k).filter(|_| k < recs.chain().len) {
             if !(k == 0 && s.root_is_base) && self.log.verify(addr)?.is_none() {
                 if repair && recs.rescan(&mut self.log.io(), &s, ring_view, k)? {
                     k = 0;
