@@ -270,8 +270,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // A base's bodies have their own CRCs; a batch is read once,
                 // front to back, its CRCs checked on the way (meta included).
                 let base = r.segment == 0 && c.root_is_base;
-                if !base && !r.damaged {
-                    let addr = c.recs.chain().addrs[r.segment];
+                let addr = c.recs.chain().addrs.get(r.segment);
+                if let (false, false, Some(&addr)) = (base, r.damaged, addr) {
                     VerifiedReader::start(&mut self.log.io(), addr, SESSION_BATCH, &mut c.reader)?;
                     // A batch whose header is gone: its records are lost.
                     c.broken = c.reader.is_none();
