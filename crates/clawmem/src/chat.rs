@@ -777,7 +777,8 @@ impl ChatSessions {
         self.delete_index(alias).map(|_| ())
     }
 
-    fn delete_index(&self, alias: &Alias) -> Result<usize, SessionError> {
+    /// Where `alias` is, if `/session delete <alias>` is allowed.
+    pub(crate) fn delete_index(&self, alias: &Alias) -> Result<usize, SessionError> {
         let index = self
             .position(alias.as_str())
             .ok_or_else(|| SessionError::NoSuchSession {
@@ -794,13 +795,19 @@ impl ChatSessions {
     /// keeping the order of the others.
     pub fn delete(&mut self, alias: &Alias) -> Result<(), SessionError> {
         let index = self.delete_index(alias)?;
+        self.delete_at(index);
+        Ok(())
+    }
+
+    /// Removes the session at `index` ([`ChatSessions::delete_index`]),
+    /// keeping the order of the others.
+    pub(crate) fn delete_at(&mut self, index: usize) {
         if index < self.aliases.len() {
             self.aliases.remove(index);
         }
         if index < self.current {
             self.current -= 1;
         }
-        Ok(())
     }
 
     /// Writes the `/session list` reply.

@@ -142,18 +142,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 Err(e) => return Ok(Err(e)),
             },
             SessionCommand::Delete(alias) => {
-                if let Err(e) = map.check_delete(alias) {
-                    return Ok(Err(e));
-                }
+                let index = match map.delete_index(alias) {
+                    Ok(index) => index,
+                    Err(e) => return Ok(Err(e)),
+                };
                 let id = map.session_id(alias);
                 match self.delete_session_inner(id.as_str()) {
                     Ok(()) => {}
                     Err(e) if matches!(e.kind(), Kind::NotFound | Kind::TooLarge) => {}
                     Err(e) => return Err(e),
                 }
-                if let Err(e) = map.delete(alias) {
-                    return Ok(Err(e));
-                }
+                // (The map is as checked: the delete is allowed.)
+                map.delete_at(index);
                 SessionReply::Deleted(alias.clone())
             }
         };
