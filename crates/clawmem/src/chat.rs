@@ -315,7 +315,9 @@ impl ChatKey {
     pub fn session_id(&self, alias: &Alias) -> SessionId {
         let mut id = SessionId::new();
         // Always fits: SESSION_ID_CAPACITY is the sum of the three maxima.
-        let _ = write!(id, "{}:{}", self.as_str(), alias.as_str());
+        let _ = id.push_str(self.as_str());
+        let _ = id.push(':');
+        let _ = id.push_str(alias.as_str());
         id
     }
 }
