@@ -390,18 +390,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         c.next(&mut self.log.io(), &view)
     }
 
-    /// The next session of a pass over every one: the table's (counted by
-    /// `i`), then the directory's others (`cold`).
-    pub(super) fn next_session(
+    /// The next session of a pass over every one, in `cold.cur` (which the
+    /// pass only writes): the table's (counted by `i`), then the
+    /// directory's others (`cold`). A word: 1, or 0 at the end (see
+    /// `Io::chunk_crc_ok_word`); the session in place.
+    #[inline(never)]
+    pub(super) fn next_session_word(
         &mut self,
         i: &mut usize,
         cold: &mut ColdCursor,
-    ) -> Result<Option<Session>, Fail> {
+    ) -> Result<u32, Fail> {
         if let Some(s) = self.sessions.get(*i) {
             *i += 1;
-            return Ok(Some(*s));
+            cold.cur = *s;
+            return Ok(1);
         }
-        Ok((self.cold_step(cold)? != 0).then_some(cold.cur))
+        Ok(u32::from(self.cold_step(cold)? != 0))
     }
 
     /// Finds a cold session in the directory (one pass) and brings it into

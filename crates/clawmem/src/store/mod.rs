@@ -287,7 +287,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The table's sessions, then the directory's others.
         let mut cold = directory::ColdCursor::new(&self.dir);
         let mut i = 0;
-        while let Some(s) = self.next_session(&mut i, &mut cold)? {
+        while self.next_session_word(&mut i, &mut cold)? != 0 {
+            let s = cold.cur;
             if s.oldest < self.log.tail_seq() || s.oldest > self.log.head_seq() {
                 return Err(self.log.parked().at(
                     fail!(Corrupted, "a session's oldest sector is outside the ring"),

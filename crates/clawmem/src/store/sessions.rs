@@ -189,9 +189,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The table's sessions, then the directory's others.
         let mut cold = super::directory::ColdCursor::new(&self.dir);
         let mut i = 0;
-        while let Some(s) = self.next_session(&mut i, &mut cold)? {
+        while self.next_session_word(&mut i, &mut cold)? != 0 {
+            let s = &cold.cur;
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
-            let Some(n) = self.session_id(&s, &mut buf)? else {
+            let Some(n) = self.session_id(s, &mut buf)? else {
                 lost += 1;
                 continue;
             };
