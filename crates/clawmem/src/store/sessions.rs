@@ -293,7 +293,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut found_uid = None;
         if let Some(i) = found {
             let s = &self.sessions[i];
-            found_uid = Some(s.uid);
+            let uid = s.uid;
+            found_uid = Some(uid);
             if s.blocked() {
                 return Err(Fail::BLOCKED);
             }
@@ -302,7 +303,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // append that is refused leaves nothing behind.
                 // Collecting may reorder the table (`sort_table`, `warm`):
                 // the session is found again by the uid it had before.
-                let (index, uid) = (crate::store::gc::index_len(s), s.uid);
+                let index = crate::store::gc::index_len(s);
                 self.ensure_room(index + total as u32 + 64, Priority::History)?;
                 let i = self.index_of(uid).ok_or(Fail::NOT_FOUND)?;
                 self.rewrite_base(i, Keep::All, None, Embed::None, Priority::History)?;
