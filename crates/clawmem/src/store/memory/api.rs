@@ -797,8 +797,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let addr = self.write(MEM_INDEX, &mut payload, Priority::Maintenance)?;
         let seq = self.log.head_seq_of(addr);
-        self.mem_links.clear();
-        self.mem = MemState::rooted_at(addr, seq, self.mem.next_id);
+        self.mem_rooted_at(addr, seq, self.mem.next_id);
         Ok(())
     }
 

@@ -15,8 +15,8 @@ use core::borrow::BorrowMut;
 use embedded_storage::nor_flash::NorFlash;
 
 use super::{
-    put_fixed, MemState, CATALOG_MAX, INDEX_ENTRY, INDEX_FIXED, MEM_ACCESS, MEM_ACCESS_PACKED,
-    MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN, UNCHAINED,
+    put_fixed, CATALOG_MAX, INDEX_ENTRY, INDEX_FIXED, MEM_ACCESS, MEM_ACCESS_PACKED, MEM_FORGET,
+    MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN, UNCHAINED,
 };
 use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::store::replay::Skip;
@@ -83,16 +83,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.log
                         .io()
                         .read_stream(self.scan_damaged + CHUNK_HEADER_LEN, &mut f)?;
-                    self.mem_links.clear();
-                    self.mem = MemState {
-                        root: self.scan_damaged,
-                        head: self.scan_damaged,
-                        chain: 0,
-                        changes: 0,
-                        bytes: 0,
-                        oldest: self.log.tail_seq(),
-                        next_id: self.mem.next_id.max(u32_at(&f, 4)),
-                    };
+                    self.mem_rooted_at(
+                        self.scan_damaged,
+                        self.log.tail_seq(),
+                        self.mem.next_id.max(u32_at(&f, 4)),
+                    );
                     self.mem_damaged = self.mem_damaged.saturating_add(1);
                     self.mount_report.salvaged_memory_index = true;
                 } else if prev != self.mem.head {
@@ -134,8 +129,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 self.scan_damaged = NO_ADDR;
                 self.mount_report.salvaged_memory_index = false;
-                self.mem_links.clear();
-                self.mem = MemState::rooted_at(
+                self.mem_rooted_at(
                     addr,
                     u32_at(&b, 12).min(sector_seq),
                     self.mem.next_id.max(u32_at(&b, 4)),

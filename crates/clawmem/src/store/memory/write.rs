@@ -426,6 +426,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(1)
     }
 
+    /// The chain rooted at the new index at `addr`
+    /// ([`MemState::rooted_at`]), with no repaired links (those were all
+    /// before it): compiled once.
+    #[inline(never)]
+    pub(super) fn mem_rooted_at(&mut self, addr: u32, oldest: u32, next_id: u32) {
+        self.mem_links.clear();
+        self.mem = MemState::rooted_at(addr, oldest, next_id);
+    }
+
     /// The entry of active set `lvl` with the smallest id above `after`
     /// (any id for `None`): walks the set in id order without sorting it.
     pub(super) fn mem_next_by_id(&self, lvl: usize, after: Option<u32>) -> Option<usize> {
