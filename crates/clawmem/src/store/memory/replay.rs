@@ -61,38 +61,40 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Ok(());
                 }
                 let prev = u32_at(&b, 0);
-                if prev != self.mem.head && self.mem_lost_link(prev, addr)? {
-                    // The chain goes on through a record damaged at rest:
-                    // that record is lost (readers skip it), the chain kept.
-                    self.mem.chain = self.mem.chain.saturating_add(1);
+                if prev != self.mem.head {
+                    if self.mem_lost_link(prev, addr)? {
+                        // The chain goes on through a record damaged at
+                        // rest: that record is lost (readers skip it), the
+                        // chain kept.
+                        self.mem.chain = self.mem.chain.saturating_add(1);
+                    } else if prev == self.scan_damaged && self.mem_lost_index(prev, addr)? {
+                        // A sound record whose link names the chunk the
+                        // scan left out for damage since the last memory
+                        // record: that chunk was an index (any other
+                        // memory record there is handled by
+                        // `mem_lost_link`). Its entries are confirmed one
+                        // by one by the puts they name when read
+                        // (`mem_salvage_index`), so a wrong guess loses
+                        // items and never returns one. Its stated oldest
+                        // sector is not trusted: the tail is assumed, so
+                        // that memory gets a sound index before the tail
+                        // is released.
+                        let mut f = [0u8; 16];
+                        self.log
+                            .io()
+                            .read_stream(self.scan_damaged + CHUNK_HEADER_LEN, &mut f)?;
+                        self.mem_rooted_at(
+                            self.scan_damaged,
+                            self.log.tail_seq(),
+                            self.mem.next_id.max(u32_at(&f, 4)),
+                        );
+                        self.mount_report.salvaged_memory_index = true;
+                    } else {
+                        // A memory record does not follow the memory chain.
+                        return Err(Skip);
+                    }
+                    // Either way, one record was met damaged.
                     self.mem_damaged = self.mem_damaged.saturating_add(1);
-                } else if prev != self.mem.head
-                    && prev == self.scan_damaged
-                    && self.mem_lost_index(prev, addr)?
-                {
-                    // A sound record whose link names the chunk the scan
-                    // left out for damage since the last memory record:
-                    // that chunk was an index (any other memory record
-                    // there is handled by `mem_lost_link`). Its entries
-                    // are confirmed one by one by the puts they name when
-                    // read (`mem_salvage_index`), so a wrong guess loses
-                    // items and never returns one. Its stated oldest sector
-                    // is not trusted: the tail is assumed, so that memory
-                    // gets a sound index before the tail is released.
-                    let mut f = [0u8; 16];
-                    self.log
-                        .io()
-                        .read_stream(self.scan_damaged + CHUNK_HEADER_LEN, &mut f)?;
-                    self.mem_rooted_at(
-                        self.scan_damaged,
-                        self.log.tail_seq(),
-                        self.mem.next_id.max(u32_at(&f, 4)),
-                    );
-                    self.mem_damaged = self.mem_damaged.saturating_add(1);
-                    self.mount_report.salvaged_memory_index = true;
-                } else if prev != self.mem.head {
-                    // A memory record does not follow the memory chain.
-                    return Err(Skip);
                 }
                 self.scan_damaged = NO_ADDR;
                 self.mem.head = addr;
