@@ -144,46 +144,39 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (they then hold what the merge wrote).
         self.mem_keys(OP)?;
         let mut merges = 0;
-        let mut i = 0;
-        while i < self.work.borrow_mut().active[OP].len() {
-            let mut j = i + 1;
-            while j < self.work.borrow_mut().active[OP].len() {
-                let (ki, kj) = (
-                    word(&self.work.borrow_mut().scratch, i),
-                    word(&self.work.borrow_mut().scratch, j),
-                );
-                if ki != 0 && ki == kj && merges < MAX_MERGES {
-                    // Both in the work area's slots; the merged item goes to
-                    // the stack, since writing it may compact (which uses
-                    // the slots).
-                    if !self.mem_load_pair(OP, i, j)? {
-                        j += 1;
-                        continue;
+        let (mut i, mut j) = (0, 1);
+        while merges < MAX_MERGES {
+            let Some((pi, pj)) = self.mem_same_key(OP, i, j) else {
+                break;
+            };
+            (i, j) = (pi, pj);
+            // Both in the work area's slots; the merged item goes to
+            // the stack, since writing it may compact (which uses
+            // the slots).
+            if self.mem_load_pair(OP, i, j)? {
+                let w: &mut Work = self.work.borrow_mut();
+                let [a, b, _] = &mut w.items;
+                let (a_id, b_id) = (a.id(), b.id());
+                if merge_same_key_into(a, b) {
+                    merges += 1;
+                    let kept_i = a.id() == a_id;
+                    let other = if kept_i { b_id } else { a_id };
+                    // The merged item waits in the operation's own slot,
+                    // which the compaction its put may start leaves alone.
+                    let [merged, _, slot] = &mut w.items;
+                    slot.clone_from(merged);
+                    self.mem_put_slot(MERGED, (0, 0), true, p)?;
+                    self.mem_forget_record(other.get(), p)?;
+                    self.mem_active(OP)?;
+                    self.mem_keys(OP)?;
+                    // Entry `i` gone: on with the next one.
+                    if !kept_i {
+                        (i, j) = (i + 1, i + 2);
                     }
-                    let w: &mut Work = self.work.borrow_mut();
-                    let [a, b, _] = &mut w.items;
-                    let (a_id, b_id) = (a.id(), b.id());
-                    if merge_same_key_into(a, b) {
-                        merges += 1;
-                        let kept_i = a.id() == a_id;
-                        let other = if kept_i { b_id } else { a_id };
-                        // The merged item waits in the operation's own slot,
-                        // which the compaction its put may start leaves alone.
-                        let [merged, _, slot] = &mut w.items;
-                        slot.clone_from(merged);
-                        self.mem_put_slot(MERGED, (0, 0), true, p)?;
-                        self.mem_forget_record(other.get(), p)?;
-                        self.mem_active(OP)?;
-                        self.mem_keys(OP)?;
-                        if !kept_i {
-                            break;
-                        }
-                        continue;
-                    }
+                    continue;
                 }
-                j += 1;
             }
-            i += 1;
+            j += 1;
         }
         // Evictions, lowest score first: each is taken out of the active
         // set, which no write below reuses.
@@ -281,6 +274,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
+    /// The first pair of entries of active set `lvl` with the same key (as
+    /// [`Self::mem_keys`] put them in the scratch area) from entries `i`
+    /// and `j` on, `j` after `i`, in the order of a loop over `i` with one
+    /// over `j` inside it: the one search of both merge loops.
+    #[inline(never)]
+    fn mem_same_key(&self, lvl: usize, i: usize, j: usize) -> Option<(usize, usize)> {
+        let work: &Work = self.work.borrow();
+        let n = work.active[lvl].len();
+        let (mut i, mut j) = (i, j);
+        while i < n {
+            if j >= n {
+                (i, j) = (i + 1, i + 2);
+                continue;
+            }
+            let ki = word(&work.scratch, i);
+            if ki != 0 && ki == word(&work.scratch, j) {
+                return Some((i, j));
+            }
+            j += 1;
+        }
+        None
+    }
+
     /// How many merges a compaction of active set `lvl` would write (at
     /// most [`MAX_MERGES`]).
     #[inline(never)]
@@ -333,39 +349,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // duplicates, so only updates can create them). No collection runs
         // inside a compaction, so the keys stay in the scratch area.
         self.mem_keys(GC)?;
-        let mut i = 0;
+        let (mut i, mut j) = (0, 1);
         let mut merges = 0;
-        while i < self.work.borrow_mut().active[GC].len() {
-            let mut j = i + 1;
-            while j < self.work.borrow_mut().active[GC].len() {
-                let (ki, kj) = (
-                    word(&self.work.borrow_mut().scratch, i),
-                    word(&self.work.borrow_mut().scratch, j),
-                );
-                if ki != 0 && ki == kj && merges < MAX_MERGES {
-                    merges += 1;
-                    if !self.mem_load_pair(GC, i, j)? {
-                        j += 1;
-                        continue;
-                    }
-                    let w: &mut Work = self.work.borrow_mut();
-                    let [a, b, _] = &mut w.items;
-                    if merge_same_key_into(a, b) {
-                        let addr = self.mem_put_slot(0, (0, 0), false, p)?;
-                        let work: &mut Work = self.work.borrow_mut();
-                        let merged = Active::of(&work.items[0], addr);
-                        let set = &mut work.active[GC];
-                        set[i] = merged;
-                        set.remove(j);
-                        // The keys after `j` move down one word with it.
-                        let n = set.len();
-                        work.scratch.copy_within(4 * (j + 1)..4 * (n + 1), 4 * j);
-                        continue;
-                    }
+        while merges < MAX_MERGES {
+            let Some((pi, pj)) = self.mem_same_key(GC, i, j) else {
+                break;
+            };
+            (i, j) = (pi, pj);
+            merges += 1;
+            if self.mem_load_pair(GC, i, j)? {
+                let w: &mut Work = self.work.borrow_mut();
+                let [a, b, _] = &mut w.items;
+                if merge_same_key_into(a, b) {
+                    let addr = self.mem_put_slot(0, (0, 0), false, p)?;
+                    let work: &mut Work = self.work.borrow_mut();
+                    let merged = Active::of(&work.items[0], addr);
+                    let set = &mut work.active[GC];
+                    set[i] = merged;
+                    set.remove(j);
+                    // The keys after `j` move down one word with it.
+                    let n = set.len();
+                    work.scratch.copy_within(4 * (j + 1)..4 * (n + 1), 4 * j);
+                    continue;
                 }
-                j += 1;
             }
-            i += 1;
+            j += 1;
         }
         // Evict beyond the limit: lowest access*3 + updated_at/3600 first.
         let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
