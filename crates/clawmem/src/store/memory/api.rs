@@ -197,7 +197,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// [`memory_get`](Self::memory_get) with the engine's error, the item
-    /// copied into `item` (no item moved through the result).
+    /// copied into `item` (no item moved through the result); also the
+    /// first step of [`memory_forget`](Self::memory_forget) (compiled once).
+    #[inline(never)]
     pub(crate) fn mem_get_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
         let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
         self.mem_load_in(&a, 0)?;
@@ -744,9 +746,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// copied into `item`, the one copy on the caller's stack.
     #[inline(never)]
     fn mem_forget_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
-        let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
-        self.mem_load_in(&a, 0)?;
-        item.clone_from(self.slot(0));
+        self.mem_get_into(id, item)?;
         self.mem_forget_record(id.get(), Priority::Maintenance)?;
         self.stage_touch(item);
         self.mem_maybe_compact()
