@@ -201,10 +201,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// first step of [`memory_forget`](Self::memory_forget) (compiled once).
     #[inline(never)]
     pub(crate) fn mem_get_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
-        let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
-        self.mem_load_in(&a, 0)?;
+        self.mem_load_active(id, 0)?;
         item.clone_from(self.slot(0));
         Ok(())
+    }
+
+    /// Active item `id` into the work area's slot `slot` (`NotFound` if it
+    /// is not active); returns its lineage (compiled once for a get, a
+    /// forget and an update).
+    #[inline(never)]
+    fn mem_load_active(&mut self, id: ItemId, slot: usize) -> Result<Lineage, Fail> {
+        let a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
+        self.mem_load_in(&a, slot)
     }
 
     /// The active-set entry of item `id`, if it is active.
@@ -696,10 +704,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         patch: &ItemInput<'_>,
         now: u32,
     ) -> Result<Option<Stored>, Fail> {
-        let old_a = self.mem_find(id.get())?.ok_or(Fail::NOT_FOUND)?;
         // The old item waits in the operation's own slot: the compactions
         // the writes below may start leave it alone.
-        let (_, old_root) = self.mem_load_in(&old_a, MERGED)?;
+        let (_, old_root) = self.mem_load_active(id, MERGED)?;
         let root = if old_root == 0 { id.get() } else { old_root };
         let new_id = ItemId::new(self.mem.next_id);
         let mut new = Item::empty();
