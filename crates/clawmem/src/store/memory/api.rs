@@ -498,8 +498,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .push_str(crate::text::utf8_prefix(label, 32));
         let mut first = true;
         let mut cut = false;
-        let mut list = heapless::String::<64>::new();
-        let available = list.as_mut_view();
+        let available = e.available.as_mut_view();
         self.memory_catalog_dyn(&mut |l, _| {
             let sep = if first { 0 } else { 2 };
             if cut || available.len() + sep + l.len() > 60 {
@@ -515,7 +514,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if cut {
             let _ = available.push_str("...");
         }
-        e.available = list;
         Ok(e)
     }
 
