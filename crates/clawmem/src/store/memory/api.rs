@@ -243,8 +243,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`memory_list`](Self::memory_list), compiled once whatever the
     /// caller's closure.
     pub(super) fn memory_list_dyn(&mut self, f: &mut dyn FnMut(&Item)) -> Result<usize, Fail> {
-        self.mem_active(OP)?;
-        sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
+        self.mem_active_listed()?;
         let mut listed = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {
             if !self.mem_load_entry(OP, k)? {

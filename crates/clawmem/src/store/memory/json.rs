@@ -102,9 +102,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// once whatever the writer.
     #[inline(never)]
     fn mem_list_json(&mut self, w: &mut dyn fmt::Write) -> Result<usize, Fail> {
-        self.mem_active(OP)?;
-        let set = &mut self.work.borrow_mut().active[OP];
-        sort_active(set, &by_recall);
+        self.mem_active_listed()?;
+        let set = &self.work.borrow().active[OP];
         let ids: Vec<u32, ACTIVE_CAP> = set.iter().map(|a| a.id).collect();
         wr(write_reply_head(w, MemoryAction::List, false, None, ""))?;
         self.mem_items_json(w, &ids)
@@ -189,8 +188,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// comma-separated JSON strings: the catalog ESP-Claw's recall checks
     /// labels against. The labels seen go to the scratch area by hash.
     fn mem_list_labels_json(&mut self, w: &mut dyn fmt::Write) -> Result<(), Fail> {
-        self.mem_active(OP)?;
-        sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
+        self.mem_active_listed()?;
         let cap = SCRATCH_BYTES / 4;
         let mut seen = 0;
         for k in 0..self.work.borrow_mut().active[OP].len() {

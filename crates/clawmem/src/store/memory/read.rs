@@ -373,6 +373,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
+    /// Active set [`OP`] read, in list order ([`by_recall`]; compiled once
+    /// for every listing).
+    #[inline(never)]
+    pub(super) fn mem_active_listed(&mut self) -> Result<(), Fail> {
+        self.mem_active(OP)?;
+        sort_active(&mut self.work.borrow_mut().active[OP], &by_recall);
+        Ok(())
+    }
+
     /// The item with the applied access count and update time, into slot
     /// `slot`; returns its lineage.
     pub(super) fn mem_load_in(&mut self, a: &Active, slot: usize) -> Result<Lineage, Fail> {
