@@ -219,7 +219,8 @@ impl<F: NorFlash> Log<F> {
         // record is read.
         let sector_end = geo.sector_start(head) + geo.sector;
         let mut last: Option<ChunkAt> = None;
-        let mut checkpoints = [None::<u32>; 2];
+        // The two newest checkpoints that begin in the head (`NO_ADDR`: none).
+        let mut checkpoints = [NO_ADDR; 2];
         // The last chunk's CRC, once checked: its address (`NO_ADDR`:
         // none checked) and whether it is sound.
         let (mut checked_at, mut checked_ok) = (NO_ADDR, false);
@@ -242,8 +243,8 @@ impl<F: NorFlash> Log<F> {
                             if !ok {
                                 // A torn checkpoint written past is no
                                 // checkpoint: the one before it is.
-                                if checkpoints[1] == Some(l.address) {
-                                    checkpoints = [None, checkpoints[0]];
+                                if checkpoints[1] == l.address {
+                                    checkpoints = [NO_ADDR, checkpoints[0]];
                                 }
                                 match self.resync(head, l.address + geo.write)? {
                                     Some(p) if p != pos => {
@@ -258,7 +259,7 @@ impl<F: NorFlash> Log<F> {
                     self.next_seq = self.next_seq.max(c.header.seq.wrapping_add(1));
                     if c.header.kind == crate::layout::kind::CHECKPOINT {
                         if c.header.is_first() {
-                            checkpoints = [checkpoints[1], Some(c.address)];
+                            checkpoints = [checkpoints[1], c.address];
                         } else if c.address == geo.first_chunk(head) {
                             report.continued_checkpoint = Some(c.header.seq);
                         }
@@ -277,8 +278,8 @@ impl<F: NorFlash> Log<F> {
                         if !ok {
                             if let Some(p) = self.resync_before(head, c.address + geo.write, pos)? {
                                 if p < pos {
-                                    if checkpoints[1] == Some(c.address) {
-                                        checkpoints = [None, checkpoints[0]];
+                                    if checkpoints[1] == c.address {
+                                        checkpoints = [NO_ADDR, checkpoints[0]];
                                     }
                                     pos = p;
                                     continue;
@@ -327,8 +328,8 @@ impl<F: NorFlash> Log<F> {
         };
         if let (Some(c), false) = (last, last_sound) {
             valid_end = c.address;
-            if checkpoints[1] == Some(c.address) {
-                checkpoints = [None, checkpoints[0]];
+            if checkpoints[1] == c.address {
+                checkpoints = [NO_ADDR, checkpoints[0]];
             }
             // The torn chunk's header landed: its length, which a tear that
             // clears bits can only make read larger, bounds what was
@@ -431,7 +432,7 @@ impl<F: NorFlash> Log<F> {
             }
         }
         self.ahead_unread = self.erased_ahead;
-        report.head_checkpoint = head_checkpoint.unwrap_or(NO_ADDR);
+        report.head_checkpoint = head_checkpoint;
         report.header_checkpoint = header_checkpoint;
         report.head_valid_end = valid_end;
         Ok(Some(report))
