@@ -731,7 +731,7 @@ impl<F: NorFlash> Log<F> {
         self.head_erase_count = erase_count;
         self.write_pos = match result {
             Ok(()) => self.geo.first_chunk(index),
-            Err(_) => self.geo.sector_end(start),
+            Err(_) => start + self.geo.sector,
         };
         result
     }
@@ -829,7 +829,7 @@ impl<F: NorFlash> Log<F> {
         if result.is_err() {
             // Seal the head sector for this mount: nothing is written after
             // a damaged chunk until a mount has looked at it.
-            self.write_pos = self.geo.sector_end(self.geo.sector_start(self.head));
+            self.write_pos = self.geo.sector_start(self.head) + self.geo.sector;
         }
         result
     }
