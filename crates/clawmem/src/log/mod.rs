@@ -422,9 +422,17 @@ impl<F: NorFlash> Log<F> {
         Ok(self.first_chunk_sound_word(idx)? != 0)
     }
     /// [`Log::first_chunk_sound`] as a word (1 or 0; see [`Io::chunk_crc_ok_word`]).
-    #[inline(never)]
+    #[inline(always)]
     fn first_chunk_sound_word(&mut self, idx: u32) -> Result<u32, Fail> {
-        match self.slot_at(idx, self.geo.first_chunk(idx))? {
+        self.sound_at_word(idx, self.geo.first_chunk(idx))
+    }
+
+    /// Whether a chunk whose header decodes, that fits sector `sector`,
+    /// and whose CRC checks out starts at `address`, as a word (1 or 0; see
+    /// [`Io::chunk_crc_ok_word`]).
+    #[inline(never)]
+    fn sound_at_word(&mut self, sector: u32, address: u32) -> Result<u32, Fail> {
+        match self.slot_at(sector, address)? {
             Slot::Chunk(c) => Ok(u32::from(self.crc_ok(&c)?)),
             _ => Ok(0),
         }

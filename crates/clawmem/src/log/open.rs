@@ -511,10 +511,8 @@ impl<F: NorFlash> Log<F> {
         let end = (self.geo.sector_start(sector) + self.geo.sector).min(until + CHUNK_HEADER_LEN);
         let mut p = align_up(from, self.geo.write).max(self.geo.first_chunk(sector));
         while p + CHUNK_HEADER_LEN <= end {
-            if let Slot::Chunk(c) = self.slot_at(sector, p)? {
-                if self.crc_ok(&c)? {
-                    return Ok(p);
-                }
+            if self.sound_at_word(sector, p)? != 0 {
+                return Ok(p);
             }
             p += self.geo.write;
         }
