@@ -56,8 +56,10 @@ impl<F: NorFlash> Log<F> {
     pub fn settle_ahead(&mut self) -> Result<(), Fail> {
         if self.ahead_unread > 0 {
             self.ahead_unread = 0;
+            let mut sector = self.head;
             for k in 0..self.erased_ahead {
-                let start = self.geo.sector_start((self.head + 1 + k) % self.geo.count);
+                sector = self.geo.next(sector);
+                let start = self.geo.sector_start(sector);
                 if !self.erased(start, self.geo.sector)? {
                     self.erased_ahead = k;
                     break;
