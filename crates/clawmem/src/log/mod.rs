@@ -593,8 +593,12 @@ impl<F: NorFlash> Log<F> {
         self.settle_ahead()?;
         // A sector erased ahead is erased, and a chunk may say so: a cut
         // erase of it now would make that claim false.
-        if (0..self.erased_ahead).any(|k| (self.head + 1 + k) % self.geo.count == index) {
-            return Ok(());
+        let mut sector = self.head;
+        for _ in 0..self.erased_ahead {
+            sector = self.geo.next(sector);
+            if sector == index {
+                return Ok(());
+            }
         }
         let start = self.geo.sector_start(index);
         self.flash.erase(start, start + self.geo.sector)
