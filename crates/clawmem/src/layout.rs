@@ -306,11 +306,16 @@ pub(crate) fn encode_sector_header(
     erase_count: u32,
     checkpoint: u32,
 ) {
-    put_u32(out, 0, SECTOR_MAGIC);
-    put_u32(out, 4, u32::from(FORMAT_VERSION) | u32::from(flags) << 16);
-    put_u32(out, 8, seq);
-    put_u32(out, 12, erase_count);
-    put_u32(out, 16, checkpoint);
+    let words = [
+        SECTOR_MAGIC,
+        u32::from(FORMAT_VERSION) | u32::from(flags) << 16,
+        seq,
+        erase_count,
+        checkpoint,
+    ];
+    for (k, w) in words.into_iter().enumerate() {
+        put_u32(out, 4 * k, w);
+    }
     let crc = CRC.checksum(&out[0..20]);
     put_u32(out, 20, crc);
 }
