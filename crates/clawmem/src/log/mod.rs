@@ -638,8 +638,13 @@ impl<F: NorFlash> Log<F> {
         if seq < self.tail_seq || seq > self.head_seq {
             return None;
         }
-        let back = self.head_seq - seq;
-        Some((self.head + self.geo.count - back % self.geo.count) % self.geo.count)
+        let back = (self.head_seq - seq) % self.geo.count;
+        // (The head is below the count: one wrap at most.)
+        Some(if back > self.head {
+            self.head + self.geo.count - back
+        } else {
+            self.head - back
+        })
     }
 
     /// Sector sequence of the sector at `index`, if it is in use.
