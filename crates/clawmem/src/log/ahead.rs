@@ -91,7 +91,13 @@ impl<F: NorFlash> Log<F> {
             return Ok(false);
         }
         let k = self.erased_ahead;
-        let index = (self.head + 1 + k) % self.geo.count;
+        // (Below twice the count: `k` is below the free sectors.)
+        let next = self.head + 1 + k;
+        let index = if next >= self.geo.count {
+            next - self.geo.count
+        } else {
+            next
+        };
         let count = self.erase_free(index)?;
         self.ahead_counts[k as usize] = count;
         self.erased_ahead = k + 1;
