@@ -303,17 +303,15 @@ impl<F: NorFlash> Log<F> {
                     // Damage at rest followed by sound chunks (or a torn
                     // header a mount wrote on after): go on after it. Damage
                     // at the end is a torn write (below).
+                    // (What resync finds lies at `from` or after it: past
+                    // the last chunk, or past `pos` if there is none.)
                     let from = last.map_or(pos, |c| c.address) + geo.write;
-                    match self.resync(head, from)? {
-                        Some(p) if p > pos || last.is_none_or(|c| p > c.address) => {
-                            pos = p;
-                            continue;
-                        }
-                        _ => {
-                            torn_piece = Some(pos);
-                            break;
-                        }
+                    if let Some(p) = self.resync(head, from)? {
+                        pos = p;
+                        continue;
                     }
+                    torn_piece = Some(pos);
+                    break;
                 }
             }
         }
