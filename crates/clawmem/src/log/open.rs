@@ -337,8 +337,8 @@ impl<F: NorFlash> Log<F> {
             // programmed bytes). The next chunk's sequence number skips one,
             // so that every later walk and scan checks this one's CRC.
             if let Some(skip) = c.header.seq.checked_add(2) {
+                // (`at_end`: the walk ended at erased space, not at damage.)
                 if at_end
-                    && torn_piece.is_none()
                     && pos == c.address + geo.chunk_size(c.header.len)
                     && pos < sector_end
                     && self.erased(pos, sector_end - pos)?
