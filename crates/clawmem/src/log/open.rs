@@ -108,8 +108,9 @@ impl<F: NorFlash> Log<F> {
         let mut newest: Option<(u32, u32, u32, u32)> = None;
         let mut all_erased = true;
         let mut best: Option<(u32, u32, u16)> = None;
+        // (Every header is read, or the open fails.)
+        report.sector_headers = geo.count;
         for i in 0..geo.count {
-            report.sector_headers += 1;
             let mut b = [0u8; 12];
             self.io().read(geo.sector_start(i), &mut b)?;
             if b.iter().all(|x| *x == 0xFF) {
@@ -158,8 +159,8 @@ impl<F: NorFlash> Log<F> {
             }
         }
         if newest.is_none() && best.is_some() {
+            report.sector_headers += geo.count;
             for i in 0..geo.count {
-                report.sector_headers += 1;
                 if let SectorHeader::Valid {
                     seq,
                     erase_count,
