@@ -99,7 +99,10 @@ impl<F: NorFlash> Log<F> {
             next
         };
         let count = self.erase_free(index)?;
-        self.ahead_counts[k as usize] = count;
+        // (`k` is below ERASE_AHEAD: erase_ahead_due.)
+        if let Some(slot) = self.ahead_counts.get_mut(k as usize) {
+            *slot = count;
+        }
         self.erased_ahead = k + 1;
         Ok(true)
     }
