@@ -156,9 +156,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let mut id = [0u8; MAX_SESSION_ID_BYTES];
                 let n = b.fixed.id_len as usize;
                 let at = addr + CHUNK_HEADER_LEN;
-                self.log
-                    .io()
-                    .read_stream_after(at, BASE_FIXED, id.split_at_mut(n).0)?;
+                let name = id.split_at_mut(n).0;
+                self.log.io().read_stream_after(at, BASE_FIXED, name)?;
                 self.warm_uid(b.fixed.uid, true)?;
                 // A base is written for a session that exists: its name is
                 // the one the table has (the base's copy is not trusted
@@ -170,7 +169,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Err(Skip);
                 };
                 let stub = matches!(known.dir, DIR_STUB | DIR_STUB_BASE);
-                let hash = fnv1a32(&id[..n]);
+                let hash = fnv1a32(name);
                 let (id_hash, id_len) = match stub {
                     true => (hash, n as u8),
                     false => (known.id_hash, known.id_len),
