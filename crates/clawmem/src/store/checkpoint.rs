@@ -633,8 +633,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if delta {
             fixed_len += CKPT_DELTA_FIXED;
         }
-        let mut mem = [0u8; MEM_STATE_ENCODED];
-        self.mem.encode(&mut mem);
         let mut payload = CheckpointPayload {
             fixed,
             fixed_len,
@@ -643,7 +641,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             count,
             deleted,
             objects: &self.objects,
-            mem,
+            mem: self.mem.words(),
             cold: (cold > 0).then_some(DirView {
                 dir: &self.dir,
                 hot: &self.sessions,
@@ -708,7 +706,8 @@ struct CheckpointPayload<'a> {
     count: usize,
     deleted: &'a [u32],
     objects: &'a [ObjectSlot],
-    mem: [u8; MEM_STATE_ENCODED],
+    /// The memory state's encoding, as little-endian words.
+    mem: [u32; MEM_STATE_ENCODED / 4],
     /// A full checkpoint's cold sessions, read from the directory as the
     /// payload is written (after the table's).
     cold: Option<DirView<'a>>,
@@ -762,7 +761,7 @@ impl CheckpointPayload<'_> {
         let objects_at = deleted_at + self.deleted.len() * 4;
         let mem_at = objects_at + self.objects.len() * OBJ_ENCODED;
         if p < sessions_at {
-            return Some((self.fixed.get(p / 4)? >> (8 * (p % 4))) as u8);
+            return word_byte(&self.fixed, p);
         }
         if p < deleted_at {
             let q = p - sessions_at;
@@ -772,15 +771,20 @@ impl CheckpointPayload<'_> {
         }
         if p < objects_at {
             let q = p - deleted_at;
-            return Some((self.deleted.get(q / 4)? >> (8 * (q % 4))) as u8);
+            return word_byte(self.deleted, q);
         }
         if p < mem_at {
             let q = p - objects_at;
             let o = self.objects.get(q / OBJ_ENCODED)?;
-            return Some(o.encoded_byte(q % OBJ_ENCODED));
+            return word_byte(&o.words(), q % OBJ_ENCODED);
         }
-        self.mem.get(p - mem_at).copied()
+        word_byte(&self.mem, p - mem_at)
     }
+}
+
+/// Byte `q` of `words` laid out as little-endian words; `None` past them.
+fn word_byte(words: &[u32], q: usize) -> Option<u8> {
+    Some((words.get(q / 4)? >> (8 * (q % 4))) as u8)
 }
 
 impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {

@@ -64,18 +64,11 @@ pub(super) struct ObjectSlot {
 }
 
 impl ObjectSlot {
-    /// Byte `r` (below [`OBJ_ENCODED`]) of the slot's encoding in a
-    /// checkpoint: type u8, zero u8, zero u16, key, address, sector
-    /// sequence and length u32, all little-endian.
-    pub(super) fn encoded_byte(&self, r: usize) -> u8 {
-        let word = match r / 4 {
-            0 => u32::from(self.ty),
-            1 => self.key,
-            2 => self.addr,
-            3 => self.seq,
-            _ => self.len,
-        };
-        (word >> (8 * (r % 4))) as u8
+    /// The slot's encoding in a checkpoint ([`OBJ_ENCODED`] bytes), as
+    /// little-endian words: type u8, zero u8, zero u16, then key, address,
+    /// sector sequence and length u32.
+    pub(super) fn words(&self) -> [u32; OBJ_ENCODED / 4] {
+        [u32::from(self.ty), self.key, self.addr, self.seq, self.len]
     }
 }
 

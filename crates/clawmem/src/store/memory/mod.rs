@@ -145,6 +145,7 @@ fn word(b: &[u8], k: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
+#[cfg(feature = "memory")]
 fn set_word(b: &mut [u8], k: usize, v: u32) {
     crate::layout::put_u32(b, 4 * k, v);
 }
@@ -253,21 +254,19 @@ impl MemState {
         }
     }
 
-    // As six words: root, head, chain (low half) and changes, bytes,
-    // oldest, next_id.
-    pub fn encode(&self, b: &mut [u8; MEM_STATE_ENCODED]) {
+    /// Its encoding in a checkpoint, as six little-endian words: root,
+    /// head, chain (low half) and changes, bytes, oldest, next_id (the
+    /// checkpoint's payload takes the bytes of each in turn).
+    pub fn words(&self) -> [u32; MEM_STATE_ENCODED / 4] {
         let counts = u32::from(self.chain) | u32::from(self.changes) << 16;
-        let words = [
+        [
             self.root,
             self.head,
             counts,
             self.bytes,
             self.oldest,
             self.next_id,
-        ];
-        for (k, v) in words.into_iter().enumerate() {
-            set_word(b, k, v);
-        }
+        ]
     }
 
     pub fn decode(b: &[u8; MEM_STATE_ENCODED]) -> Option<MemState> {
