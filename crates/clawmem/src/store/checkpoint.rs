@@ -412,16 +412,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // loaded checkpoint, carrying them all, as before.)
             let follows = self.cold_count() > 0
                 && self.dir.chain().last() == Some(&u32_at(&prev, 0))
-                && self.deltas_since_full < DELTAS_PER_FULL
-                && self.dir.push_delta(addr);
+                && self.deltas_since_full < DELTAS_PER_FULL;
             if follows {
-                self.log.set_checkpoint(addr);
-                self.deltas_since_full += 1;
-                self.deleted_written = self.deleted_since_full.len() as u8;
-                for s in self.sessions.iter_mut().filter(|s| s.dirty) {
-                    s.dirty = false;
-                    s.dir = DIR_DELTA;
-                }
+                // (Nothing changes if the chain has no room for it.)
+                let _ = self.checkpoint_taken(addr, None);
             }
             return Ok(1);
         }
@@ -443,15 +437,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // It is the directory now: it lists every session the scan has
         // built so far, and the deletions before it are in it.
-        let (count, next_uid) = super::directory::count_and_next_uid(&mut self.log.io(), addr)?;
-        self.dir.set_full(addr, count, next_uid);
-        self.deleted_since_full.clear();
-        self.deleted_written = 0;
-        for s in self.sessions.iter_mut() {
-            s.dir = DIR_FULL;
-            s.dirty = false;
-        }
-        self.deltas_since_full = 0;
+        let full = super::directory::count_and_next_uid(&mut self.log.io(), addr)?;
+        self.checkpoint_taken(addr, Some(full));
         Ok(1)
     }
 
@@ -657,40 +644,61 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // Deltas are accounted apart from full checkpoints.
             self.log.count_as_delta(before);
         }
-        self.log.set_checkpoint(addr);
-        if delta {
-            self.deltas_since_full += 1;
-            self.deleted_written = self.deleted_since_full.len() as u8;
-            // (No directory while it is cleared: until the next full one.)
-            if !self.dir.chain().is_empty() && !self.dir.push_delta(addr) {
-                return Err(fail!(
-                    LogicBug,
-                    "a delta checkpoint past the directory's chain"
-                ));
-            }
-            for s in self.sessions.iter_mut().filter(|s| s.dirty) {
-                s.dir = DIR_DELTA;
-            }
-        } else {
-            self.dir.set_full(addr, count as u32, self.next_uid);
-            self.deleted_since_full.clear();
-            self.deleted_written = 0;
-            for s in self.sessions.iter_mut() {
-                s.dir = DIR_FULL;
-            }
-            self.full_checkpoint = addr;
+        // The next delta carries what changes after this checkpoint (and
+        // every deletion since the full one).
+        let full = (!delta).then_some((count as u32, self.next_uid));
+        if !self.checkpoint_taken(addr, full) {
+            return Err(fail!(
+                LogicBug,
+                "a delta checkpoint past the directory's chain"
+            ));
+        }
+        if !delta {
             self.checkpoint_sector_seq = self
                 .seq_at(addr)
                 .ok_or(fail!(LogicBug, "checkpoint written outside the ring"))?;
-            self.deltas_since_full = 0;
-        }
-        // The next delta carries what changes after this checkpoint (and
-        // every deletion since the full one).
-        for s in self.sessions.iter_mut() {
-            s.dirty = false;
         }
         self.bytes_since_checkpoint = 0;
         Ok(())
+    }
+
+    /// The RAM state once the checkpoint at `addr`, written or met by the
+    /// mount's scan, is the newest: a delta (`full` `None`) follows the
+    /// directory's chain (`false`, and nothing changed, if the chain has
+    /// no room for it); a full one (its session count and the next uid it
+    /// was written at) starts the directory over, with no deletion since.
+    /// The sessions it carries are clean, in the directory's version it
+    /// is.
+    #[inline(never)]
+    fn checkpoint_taken(&mut self, addr: u32, full: Option<(u32, u32)>) -> bool {
+        match full {
+            None => {
+                // (No directory while it is cleared: until the next full
+                // one.)
+                if !self.dir.chain().is_empty() && !self.dir.push_delta(addr) {
+                    return false;
+                }
+                self.deltas_since_full += 1;
+                self.deleted_written = self.deleted_since_full.len() as u8;
+            }
+            Some((count, next_uid)) => {
+                self.dir.set_full(addr, count, next_uid);
+                self.deleted_since_full.clear();
+                self.deleted_written = 0;
+                self.full_checkpoint = addr;
+                self.deltas_since_full = 0;
+            }
+        }
+        self.log.set_checkpoint(addr);
+        for s in self.sessions.iter_mut() {
+            if full.is_some() {
+                s.dir = DIR_FULL;
+            } else if s.dirty {
+                s.dir = DIR_DELTA;
+            }
+            s.dirty = false;
+        }
+        true
     }
 }
 
