@@ -486,7 +486,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// checkpoint.
     fn deleted_since_delta(&self) -> &[u32] {
         let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
-        &self.deleted_since_full[from..]
+        // (In bounds: no out-of-line index.)
+        self.deleted_since_full.get(from..).unwrap_or_default()
     }
 
     /// Bytes of the cut waste part in the next checkpoint: written only
@@ -597,7 +598,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let deleted: &[u32] = match delta {
             true => {
                 let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
-                &self.deleted_since_full[from..]
+                self.deleted_since_full.get(from..).unwrap_or_default()
             }
             false => &[],
         };
@@ -746,7 +747,10 @@ impl CheckpointPayload<'_> {
                     Corrupted,
                     "the session directory holds fewer sessions than counted"
                 );
-                return Err(io.parked().at(f, view.dir.chain()[0]));
+                // (Named at the full checkpoint: a directory with cold
+                // sessions has one.)
+                let full = view.dir.chain().first().copied().unwrap_or(NO_ADDR);
+                return Err(io.parked().at(f, full));
             }
             self.cursor.cur.encode(&mut self.entry);
             self.next_cold += 1;
