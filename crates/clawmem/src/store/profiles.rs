@@ -46,15 +46,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(n);
         }
         let default = doc.default_contents();
-        if out.len() < default.len() {
+        let Some(dst) = out.get_mut(..default.len()) else {
             return Err(self.log.parked().buffer_too_small(default.len()));
-        }
+        };
         match self.profile_write_inner(doc, default) {
             Ok(()) => {}
             Err(e) if e.kind() == Kind::Full => {}
             Err(e) => return Err(e),
         }
-        out[..default.len()].copy_from_slice(default.as_bytes());
+        dst.copy_from_slice(default.as_bytes());
         Ok(default.len())
     }
 
