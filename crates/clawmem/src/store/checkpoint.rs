@@ -501,9 +501,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     #[inline(never)]
     pub(super) fn checkpoint_len(&self) -> u32 {
+        let sessions = self.sessions.len() + self.cold_count() as usize;
+        self.checkpoint_len_with(sessions * SESSION_ENCODED)
+    }
+
+    /// Length of a checkpoint whose parts other than the fixed ones, the
+    /// objects and the memory state take `parts` bytes (a full one's
+    /// sessions; a delta's part, sessions and deletions).
+    #[inline(never)]
+    fn checkpoint_len_with(&self, parts: usize) -> u32 {
         (CKPT_FIXED
             + self.waste_part_len()
-            + (self.sessions.len() + self.cold_count() as usize) * SESSION_ENCODED
+            + parts
             + self.objects.len() * OBJ_ENCODED
             + MEM_STATE_ENCODED) as u32
     }
@@ -528,13 +537,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Length of the delta checkpoint that would be written now.
     fn delta_len(&self) -> u32 {
         let dirty = self.sessions.iter().filter(|s| s.dirty).count();
-        (CKPT_FIXED
-            + self.waste_part_len()
-            + CKPT_DELTA_FIXED
-            + dirty * SESSION_ENCODED
-            + self.deleted_since_delta().len() * 4
-            + self.objects.len() * OBJ_ENCODED
-            + MEM_STATE_ENCODED) as u32
+        let deleted = self.deleted_since_delta().len();
+        self.checkpoint_len_with(CKPT_DELTA_FIXED + dirty * SESSION_ENCODED + deleted * 4)
     }
 
     pub(super) fn write_checkpoint(&mut self) -> Result<(), Fail> {
@@ -758,11 +762,17 @@ impl CheckpointPayload<'_> {
         Ok(())
     }
 
-    fn session(&self, k: usize) -> Option<&Session> {
-        self.sessions
-            .iter()
-            .filter(|s| !self.only_dirty || s.dirty)
-            .nth(k)
+    fn session(&self, mut k: usize) -> Option<&Session> {
+        for s in self.sessions {
+            if self.only_dirty && !s.dirty {
+                continue;
+            }
+            if k == 0 {
+                return Some(s);
+            }
+            k -= 1;
+        }
+        None
     }
 
     /// The byte at payload offset `p`.
