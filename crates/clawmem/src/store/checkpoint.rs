@@ -553,24 +553,26 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Power loss: until the checkpoint commits, the previous one (which is
     /// never reclaimed before a newer one exists) stays in force.
     pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Fail> {
-        let delta = self.full_checkpoint != NO_ADDR
-            && self.deltas_since_full < DELTAS_PER_FULL
-            && self.delta_len() < self.checkpoint_len();
-        self.write_checkpoint_kind(p, delta)
+        let mut len = self.checkpoint_len();
+        let mut delta = false;
+        if self.full_checkpoint != NO_ADDR && self.deltas_since_full < DELTAS_PER_FULL {
+            let delta_len = self.delta_len();
+            if delta_len < len {
+                (len, delta) = (delta_len, true);
+            }
+        }
+        self.write_checkpoint_kind(p, delta, len)
     }
 
     /// Writes a full checkpoint (needed before its predecessor's sector is
     /// released).
     pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Fail> {
-        self.write_checkpoint_kind(p, false)
+        let len = self.checkpoint_len();
+        self.write_checkpoint_kind(p, false, len)
     }
 
-    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool) -> Result<(), Fail> {
-        let len = if delta {
-            self.delta_len()
-        } else {
-            self.checkpoint_len()
-        };
+    /// Writes a delta or a full checkpoint, `len` bytes long.
+    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool, len: u32) -> Result<(), Fail> {
         self.ensure_room(len, p)?;
         // A full checkpoint lists the cold sessions too, copied from the
         // directory as it is written: every checkpoint of it is checked
