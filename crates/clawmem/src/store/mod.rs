@@ -248,7 +248,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// what was parked for it (every public function returns through here).
     #[inline(always)]
     fn surface<T>(&mut self, r: Result<T, Fail>) -> Result<T, Error<F::Error>> {
-        r.map_err(|f| self.log.parked().error(f))
+        r.map_err(|f| self.public_error(f))
+    }
+
+    /// The public error of `f` (see [`surface`](Self::surface)): one
+    /// function for every result type.
+    #[inline(never)]
+    fn public_error(&mut self, f: Fail) -> Error<F::Error> {
+        self.log.parked().error(f)
     }
 
     /// Sessions dropped by garbage collection since the mount because damage
