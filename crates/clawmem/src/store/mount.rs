@@ -168,7 +168,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (Err(f), Some(store)) = (r, slot.as_mut()) else {
             return Ok(());
         };
-        let e = store.log.parked().error(f);
+        let e = store.public_error(f);
         *slot = None;
         Err(e)
     }
