@@ -184,7 +184,9 @@ pub(super) struct ColdCursor {
     left: u32,
     /// Delta-version sessions already met (their newest version).
     seen: Vec<u32, DELTA_COLD_MAX>,
-    /// The session the pass gave last ([`ColdCursor::next`]).
+    /// The session the pass gave last: a cold one ([`ColdCursor::next`]),
+    /// or, in a pass over every session, one of the table's
+    /// (`Store::next_session_word`). The cursor only writes it.
     pub cur: Session,
 }
 
