@@ -23,7 +23,7 @@ It prints, per policy, the live user bytes at the first `Full` as a fraction
 of the partition (the engine's `capacity_fraction`) and the program write
 amplification of the fill phase.
 
-  python3 scripts/gc-model.py [--trace T] [--size 1M] [--reserve 25] [--limit 4]
+  python3 scripts/gc-model.py [--trace T] [--size 1M] [--reserve 25] [--limit 4] [--relocation bytes|index|record]
 """
 
 import argparse
@@ -51,8 +51,9 @@ def batch_len(records, first_id):
 
 
 class Ring:
-    def __init__(self, sectors, policy, reserve, limit):
+    def __init__(self, sectors, policy, reserve, limit, relocation="bytes"):
         self.policy, self.reserve, self.limit = policy, reserve, limit
+        self.relocation = relocation
         self.live = [0] * sectors
         self.pieces = [dict() for _ in range(sectors)]  # sector -> {piece: bytes}
         self.used = []  # sectors in use, oldest first
@@ -60,6 +61,9 @@ class Ring:
         self.head, self.room = None, 0
         self.where = collections.defaultdict(list)  # session -> [(sector, piece)]
         self.owner = {}
+        self.index_pieces = set()  # pieces that are a session's index
+        self.index = {}  # session -> piece of its newest index
+        self.records = collections.Counter()  # session -> records
         self.next_piece = 0
         self.programmed = 0
 
@@ -78,26 +82,76 @@ class Ring:
             n -= take
             self.programmed += take
 
+    def new_piece(self, session):
+        piece = self.next_piece
+        self.next_piece += 1
+        self.owner[piece] = session
+        return piece
+
+    def extra(self, session, moved):
+        """What relocating `moved` pieces of `session` writes beside them."""
+        if self.relocation == "index":
+            return 28 + 14 * self.records[session]
+        if self.relocation == "record":
+            return 21 + 4 * moved
+        return 0
+
+    def tally(self, sector, moved):
+        """Adds what lives in `sector` to `moved` (session -> pieces that
+        cleaning it copies) and returns the bytes copied as they are; an
+        index is counted apart (it dies if its session is relocated)."""
+        copied = 0
+        for piece, n in self.pieces[sector].items():
+            if piece in self.index_pieces:
+                continue
+            moved[self.owner[piece]] += 1
+            copied += n
+        return copied
+
+    def cost(self, sectors, moved, copied):
+        """Bytes that cleaning `sectors` writes, given their tally: the live
+        bodies, what each relocated session writes beside them, and the
+        indexes there whose session is not relocated (copied as they are)."""
+        kept = sum(
+            n
+            for s in sectors
+            for piece, n in self.pieces[s].items()
+            if piece in self.index_pieces and self.owner[piece] not in moved
+        )
+        return copied + kept + sum(self.extra(o, k) for o, k in moved.items())
+
     def victims(self):
         cands = [s for s in self.used if s != self.head]
         if self.policy == "fifo":
-            copied = 0
+            moved, copied = collections.Counter(), 0
             for k, s in enumerate(cands):
-                copied += self.live[s]
-                room = (k + 1) * PAYLOAD - copied
-                if room > 0 and copied <= self.limit * room:
+                copied += self.tally(s, moved)
+                cost = self.cost(cands[: k + 1], moved, copied)
+                room = (k + 1) * PAYLOAD - cost
+                if room > 0 and cost <= self.limit * room:
                     return cands[: k + 1]
             return None
         if not cands:
             return None
-        v = min(cands, key=lambda s: self.live[s])
-        room = PAYLOAD - self.live[v]
-        return [v] if room > 0 and self.live[v] <= self.limit * room else None
+
+        def cost(s):
+            moved = collections.Counter()
+            return self.cost([s], moved, self.tally(s, moved))
+
+        v = min(cands, key=cost)
+        c = cost(v)
+        room = PAYLOAD - c
+        return [v] if room > 0 and c <= self.limit * room else None
 
     def collect(self):
         vs = self.victims()
         if not vs:
             return False
+        relocated = collections.Counter()
+        for v in vs:
+            relocated_here = collections.Counter()
+            self.tally(v, relocated_here)
+            relocated.update(relocated_here)
         for v in vs:
             moved = list(self.pieces[v].items())
             self.used.remove(v)
@@ -107,17 +161,36 @@ class Ring:
             for piece, n in moved:
                 s = self.owner[piece]
                 self.where[s] = [x for x in self.where[s] if x != (v, piece)]
+                if piece in self.index_pieces and s in relocated:
+                    continue  # replaced by the session's new index below
                 self.place(s, n, piece)
+        for s, k in relocated.items():
+            extra = self.extra(s, k)
+            if extra == 0 or s not in self.where:
+                continue
+            if self.relocation == "index":
+                self.kill(s, self.index.pop(s, None))
+            piece = self.new_piece(s)
+            if self.relocation == "index":
+                self.index_pieces.add(piece)
+                self.index[s] = piece
+            self.place(s, extra, piece)
         return True
 
-    def append(self, session, n):
+    def kill(self, session, piece):
+        """Marks `piece` of `session` dead wherever it lies."""
+        if piece is None:
+            return
+        for s, p in [x for x in self.where[session] if x[1] == piece]:
+            self.live[s] -= self.pieces[s].pop(p, 0)
+        self.where[session] = [x for x in self.where[session] if x[1] != piece]
+
+    def append(self, session, n, records):
         while len(self.free) < n // PAYLOAD + 1 + self.reserve:
             if not self.collect():
                 return False
-        piece = self.next_piece
-        self.next_piece += 1
-        self.owner[piece] = session
-        self.place(session, n, piece)
+        self.records[session] += records
+        self.place(session, n, self.new_piece(session))
         return True
 
     def delete(self, session):
@@ -131,8 +204,8 @@ def size_arg(text):
     return int(t.rstrip("KM")) * mult
 
 
-def fill(ops, sectors, policy, reserve, limit):
-    ring = Ring(sectors, policy, reserve, limit)
+def fill(ops, sectors, policy, reserve, limit, relocation):
+    ring = Ring(sectors, policy, reserve, limit, relocation)
     live_user = {}
     user = 0
     for rnd in range(10_000):
@@ -144,7 +217,7 @@ def fill(ops, sectors, policy, reserve, limit):
                 continue
             bodies = [r["body"].encode() for r in op["records"]]
             first = session.encode() if session not in live_user else None
-            if not ring.append(session, batch_len(bodies, first)):
+            if not ring.append(session, batch_len(bodies, first), len(bodies)):
                 return sum(live_user.values()) / (sectors * SECTOR), ring.programmed / user
             n = sum(len(b) for b in bodies)
             live_user[session] = live_user.get(session, 0) + n
@@ -164,6 +237,13 @@ def main():
         "about 112 KiB, at most a sixteenth of the partition)",
     )
     ap.add_argument("--limit", type=float, default=4.0, help="bytes copied per byte of room")
+    ap.add_argument(
+        "--relocation",
+        choices=("bytes", "index", "record"),
+        default="bytes",
+        help="what a relocated session writes beside its bodies: nothing (default), "
+        "a new index as the engine's bases, or a small record of the moved bodies",
+    )
     a = ap.parse_args()
     with open(a.trace) as f:
         ops = [json.loads(line) for line in f]
@@ -172,9 +252,12 @@ def main():
     if a.reserve is None:
         knowledge = min(112 * 1024, a.size // 16)
         a.reserve = 9 + -(-knowledge // (PAYLOAD - 12))
-    print(f"model: {a.trace}, {sectors} sectors, reserve {a.reserve}, copy limit {a.limit:g}")
+    print(
+        f"model: {a.trace}, {sectors} sectors, reserve {a.reserve}, copy limit {a.limit:g}, "
+        f"relocation writes {a.relocation}"
+    )
     for policy in ("fifo", "greedy"):
-        cap, wa = fill(ops, sectors, policy, a.reserve, a.limit)
+        cap, wa = fill(ops, sectors, policy, a.reserve, a.limit, a.relocation)
         print(f"  {policy:<7} capacity {cap:.3f}  fill-phase program WA {wa:.2f}")
 
 
