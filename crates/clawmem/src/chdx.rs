@@ -255,54 +255,60 @@ pub enum ChdxError {
 
 impl fmt::Display for ChdxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One prefix for every message, and one for the entry's position;
+        // the constants are spelled out (asserted below).
+        f.write_str("session index ")?;
+        if let ChdxError::BadRecordType { entry, .. }
+        | ChdxError::BadBackendFormat { entry, .. }
+        | ChdxError::ZeroLength { entry }
+        | ChdxError::OutOfBounds { entry, .. } = *self
+        {
+            write!(f, "entry {entry}: ")?;
+        }
         match *self {
-            ChdxError::HeaderTruncated { len_bytes } => write!(
-                f,
-                "session index is {len_bytes} bytes, shorter than its {CHDX_HEADER_SIZE}-byte header"
-            ),
-            ChdxError::BadMagic { found } => write!(
-                f,
-                "session index magic is {found:#010x}, expected {CHDX_MAGIC:#010x} (\"CHDX\")"
-            ),
-            ChdxError::UnsupportedVersion { found } => write!(
-                f,
-                "session index version {found} is not supported (expected {CHDX_VERSION})"
-            ),
-            ChdxError::BadEntrySize { found } => write!(
-                f,
-                "session index entry size is {found}, expected {CHDX_ENTRY_SIZE}"
-            ),
-            ChdxError::PartialEntry { trailing_bytes } => write!(
-                f,
-                "session index ends with a partial entry of {trailing_bytes} bytes"
-            ),
-            ChdxError::BadRecordType { entry, found } => write!(
-                f,
-                "session index entry {entry}: invalid record type {found} (expected 1 to 4)"
-            ),
-            ChdxError::BadBackendFormat { entry, found } => write!(
-                f,
-                "session index entry {entry}: invalid backend format {found} (expected 0 to 3)"
-            ),
-            ChdxError::NoEntriesForData { data_size_bytes } => write!(
-                f,
-                "session index has no entries but the log holds {data_size_bytes} bytes"
-            ),
-            ChdxError::ZeroLength { entry } => {
-                write!(f, "session index entry {entry}: length is 0")
+            ChdxError::HeaderTruncated { len_bytes } => {
+                write!(f, "is {len_bytes} bytes, shorter than its 8-byte header")
             }
+            ChdxError::BadMagic { found } => {
+                write!(f, "magic is {found:#010x}, expected 0x58444843 (\"CHDX\")")
+            }
+            ChdxError::UnsupportedVersion { found } => {
+                write!(f, "version {found} is not supported (expected 1)")
+            }
+            ChdxError::BadEntrySize { found } => write!(f, "entry size is {found}, expected 10"),
+            ChdxError::PartialEntry { trailing_bytes } => {
+                write!(f, "ends with a partial entry of {trailing_bytes} bytes")
+            }
+            ChdxError::BadRecordType { found, .. } => {
+                write!(f, "invalid record type {found} (expected 1 to 4)")
+            }
+            ChdxError::BadBackendFormat { found, .. } => {
+                write!(f, "invalid backend format {found} (expected 0 to 3)")
+            }
+            ChdxError::NoEntriesForData { data_size_bytes } => {
+                write!(f, "has no entries but the log holds {data_size_bytes} bytes")
+            }
+            ChdxError::ZeroLength { .. } => f.write_str("length is 0"),
             ChdxError::OutOfBounds {
-                entry,
                 offset,
                 length,
                 data_size_bytes,
+                ..
             } => write!(
                 f,
-                "session index entry {entry}: offset {offset} + length {length} is past the end of the {data_size_bytes}-byte log"
+                "offset {offset} + length {length} is past the end of the {data_size_bytes}-byte log"
             ),
         }
     }
 }
+
+// The constants [`ChdxError`]'s messages spell out.
+const _: () = assert!(
+    CHDX_HEADER_SIZE == 8
+        && CHDX_MAGIC == 0x5844_4843
+        && CHDX_VERSION == 1
+        && CHDX_ENTRY_SIZE == 10
+);
 
 /// The 8 header bytes of a valid index.
 pub const fn encode_header() -> [u8; CHDX_HEADER_SIZE] {
@@ -526,18 +532,22 @@ pub fn raw_entry_at(index: &[u8], entry: usize) -> Option<RawEntry> {
 pub fn validate_index(index: &[u8], data_size_bytes: u64) -> Result<usize, ChdxError> {
     check_header(index)?;
     let count = entry_count(index.len())?;
-    for entry in 0..count {
-        let raw = raw_entry_at(index, entry).ok_or(ChdxError::PartialEntry {
-            trailing_bytes: index.len().saturating_sub(CHDX_HEADER_SIZE) % CHDX_ENTRY_SIZE,
-        })?;
-        raw.check_fields(entry)?;
-    }
-    if count == 0 && data_size_bytes > 0 {
-        return Err(ChdxError::NoEntriesForData { data_size_bytes });
-    }
-    for entry in 0..count {
-        if let Some(raw) = raw_entry_at(index, entry) {
-            raw.check_bounds(entry, data_size_bytes)?;
+    // Two passes over the entries (`entry_count` made every one whole):
+    // their fields, then, after the empty-index check, their bounds.
+    for bounds in [false, true] {
+        if bounds && count == 0 && data_size_bytes > 0 {
+            return Err(ChdxError::NoEntriesForData { data_size_bytes });
+        }
+        let (entries, _) = index
+            .get(CHDX_HEADER_SIZE..)
+            .unwrap_or_default()
+            .as_chunks();
+        for (entry, bytes) in entries.iter().enumerate() {
+            let raw = RawEntry::decode(bytes);
+            match bounds {
+                false => raw.check_fields(entry).map(|_| ())?,
+                true => raw.check_bounds(entry, data_size_bytes)?,
+            }
         }
     }
     Ok(count)
@@ -548,10 +558,18 @@ pub fn validate_index(index: &[u8], data_size_bytes: u64) -> Result<usize, ChdxE
 /// Entries that fail a check are skipped, so on an unvalidated index this
 /// yields only the good ones.
 pub fn entries(index: &[u8], data_size_bytes: u64) -> impl Iterator<Item = Entry> + '_ {
-    let count = index.len().saturating_sub(CHDX_HEADER_SIZE) / CHDX_ENTRY_SIZE;
-    (0..count).filter_map(move |entry| {
-        raw_entry_at(index, entry).and_then(|raw| raw.validate(entry, data_size_bytes).ok())
-    })
+    let (entries, _) = index
+        .get(CHDX_HEADER_SIZE..)
+        .unwrap_or_default()
+        .as_chunks();
+    entries
+        .iter()
+        .enumerate()
+        .filter_map(move |(entry, bytes)| {
+            RawEntry::decode(bytes)
+                .validate(entry, data_size_bytes)
+                .ok()
+        })
 }
 
 #[cfg(test)]
@@ -798,5 +816,62 @@ mod tests {
         assert!(ChdxError::BadBackendFormat { entry: 1, found: 9 }
             .to_string()
             .contains("backend format 9"));
+    }
+
+    #[test]
+    fn every_error_message_in_full() {
+        use std::string::ToString;
+        let cases: [(ChdxError, &str); 10] = [
+            (
+                ChdxError::HeaderTruncated { len_bytes: 3 },
+                "session index is 3 bytes, shorter than its 8-byte header",
+            ),
+            (
+                ChdxError::BadMagic { found: 0xAB },
+                "session index magic is 0x000000ab, expected 0x58444843 (\"CHDX\")",
+            ),
+            (
+                ChdxError::UnsupportedVersion { found: 7 },
+                "session index version 7 is not supported (expected 1)",
+            ),
+            (
+                ChdxError::BadEntrySize { found: 12 },
+                "session index entry size is 12, expected 10",
+            ),
+            (
+                ChdxError::PartialEntry { trailing_bytes: 4 },
+                "session index ends with a partial entry of 4 bytes",
+            ),
+            (
+                ChdxError::BadRecordType { entry: 5, found: 9 },
+                "session index entry 5: invalid record type 9 (expected 1 to 4)",
+            ),
+            (
+                ChdxError::BadBackendFormat { entry: 6, found: 8 },
+                "session index entry 6: invalid backend format 8 (expected 0 to 3)",
+            ),
+            (
+                ChdxError::NoEntriesForData {
+                    data_size_bytes: 99,
+                },
+                "session index has no entries but the log holds 99 bytes",
+            ),
+            (
+                ChdxError::ZeroLength { entry: 0 },
+                "session index entry 0: length is 0",
+            ),
+            (
+                ChdxError::OutOfBounds {
+                    entry: 2,
+                    offset: 10,
+                    length: 20,
+                    data_size_bytes: 25,
+                },
+                "session index entry 2: offset 10 + length 20 is past the end of the 25-byte log",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
     }
 }
