@@ -189,24 +189,65 @@ pub(crate) fn batch_len<F: NorFlash>(
     addr: u32,
     h: &ChunkHeader,
 ) -> Result<u32, Fail> {
-    let geo = *io.geo;
-    let mut total = h.len;
+    let rounds = io.geo.count;
+    batch_walk(io, addr, h, None, rounds)
+}
+
+/// The chunks of the batch whose first chunk, at `addr`, has header `h`, at
+/// most `rounds` of them: their payload bytes, or `u32::MAX` if a
+/// continuation is missing or (with `scratch`, through which each chunk is
+/// then read) a chunk lies outside its sector or fails its CRC. Both
+/// [`batch_len`] and [`verify_batch`].
+#[inline(never)]
+fn batch_walk<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    addr: u32,
+    h: &ChunkHeader,
+    mut scratch: Option<&mut [u8]>,
+    rounds: u32,
+) -> Result<u32, Fail> {
+    let mut total = 0u32;
     let mut c = *h;
     let mut at = addr;
-    for _ in 0..geo.count {
+    for _ in 0..rounds {
+        if let Some(scratch) = scratch.as_deref_mut() {
+            if at + io.geo.chunk_size(c.len) > io.geo.sector_end(at)
+                || !io.chunk_crc_ok(at, &c, scratch)?
+            {
+                break;
+            }
+        }
+        total = total.saturating_add(c.len);
         if c.is_last() {
             return Ok(total);
         }
-        at = geo.first_chunk(geo.next(geo.sector_of(at)));
-        match io.chunk_header(at)? {
-            Some(n) if !n.is_first() && n.seq == h.seq && n.kind == h.kind => {
-                total = total.saturating_add(n.len);
-                c = n;
-            }
-            _ => break,
+        if !continuation(io, &mut at, &mut c, h.seq, h.kind)? {
+            break;
         }
     }
     Ok(u32::MAX)
+}
+
+/// Moves `at` and `c` to the chunk after `at` of the batch of sequence
+/// `seq` and kind `kind` (the first chunk of the next sector) if there is
+/// one: `false`, and nothing moved, if that chunk does not continue it.
+#[inline(never)]
+fn continuation<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    at: &mut u32,
+    c: &mut ChunkHeader,
+    seq: u32,
+    kind: u8,
+) -> Result<bool, Fail> {
+    let geo = *io.geo;
+    let next = geo.first_chunk(geo.next(geo.sector_of(*at)));
+    match io.chunk_header(next)? {
+        Some(n) if !n.is_first() && n.seq == seq && n.kind == kind => {
+            (*at, *c) = (next, n);
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// Corrects, in `fixed` (the first bytes of the payload of the batch at
@@ -360,11 +401,10 @@ pub(crate) fn start_name<F: NorFlash>(
     if h.is_last() || first >= NAME_META_MAX || h.len != room {
         return Ok(None);
     }
-    let next = geo.first_chunk(geo.next(geo.sector_of(addr)));
-    let c = match io.chunk_header(next)? {
-        Some(c) if c.kind == SESSION_BATCH && !c.is_first() && c.seq == h.seq => c,
-        _ => return Ok(None),
-    };
+    let (mut next, mut c) = (addr, h);
+    if !continuation(io, &mut next, &mut c, h.seq, h.kind)? {
+        return Ok(None);
+    }
     let Some((byte, bit)) = single_flip(io, next, &c, NAME_META_MAX - first, scratch)? else {
         return Ok(None);
     };
@@ -820,29 +860,9 @@ pub(crate) fn verify_batch<F: NorFlash>(
         Some(h) if h.is_first() => h,
         _ => return Ok(None),
     };
-    let mut h = first;
-    let mut at = addr;
-    let mut total = 0u32;
-    for _ in 0..io.geo.count + 1 {
-        if at + io.geo.chunk_size(h.len) > io.geo.sector_end(at)
-            || !io.chunk_crc_ok(at, &h, scratch)?
-        {
-            return Ok(None);
-        }
-        total += h.len;
-        if h.is_last() {
-            return Ok(Some(total));
-        }
-        let next = io.geo.first_chunk(io.geo.next(io.geo.sector_of(at)));
-        match io.chunk_header(next)? {
-            Some(c) if !c.is_first() && c.seq == first.seq && c.kind == first.kind => {
-                h = c;
-                at = next;
-            }
-            _ => return Ok(None),
-        }
-    }
-    Ok(None)
+    let rounds = io.geo.count + 1;
+    let total = batch_walk(io, addr, &first, Some(scratch), rounds)?;
+    Ok((total != u32::MAX).then_some(total))
 }
 
 /// Reads a batch's payload from start to end once, checking every chunk's
@@ -954,22 +974,15 @@ impl VerifiedReader {
         if self.header.is_last() {
             return Ok(false);
         }
-        let next = io
-            .geo
-            .first_chunk(io.geo.next(io.geo.sector_of(self.chunk)));
-        match io.chunk_header(next)? {
-            Some(c) if !c.is_first() && c.seq == self.first_seq && c.kind == self.header.kind => {
-                self.chunk = next;
-                self.header = c;
-                self.done = 0;
-                self.digest = ChunkHeader::crc_start(c.kind, c.flags, c.len, c.seq);
-                Ok(true)
-            }
-            _ => {
-                self.ok = false;
-                Ok(false)
-            }
+        let kind = self.header.kind;
+        if !continuation(io, &mut self.chunk, &mut self.header, self.first_seq, kind)? {
+            self.ok = false;
+            return Ok(false);
         }
+        let c = self.header;
+        self.done = 0;
+        self.digest = ChunkHeader::crc_start(c.kind, c.flags, c.len, c.seq);
+        Ok(true)
     }
 
     /// Payload bytes read so far.

@@ -232,8 +232,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut touched = match embed {
             Embed::Span(index) => {
                 let mut t = false;
-                for k in 0..recs.chain().len {
-                    t |= self.log.batch_touches(recs.chain().addrs[k], index)?;
+                let chain = recs.chain();
+                for &addr in chain.addrs.iter().take(chain.len) {
+                    t |= self.log.batch_touches(addr, index)?;
                 }
                 t
             }
