@@ -480,6 +480,16 @@ impl<'a> Json<'a> {
         Some(self.skip_ws(colon + 1))
     }
 
+    /// Where the value of the item at `item` starts: after its name and
+    /// colon in an object, the item itself in an array.
+    #[inline(never)]
+    fn item_value(&self, item: usize, object: bool) -> Scan<usize> {
+        match object {
+            true => self.member_value_start(item),
+            false => Some(item),
+        }
+    }
+
     /// Validates the value at `start` and returns the offset just past it.
     pub(super) fn value_end(&self, start: usize) -> Scan<usize> {
         let mut nesting = Nesting::new();
@@ -500,19 +510,20 @@ impl<'a> Json<'a> {
                         if !nesting.push(is_object) {
                             return self.bad(at, JsonErrorKind::TooDeep);
                         }
-                        at = if is_object {
-                            self.member_value_start(inner)?
-                        } else {
-                            inner
-                        };
+                        at = self.item_value(inner, is_object)?;
                         continue;
                     }
                 }
                 Some(b'"') => self.string_end(at)?,
                 Some(b'-' | b'0'..=b'9') => self.number_end(at)?,
-                Some(b't') => self.literal_end(at, b"true")?,
-                Some(b'f') => self.literal_end(at, b"false")?,
-                Some(b'n') => self.literal_end(at, b"null")?,
+                Some(c @ (b't' | b'f' | b'n')) => {
+                    let literal: &[u8] = match c {
+                        b't' => b"true",
+                        b'f' => b"false",
+                        _ => b"null",
+                    };
+                    self.literal_end(at, literal)?
+                }
                 _ => return self.unexpected(at),
             };
             at = after_value;
@@ -524,19 +535,10 @@ impl<'a> Json<'a> {
                 let next = self.skip_ws(at);
                 match self.byte(next) {
                     Some(b',') => {
-                        let item = self.skip_ws(next + 1);
-                        at = if is_object {
-                            self.member_value_start(item)?
-                        } else {
-                            item
-                        };
+                        at = self.item_value(self.skip_ws(next + 1), is_object)?;
                         break;
                     }
-                    Some(b'}') if is_object => {
-                        nesting.pop();
-                        at = next + 1;
-                    }
-                    Some(b']') if !is_object => {
+                    Some(b) if b == if is_object { b'}' } else { b']' } => {
                         nesting.pop();
                         at = next + 1;
                     }
@@ -581,11 +583,7 @@ impl<'a> Json<'a> {
                 }
             }
         };
-        let value = if list.object {
-            self.member_value_start(item)?
-        } else {
-            item
-        };
+        let value = self.item_value(item, list.object)?;
         list.pos = self.value_end(value)?;
         list.state = ListState::AfterValue;
         Some(Some((item, value)))

@@ -750,12 +750,11 @@ impl RecPos {
         chain: &Chain,
     ) -> Result<Option<RecordInfo>, Fail> {
         loop {
-            if self.segment >= chain.len {
+            let seg = self.segment;
+            let Some(&addr) = chain.addrs.get(seg).filter(|_| seg < chain.len) else {
                 return Ok(None);
-            }
-            if self.segment < CHAIN_CAP
-                && self.skip[self.segment / 32] & (1 << (self.segment % 32)) != 0
-            {
+            };
+            if self.skip[seg / 32] & (1 << (seg % 32)) != 0 {
                 self.segment += 1;
                 self.index = 0;
                 self.meta = None;
@@ -801,7 +800,6 @@ impl RecPos {
                     damaged: false,
                 }));
             }
-            let addr = chain.addrs[self.segment];
             let meta = match self.meta {
                 Some(ref meta) => meta,
                 None => match BatchMeta::read(io, addr) {

@@ -586,8 +586,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // Objects in the tail are copied whole.
         let mut k = 0;
-        while k < self.objects.len() {
-            let o = self.objects[k];
+        while let Some(&o) = self.objects.get(k) {
             let touches = match span {
                 #[cfg(feature = "memory")]
                 Some(index) => self.log.batch_touches(o.addr, index)?,
@@ -725,8 +724,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (their bodies in the tail are a sector at most, for all).
         let minimal = |s: &Session| minimal_relocation(s, space);
         let mut i = 0;
-        while i < self.sessions.len() {
-            let s = self.sessions[i];
+        while let Some(&s) = self.sessions.get(i) {
             if s.oldest > tail_seq {
                 i += 1;
                 continue;
