@@ -476,16 +476,16 @@ impl<'r> BasePayload<'_, 'r, '_> {
             if sweep.cur_embedded {
                 sweep.embed_off += sweep.cur_len;
             }
-            match summary {
-                Some(s) if sweep.passed == 0 => {
-                    // The summary is always carried.
-                    sweep.cur_type = s.kind.as_u8();
-                    sweep.cur_format = s.format.as_u8();
-                    sweep.cur_addr = 0;
-                    sweep.cur_crc = Some(CRC.checksum(s.body));
-                    sweep.cur_len = s.body.len() as u32;
-                    sweep.cur_embedded = true;
-                }
+            let (kind, format, addr, crc, len, embedded) = match summary {
+                // The summary is always carried.
+                Some(s) if sweep.passed == 0 => (
+                    s.kind,
+                    s.format,
+                    0,
+                    Some(CRC.checksum(s.body)),
+                    s.body.len() as u32,
+                    true,
+                ),
                 _ => {
                     let r = loop {
                         let r = sweep
@@ -496,14 +496,22 @@ impl<'r> BasePayload<'_, 'r, '_> {
                             break r;
                         }
                     };
-                    sweep.cur_type = r.kind.as_u8();
-                    sweep.cur_format = r.format.as_u8();
-                    sweep.cur_addr = r.addr;
-                    sweep.cur_crc = r.crc;
-                    sweep.cur_len = r.len;
-                    sweep.cur_embedded = ring.embeds(embed, &r);
+                    (
+                        r.kind,
+                        r.format,
+                        r.addr,
+                        r.crc,
+                        r.len,
+                        ring.embeds(embed, &r),
+                    )
                 }
-            }
+            };
+            sweep.cur_type = kind.as_u8();
+            sweep.cur_format = format.as_u8();
+            sweep.cur_addr = addr;
+            sweep.cur_crc = crc;
+            sweep.cur_len = len;
+            sweep.cur_embedded = embedded;
             sweep.passed += 1;
         }
         Ok(if sweep.cur_embedded {
