@@ -34,7 +34,8 @@ use crate::memory::{Item, ITEM_ENCODED_MAX_BYTES};
 /// The active set of a public memory operation.
 pub(crate) const OP: usize = 0;
 #[cfg(feature = "memory")]
-/// The item slot of a public operation's merge (no compaction uses it).
+/// The item slot of a public operation's put or merge (no compaction uses
+/// it).
 pub(crate) const MERGED: usize = 2;
 #[cfg(feature = "memory")]
 /// The active set of a memory compaction (a public one, or one that garbage
@@ -58,8 +59,8 @@ pub struct Work {
     pub(crate) enc: [u8; PUT_FIXED as usize + ITEM_ENCODED_MAX_BYTES],
     /// Items being read: slots 0 and 1 by a compaction (two at a merge),
     /// or for a moment by a read that holds none across a write; slot
-    /// [`MERGED`] by a public operation's merge, across the compaction its
-    /// write may start.
+    /// [`MERGED`] by a public operation's put or merge, across the
+    /// compaction its write may start.
     #[cfg(feature = "memory")]
     pub(crate) items: [Item; 3],
     /// The memory chain a read of the active set walks.

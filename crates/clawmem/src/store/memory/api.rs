@@ -701,8 +701,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         patch: &ItemInput<'_>,
         now: u32,
     ) -> Result<Option<Stored>, Fail> {
-        // The old item waits in the operation's own slot: the compactions
-        // the writes below may start leave it alone.
+        // The old item waits in the operation's own slot, apart from the
+        // one the duplicate check reads, until the new item's put takes it.
         let (_, old_root) = self.mem_load_active(id, MERGED)?;
         let root = if old_root == 0 { id.get() } else { old_root };
         let new_id = ItemId::new(self.mem.next_id);

@@ -48,19 +48,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Writes a chained put of `item`: it extends the memory chain. The item
-    /// is encoded into the work area once room is made (making room may
-    /// read other items there).
+    /// waits in the work area's slot [`MERGED`], which the compaction making
+    /// room may start leaves alone, and is encoded once room is made (one
+    /// put path, [`Self::mem_put_slot`]).
     pub(super) fn mem_put(
         &mut self,
         item: &Item,
         origin: (u32, u32),
         p: Priority,
     ) -> Result<u32, Fail> {
-        self.mem_before_write(p)?;
-        self.prepare_write(put_len(item, origin)?, p)?;
-        let prev = self.mem_prev();
-        let (len, kind) = put_encode(&mut self.work.borrow_mut().enc, prev, origin, item)?;
-        self.mem_put_encoded(len, kind, true)
+        self.work.borrow_mut().items[MERGED].clone_from(item);
+        self.mem_put_slot(MERGED, origin, true, p)
     }
 
     /// A put of the item in the work area's slot `slot`. A chained one
