@@ -58,11 +58,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         offset: u32,
         buf: &mut [u8],
     ) -> Result<(), Fail> {
-        let at = self
-            .log
+        self.log
             .io()
-            .stream_advance(addr + CHUNK_HEADER_LEN, offset);
-        self.log.io().read_stream(at, buf)
+            .read_stream_after(addr + CHUNK_HEADER_LEN, offset, buf)
     }
 
     /// Reads the item put at `addr` into the work area's item slot `slot`,
