@@ -395,12 +395,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let refs = i32::from(u16::from_le_bytes([label[n], label[n + 1]]));
             let b = &mut self.work.borrow_mut().scratch;
             let change = match LabelDelta::find(b, deltas, h) {
-                Some(d) => {
-                    let mut x = LabelDelta::load(b, d);
-                    x.used = true;
-                    x.store(b, d);
-                    i32::from(x.change)
-                }
+                Some(d) => i32::from(LabelDelta::take_used(b, d)),
                 None => 0,
             };
             if refs + change > 0 {
@@ -461,11 +456,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for l in w.items[0].labels() {
             let h = fnv1a32(l.as_bytes());
             match LabelDelta::find(b, *deltas, h) {
-                Some(d) => {
-                    let mut x = LabelDelta::load(b, d);
-                    x.change += by;
-                    x.store(b, d);
-                }
+                Some(d) => LabelDelta::add(b, d, by),
                 None if *deltas < DELTAS_MAX => {
                     let x = LabelDelta {
                         hash: h,

@@ -175,6 +175,24 @@ impl LabelDelta {
         );
     }
 
+    /// Delta `k`'s change, the delta marked as in the index's catalog.
+    pub(super) fn take_used(b: &mut [u8], k: usize) -> i16 {
+        let flags = word(b, 3 * k + 2);
+        set_word(b, 3 * k + 2, flags | 1 << 16);
+        flags as u16 as i16
+    }
+
+    /// Adds `by` to delta `k`'s change.
+    pub(super) fn add(b: &mut [u8], k: usize, by: i16) {
+        let flags = word(b, 3 * k + 2);
+        let change = (flags as u16 as i16) + by;
+        set_word(
+            b,
+            3 * k + 2,
+            (flags & 0xFFFF_0000) | u32::from(change as u16),
+        );
+    }
+
     /// The one of the first `n` deltas in `b` for label hash `h`.
     pub(super) fn find(b: &[u8], n: usize, h: u32) -> Option<usize> {
         (0..n).find(|&d| word(b, 3 * d) == h)
@@ -378,7 +396,40 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use super::{IdCoder, PACKED_ID_MAX};
+    use super::{IdCoder, LabelDelta, PACKED_ID_MAX};
+
+    #[test]
+    fn label_delta_words_keep_their_fields() {
+        let mut b = [0u8; 36];
+        for (k, (change, used)) in [(-3i16, false), (5, true), (0, false)]
+            .into_iter()
+            .enumerate()
+        {
+            let x = LabelDelta {
+                hash: 0x1234_5678 + k as u32,
+                change,
+                addr: 0xABCD_0000 + k as u32,
+                used,
+            };
+            x.store(&mut b, k);
+        }
+        LabelDelta::add(&mut b, 0, 2);
+        LabelDelta::add(&mut b, 1, -7);
+        assert_eq!(LabelDelta::take_used(&mut b, 0), -1);
+        assert_eq!(LabelDelta::take_used(&mut b, 1), -2);
+        for (k, (change, used)) in [(-1i16, true), (-2, true), (0, false)]
+            .into_iter()
+            .enumerate()
+        {
+            let x = LabelDelta::load(&b, k);
+            assert_eq!(
+                (x.hash, x.addr),
+                (0x1234_5678 + k as u32, 0xABCD_0000 + k as u32)
+            );
+            assert_eq!((x.change, x.used), (change, used));
+        }
+        assert_eq!(LabelDelta::find(&b, 3, 0x1234_567A), Some(2));
+    }
 
     fn pack(ids: &[u32]) -> std::vec::Vec<u8> {
         let mut c = IdCoder::new(true);
