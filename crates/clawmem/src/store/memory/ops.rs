@@ -331,26 +331,20 @@ pub(super) fn item_bloom(item: &Item) -> u16 {
     item.labels().iter().fold(0, |b, l| b | label_bloom(l))
 }
 
-/// An index's payload before its entries ([`INDEX_FIXED`] bytes): no prev,
-/// then these words.
+/// An index's payload before its entries ([`INDEX_FIXED`] bytes), as
+/// words: no prev, then these.
 pub(super) fn index_fixed(
     next_id: u32,
     count: u32,
     oldest: u32,
     catalog: u32,
-) -> [u8; INDEX_FIXED as usize] {
-    let mut fixed = [0u8; INDEX_FIXED as usize];
-    for (k, v) in [NO_ADDR, next_id, count, oldest, catalog]
-        .into_iter()
-        .enumerate()
-    {
-        set_word(&mut fixed, k, v);
-    }
-    fixed
+) -> [u32; INDEX_FIXED as usize / 4] {
+    [NO_ADDR, next_id, count, oldest, catalog]
 }
 
 pub(super) struct IndexPayload<'a> {
-    pub(super) fixed: [u8; INDEX_FIXED as usize],
+    /// The words before the entries ([`index_fixed`]).
+    pub(super) fixed: [u32; INDEX_FIXED as usize / 4],
     pub(super) entries: &'a [Active],
     /// The label catalog: `u8 length`, label, `u16 refs`, repeated.
     pub(super) catalog: &'a [u8],
@@ -364,29 +358,30 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
         let catalog_at = INDEX_FIXED as usize + INDEX_ENTRY as usize * self.entries.len();
         for (i, b) in out.iter_mut().enumerate() {
             let p = offset as usize + i;
-            *b = if p < INDEX_FIXED as usize {
-                self.fixed[p]
-            } else if p >= catalog_at {
+            *b = if p >= catalog_at {
                 *self
                     .catalog
                     .get(p - catalog_at)
                     .ok_or(fail!(LogicBug, "index payload overrun"))?
             } else {
-                let k = (p - INDEX_FIXED as usize) / INDEX_ENTRY as usize;
-                let j = (p - INDEX_FIXED as usize) % INDEX_ENTRY as usize;
-                let e = self
-                    .entries
-                    .get(k)
-                    .ok_or(fail!(LogicBug, "index payload overrun"))?;
-                // The entry's words, little-endian: id, addr, updated_at,
-                // then access and bloom.
-                let w = match j / 4 {
-                    0 => e.id,
-                    1 => e.addr,
-                    2 => e.updated_at,
-                    _ => u32::from(e.access) | u32::from(e.bloom) << 16,
+                // The fixed words, then each entry's, little-endian: id,
+                // addr, updated_at, then access and bloom.
+                let w = match p.checked_sub(INDEX_FIXED as usize) {
+                    None => self.fixed[p / 4],
+                    Some(q) => {
+                        let e = self
+                            .entries
+                            .get(q / INDEX_ENTRY as usize)
+                            .ok_or(fail!(LogicBug, "index payload overrun"))?;
+                        match q % INDEX_ENTRY as usize / 4 {
+                            0 => e.id,
+                            1 => e.addr,
+                            2 => e.updated_at,
+                            _ => u32::from(e.access) | u32::from(e.bloom) << 16,
+                        }
+                    }
                 };
-                (w >> (8 * (j % 4))) as u8
+                (w >> (8 * (p % 4))) as u8
             };
         }
         Ok(())
