@@ -253,10 +253,10 @@ pub(super) fn put_encode(
 ) -> Result<(u32, u8), Fail> {
     let kind = put_kind(origin);
     let fixed = put_fixed(kind).unwrap_or(PUT_FIXED) as usize;
-    for (k, v) in [prev, origin.0, origin.1].into_iter().enumerate() {
-        if 4 * k < fixed {
-            set_word(enc, k, v);
-        }
+    set_word(enc, 0, prev);
+    if kind == MEM_PUT {
+        set_word(enc, 1, origin.0);
+        set_word(enc, 2, origin.1);
     }
     let out = enc
         .get_mut(fixed..)
