@@ -142,20 +142,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(())
     }
 
-    /// The active items of a memory index that fails its checksum (damage
-    /// at rest): each entry names an item and the put that holds it, so an
-    /// entry is kept when that put checks out and holds that id. The item's
-    /// time and access count are the put's: the recalls the index had
-    /// counted since are lost, and nothing is taken from the damaged bytes
-    /// but the id and the address, which the put confirms. Entries are read
-    /// up to the count the index states or its length allows, whichever is
-    /// more (a damaged count), and at most `ACTIVE_CAP`.
+    /// How many entries to read of a memory index that fails its checksum
+    /// (damage at rest), whose entries [`Self::mem_active`] then keeps only
+    /// where they check out: each entry names an item and the put that
+    /// holds it, so an entry is kept when that put checks out and holds
+    /// that id. The item's time and access count are the put's: the
+    /// recalls the index had counted since are lost, and nothing is taken
+    /// from the damaged bytes but the id and the address, which the put
+    /// confirms. Entries are read up to the count the index states or its
+    /// length allows, whichever is more (a damaged count), and at most
+    /// `ACTIVE_CAP`; none if its fixed part cannot be read.
     #[inline(never)]
-    pub(super) fn mem_salvage_index(&mut self, root: u32, lvl: usize) -> Result<(), Fail> {
+    fn mem_salvage_count(&mut self, root: u32) -> Result<usize, Fail> {
         let mut fixed = [0u8; INDEX_FIXED as usize];
         let r = self.mem_payload(root, 0, &mut fixed);
         if self.mem_tolerate(r)?.is_none() {
-            return Ok(());
+            return Ok(0);
         }
         let by_len = match self.log.io().chunk_header(root) {
             Ok(Some(h)) => {
@@ -169,32 +171,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             _ => 0,
         };
-        let count = (word(&fixed, 2) as usize).max(by_len).min(ACTIVE_CAP);
-        let capacity = self.log.geo().capacity();
-        for k in 0..count {
-            let mut e = [0u8; INDEX_ENTRY as usize];
-            let r = self.mem_payload(root, INDEX_FIXED + INDEX_ENTRY * k as u32, &mut e);
-            if self.mem_tolerate(r)?.is_none() {
-                break;
-            }
-            let (id, addr) = (word(&e, 0), word(&e, 1));
-            if addr >= capacity || position_of(&self.work.borrow().active[lvl], id).is_some() {
-                continue;
-            }
-            // A garbage entry past the real ones names no sound put: that
-            // is not damage met, so it is not counted.
-            match self.mem_read(addr, 0) {
-                Ok(_) => {}
-                Err(e) if e.kind() == Kind::Corrupted => continue,
-                Err(e) => return Err(e),
-            }
-            let w: &mut Work = self.work.borrow_mut();
-            if w.items[0].id().get() != id {
-                continue;
-            }
-            let _ = w.active[lvl].push(Active::of(&w.items[0], addr));
-        }
-        Ok(())
+        Ok((word(&fixed, 2) as usize).max(by_len).min(ACTIVE_CAP))
     }
 
     /// The link (the previous record's address) at the start of the
@@ -248,35 +225,66 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let r = self.mem_record(root, MEM_INDEX, &mut fixed);
             self.mem_tolerate(r)?
         };
-        if let Some(len) = index {
-            let count = word(&fixed, 2) as usize;
-            let catalog = match word(&fixed, 4) {
-                NO_ADDR => 0,
-                n => n as usize,
+        let (count, sound) = match index {
+            Some(len) => {
+                let count = word(&fixed, 2) as usize;
+                let catalog = match word(&fixed, 4) {
+                    NO_ADDR => 0,
+                    n => n as usize,
+                };
+                if len != (INDEX_FIXED + INDEX_ENTRY * count as u32) as usize + catalog
+                    || count > ACTIVE_CAP
+                    || catalog > CATALOG_MAX
+                {
+                    return Err(self
+                        .log
+                        .parked()
+                        .at(fail!(Corrupted, "the memory index has a bad length"), root));
+                }
+                (count, true)
+            }
+            None if root != NO_ADDR => (self.mem_salvage_count(root)?, false),
+            None => (0, true),
+        };
+        // The index's entries: as they are from a sound index; from a
+        // damaged one, each confirmed by its put ([`Self::mem_salvage_count`]).
+        let capacity = self.log.geo().capacity();
+        for k in 0..count {
+            let mut e = [0u8; INDEX_ENTRY as usize];
+            let r = self.mem_payload(root, INDEX_FIXED + INDEX_ENTRY * k as u32, &mut e);
+            if sound {
+                r?;
+            } else if self.mem_tolerate(r)?.is_none() {
+                break;
+            }
+            let last = word(&e, 3);
+            let mut a = Active {
+                id: word(&e, 0),
+                addr: word(&e, 1),
+                updated_at: word(&e, 2),
+                access: last as u16,
+                bloom: (last >> 16) as u16,
             };
-            if len != (INDEX_FIXED + INDEX_ENTRY * count as u32) as usize + catalog
-                || count > ACTIVE_CAP
-                || catalog > CATALOG_MAX
-            {
-                return Err(self
-                    .log
-                    .parked()
-                    .at(fail!(Corrupted, "the memory index has a bad length"), root));
+            if !sound {
+                if a.addr >= capacity
+                    || position_of(&self.work.borrow().active[lvl], a.id).is_some()
+                {
+                    continue;
+                }
+                // A garbage entry past the real ones names no sound put:
+                // that is not damage met, so it is not counted.
+                match self.mem_read(a.addr, 0) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == Kind::Corrupted => continue,
+                    Err(e) => return Err(e),
+                }
+                let item = self.slot(0);
+                if item.id().get() != a.id {
+                    continue;
+                }
+                a = Active::of(item, a.addr);
             }
-            for k in 0..count {
-                let mut e = [0u8; INDEX_ENTRY as usize];
-                self.mem_payload(root, INDEX_FIXED + INDEX_ENTRY * k as u32, &mut e)?;
-                let last = word(&e, 3);
-                let _ = self.work.borrow_mut().active[lvl].push(Active {
-                    id: word(&e, 0),
-                    addr: word(&e, 1),
-                    updated_at: word(&e, 2),
-                    access: last as u16,
-                    bloom: (last >> 16) as u16,
-                });
-            }
-        } else if root != NO_ADDR {
-            self.mem_salvage_index(root, lvl)?;
+            let _ = self.work.borrow_mut().active[lvl].push(a);
         }
         self.mem_chain()?;
         // Oldest first.

@@ -74,7 +74,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // memory record there is handled by
                         // `mem_lost_link`). Its entries are confirmed one
                         // by one by the puts they name when read
-                        // (`mem_salvage_index`), so a wrong guess loses
+                        // (`mem_active`), so a wrong guess loses
                         // items and never returns one. Its stated oldest
                         // sector is not trusted: the tail is assumed, so
                         // that memory gets a sound index before the tail
