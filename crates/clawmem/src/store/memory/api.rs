@@ -305,7 +305,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                     let here = pos.min(hashes);
                     pos += 1;
-                    if (0..here).any(|x| word(b, x) == h) {
+                    if find_word(b, here, 1, h).is_some() {
                         continue;
                     }
                     let refs = (0..hashes).filter(|&x| word(b, x) == h).count() as u16;

@@ -198,7 +198,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let work: &mut Work = self.work.borrow_mut();
             for l in work.items[0].labels() {
                 let h = fnv1a32(l.as_bytes());
-                if (0..seen).any(|x| word(&work.scratch, x) == h) {
+                if find_word(&work.scratch, seen, 1, h).is_some() {
                     continue;
                 }
                 if seen > 0 {

@@ -146,6 +146,14 @@ fn word(b: &[u8], k: usize) -> u32 {
 }
 
 #[cfg(feature = "memory")]
+/// The first of the `n` words `stride` words apart from the start of `b`
+/// that is `v`: its place among them (one search, compiled once).
+#[inline(never)]
+fn find_word(b: &[u8], n: usize, stride: usize, v: u32) -> Option<usize> {
+    (0..n).find(|&k| word(b, stride * k) == v)
+}
+
+#[cfg(feature = "memory")]
 fn set_word(b: &mut [u8], k: usize, v: u32) {
     crate::layout::put_u32(b, 4 * k, v);
 }

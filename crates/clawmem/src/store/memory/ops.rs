@@ -195,7 +195,7 @@ impl LabelDelta {
 
     /// The one of the first `n` deltas in `b` for label hash `h`.
     pub(super) fn find(b: &[u8], n: usize, h: u32) -> Option<usize> {
-        (0..n).find(|&d| word(b, 3 * d) == h)
+        find_word(b, n, 3, h)
     }
 }
 

@@ -305,7 +305,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut merges = 0;
         for i in 0..work.active[lvl].len() {
             let ki = word(keys, i);
-            if ki != 0 && (0..i).any(|j| word(keys, j) == ki) {
+            if ki != 0 && find_word(keys, i, 1, ki).is_some() {
                 merges += 1;
             }
         }
