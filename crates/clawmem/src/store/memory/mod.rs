@@ -140,9 +140,7 @@ const _: () = assert!(
 
 /// The `k`th `u32` of a scratch area used as a list of words.
 fn word(b: &[u8], k: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[4 * k..4 * k + 4]);
-    u32::from_le_bytes(w)
+    crate::layout::u32_at(b, 4 * k)
 }
 
 #[cfg(feature = "memory")]
