@@ -14,6 +14,7 @@ use super::{MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN};
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Checks the memory record at `addr` (its kind, and the CRC of the
     /// whole batch); returns its payload length.
+    #[inline(always)]
     pub(super) fn mem_check(&mut self, addr: u32, want: u8) -> Result<usize, Fail> {
         Ok(self.mem_check_kind(addr, want)?.0)
     }
