@@ -194,6 +194,7 @@ impl LabelDelta {
     }
 
     /// The one of the first `n` deltas in `b` for label hash `h`.
+    #[inline(always)]
     pub(super) fn find(b: &[u8], n: usize, h: u32) -> Option<usize> {
         find_word(b, n, 3, h)
     }
