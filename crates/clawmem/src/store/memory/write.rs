@@ -51,6 +51,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// waits in the work area's slot [`MERGED`], which the compaction making
     /// room may start leaves alone, and is encoded once room is made (one
     /// put path, [`Self::mem_put_slot`]).
+    #[inline(always)]
     pub(super) fn mem_put(
         &mut self,
         item: &Item,
