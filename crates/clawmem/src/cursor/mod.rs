@@ -880,20 +880,9 @@ pub(crate) struct VerifiedReader {
 }
 
 impl VerifiedReader {
-    /// Starts at the batch whose first chunk is at `addr`.
-    #[inline(always)]
-    pub fn new<F: NorFlash>(
-        io: &mut Io<'_, F>,
-        addr: u32,
-        kind_: u8,
-    ) -> Result<Option<VerifiedReader>, Fail> {
-        let mut r = None;
-        Self::start(io, addr, kind_, &mut r)?;
-        Ok(r)
-    }
-
-    /// [`new`](Self::new) in place: `out` becomes the reader, or `None`
-    /// (also on an error).
+    /// Starts at the batch whose first chunk is at `addr`, in place (a
+    /// reader returned by value was copied on its way out): `out` becomes
+    /// the reader, or `None` (also on an error).
     #[inline(never)]
     pub fn start<F: NorFlash>(
         io: &mut Io<'_, F>,

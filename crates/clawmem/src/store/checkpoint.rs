@@ -164,8 +164,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut io = self.log.io();
         // One pass: decode while every chunk's CRC is checked; a damaged
         // checkpoint makes the caller start over from another one.
-        // (Used where it is: moved out of the `Option`, it was copied twice.)
-        let mut reader = VerifiedReader::new(&mut io, addr, kind::CHECKPOINT)?;
+        // (Started in place and used where it is: returned or moved out of
+        // the `Option`, it was copied.)
+        let mut reader = None;
+        VerifiedReader::start(&mut io, addr, kind::CHECKPOINT, &mut reader)?;
         let Some(r) = reader.as_mut() else {
             return Ok(0);
         };
@@ -318,7 +320,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         mut skip: usize,
         deleted: usize,
     ) -> Result<u32, Fail> {
-        let mut reader = VerifiedReader::new(io, addr, kind::CHECKPOINT)?;
+        let mut reader = None;
+        VerifiedReader::start(io, addr, kind::CHECKPOINT, &mut reader)?;
         let Some(r) = reader.as_mut() else {
             return Ok(0);
         };
