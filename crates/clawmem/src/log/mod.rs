@@ -53,6 +53,7 @@ mod io;
 mod open;
 
 pub(crate) use io::{copy_from_parts, Dev, Io, Payload, Slices};
+pub(crate) use open::Opened;
 
 use crate::error::{fail, Fail, Parked};
 use crate::layout::{

@@ -35,7 +35,7 @@ use super::memory::MemState;
 use super::{Config, MountMode, MountReport, Priority, Store, Work};
 use crate::error::{fail, Error, Fail};
 use crate::layout::{geometry, kind, ChunkHeader, SectorHeader, NO_ADDR};
-use crate::log::{Log, Slot};
+use crate::log::{Log, Opened, Slot};
 
 #[cfg(any(test, feature = "by-value"))]
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
@@ -90,25 +90,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The store of a format or mount, built in `slot`, where it will live:
-    /// an empty state over `log`, whose checkpoint sector sequence and
-    /// delta count are the ones given. A literal written into the slot, so
-    /// that no second `Store` passes through the stack (a constructor's
-    /// return value did: measured, the QEMU remount went from 3,004 B to
-    /// 7,132 B); out of line, so that the temporary the literal is built
-    /// in is off the stack before the store's first write or the mount's
-    /// scan.
-    #[allow(clippy::too_many_arguments)]
+    /// an empty state over `log`, whose mount report, checkpoint sector
+    /// sequence and delta count are a mount's (what `opened` found, the
+    /// head's sequence, a full checkpoint due) or a format's (`None`: 1
+    /// and 0, as its first checkpoint needs). A literal written into the
+    /// slot, so that no second `Store` passes through the stack (a
+    /// constructor's return value did: measured, the QEMU remount went
+    /// from 3,004 B to 7,132 B); out of line, so that the temporary the
+    /// literal is built in is off the stack before the store's first write
+    /// or the mount's scan.
     #[inline(never)]
-    fn install(
-        slot: &mut Option<Self>,
+    fn install<'a>(
+        slot: &'a mut Option<Self>,
         log: Log<F>,
         work: W,
         config: Config,
         (reserve_gc, reserve_maintenance): (u32, u32),
-        mount_report: MountReport,
-        checkpoint_sector_seq: u32,
-        deltas_since_full: u32,
-    ) -> &mut Self {
+        opened: Option<&Opened>,
+    ) -> &'a mut Self {
+        let (mount_report, checkpoint_sector_seq, deltas_since_full) = match opened {
+            Some(o) => (
+                MountReport {
+                    sector_headers: o.sector_headers,
+                    damaged_headers: o.damaged_headers,
+                    sealed_head: o.sealed_head,
+                    resumed_head: o.resumed_head,
+                    ..MountReport::default()
+                },
+                log.head_seq(),
+                DELTAS_PER_FULL,
+            ),
+            None => (MountReport::default(), 1, 0),
+        };
         slot.insert(Store {
             log,
             sessions: Vec::new(),
@@ -248,72 +261,37 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             Ok(o) => o,
             Err(f) => return Err(log.parked().error(f)),
         };
-        let (head, head_seq) = (log.head(), log.head_seq());
-        let (report, checkpoint_sector_seq, deltas_since_full) = match &opened {
-            Some(o) => (
-                MountReport {
-                    sector_headers: o.sector_headers,
-                    damaged_headers: o.damaged_headers,
-                    sealed_head: o.sealed_head,
-                    resumed_head: o.resumed_head,
-                    ..MountReport::default()
-                },
-                head_seq,
-                DELTAS_PER_FULL,
-            ),
-            None => (MountReport::default(), 1, 0),
-        };
-        let store = Self::install(
-            slot,
-            log,
-            work,
-            config,
-            reserves,
-            report,
-            checkpoint_sector_seq,
-            deltas_since_full,
-        );
-        let r = match opened {
-            Some(o) => store.mount_finish(
-                o.head_checkpoint,
-                o.continued_checkpoint,
-                o.header_checkpoint,
-                head,
-                head_seq,
-                o.head_valid_end,
-            ),
-            None => store.write_checkpoint(),
-        };
+        let store = Self::install(slot, log, work, config, reserves, opened.as_ref());
+        let r = store.mount_finish(opened.as_ref());
         Self::settle(slot, r)
     }
 
-    /// Steps 3 on of a mount, on the store built in place: the newest
-    /// checkpoint (else a scan of the whole ring), the scan after it, the
-    /// repairs, the tail moved on past sectors collected since the
-    /// checkpoint, and the writes that record a recovery.
+    /// Steps 3 on of a mount, on the store built in place, from what
+    /// [`Log::open`] found (`opened`): the newest checkpoint (else a scan
+    /// of the whole ring), the scan after it, the repairs, the tail moved
+    /// on past sectors collected since the checkpoint, and the writes that
+    /// record a recovery. A format (`None`) writes its first checkpoint
+    /// (one call site for both, so that the store is installed by one).
     #[inline(never)]
-    fn mount_finish(
-        &mut self,
-        head_checkpoint: u32,
-        continued_checkpoint: Option<u32>,
-        header_checkpoint: u32,
-        head: u32,
-        head_seq: u32,
-        head_valid_end: u32,
-    ) -> Result<(), Fail> {
+    fn mount_finish(&mut self, opened: Option<&Opened>) -> Result<(), Fail> {
+        let Some(o) = opened else {
+            return self.write_checkpoint();
+        };
         let geo = self.log.geo();
+        let (head, head_seq) = (self.log.head(), self.log.head_seq());
+        let head_valid_end = o.head_valid_end;
         // 3. The newest checkpoint, else a scan of the whole ring: one that
         // begins in the head sector, else one that ends there (found from
         // the head's first chunk), else the one the head's header names.
         let mut start = None;
         for i in 0..3 {
             let c = match i {
-                0 => head_checkpoint,
-                1 => match continued_checkpoint {
+                0 => o.head_checkpoint,
+                1 => match o.continued_checkpoint {
                     Some(seq) => self.log.checkpoint_ending_in(seq)?.unwrap_or(NO_ADDR),
                     None => NO_ADDR,
                 },
-                _ => header_checkpoint,
+                _ => o.header_checkpoint,
             };
             if c != NO_ADDR && self.load_checkpoint(c)? {
                 start = Some(c);
