@@ -418,7 +418,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 && self.deltas_since_full < DELTAS_PER_FULL;
             if follows {
                 // (Nothing changes if the chain has no room for it.)
-                let _ = self.checkpoint_taken(addr, None);
+                let _ = self.checkpoint_taken(addr, false, (0, 0));
             }
             return Ok(1);
         }
@@ -441,7 +441,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // It is the directory now: it lists every session the scan has
         // built so far, and the deletions before it are in it.
         let full = super::directory::count_and_next_uid(&mut self.log.io(), addr)?;
-        self.checkpoint_taken(addr, Some(full));
+        self.checkpoint_taken(addr, true, full);
         Ok(1)
     }
 
@@ -656,8 +656,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // The next delta carries what changes after this checkpoint (and
         // every deletion since the full one).
-        let full = (!delta).then_some((count as u32, self.next_uid));
-        if !self.checkpoint_taken(addr, full) {
+        if !self.checkpoint_taken(addr, !delta, (count as u32, self.next_uid)) {
             return Err(fail!(
                 LogicBug,
                 "a delta checkpoint past the directory's chain"
@@ -673,16 +672,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// The RAM state once the checkpoint at `addr`, written or met by the
-    /// mount's scan, is the newest: a delta (`full` `None`) follows the
+    /// mount's scan, is the newest: a delta (`full` false) follows the
     /// directory's chain (`false`, and nothing changed, if the chain has
     /// no room for it); a full one (its session count and the next uid it
-    /// was written at) starts the directory over, with no deletion since.
-    /// The sessions it carries are clean, in the directory's version it
-    /// is.
+    /// was written at, `(count, next_uid)`, which a delta ignores) starts
+    /// the directory over, with no deletion since. The sessions it carries
+    /// are clean, in the directory's version it is. (Flag and words in
+    /// registers: an `Option` of the pair went through the stack.)
     #[inline(never)]
-    fn checkpoint_taken(&mut self, addr: u32, full: Option<(u32, u32)>) -> bool {
+    fn checkpoint_taken(&mut self, addr: u32, full: bool, (count, next_uid): (u32, u32)) -> bool {
         match full {
-            None => {
+            false => {
                 // (No directory while it is cleared: until the next full
                 // one.)
                 if !self.dir.chain().is_empty() && !self.dir.push_delta(addr) {
@@ -691,7 +691,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.deltas_since_full += 1;
                 self.deleted_written = self.deleted_since_full.len() as u8;
             }
-            Some((count, next_uid)) => {
+            true => {
                 self.dir.set_full(addr, count, next_uid);
                 self.deleted_since_full.clear();
                 self.deleted_written = 0;
@@ -701,7 +701,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         self.log.set_checkpoint(addr);
         for s in self.sessions.iter_mut() {
-            if full.is_some() {
+            if full {
                 s.dir = DIR_FULL;
             } else if s.dirty {
                 s.dir = DIR_DELTA;
