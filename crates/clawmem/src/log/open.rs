@@ -224,7 +224,7 @@ impl<F: NorFlash> Log<F> {
         let mut checkpoints = [NO_ADDR; 2];
         // The last chunk's CRC, once checked: its address (`NO_ADDR`:
         // none checked) and whether it is sound.
-        let (mut checked_at, mut checked_ok) = (NO_ADDR, false);
+        let mut checked = (NO_ADDR, false);
         // The walk ended at an erased header whose program piece is erased.
         let mut at_end = false;
         // The walk ended at a header that does not decode (torn or
@@ -238,15 +238,12 @@ impl<F: NorFlash> Log<F> {
                     // and this is not a chunk at all. If the one before fails
                     // its CRC, the walk resumes at the next sound chunk.
                     if let Some(l) = last {
-                        if c.header.seq != l.header.seq.wrapping_add(1) && checked_at != l.address {
-                            let ok = self.crc_ok(&l)?;
-                            (checked_at, checked_ok) = (l.address, ok);
+                        if c.header.seq != l.header.seq.wrapping_add(1) && checked.0 != l.address {
+                            let ok = self.crc_noted(&l, &mut checked)?;
                             if !ok {
                                 // A torn checkpoint written past is no
                                 // checkpoint: the one before it is.
-                                if checkpoints[1] == l.address {
-                                    checkpoints = [NO_ADDR, checkpoints[0]];
-                                }
+                                drop_torn(&mut checkpoints, l.address);
                                 match self.resync(head, l.address + geo.write)? {
                                     Some(p) if p != pos => {
                                         pos = p;
@@ -274,14 +271,11 @@ impl<F: NorFlash> Log<F> {
                     // sound chunks. Look for them before the end; found,
                     // the damaged chunk is left behind and the walk goes on.
                     if let Some(c) = last {
-                        let ok = self.crc_ok(&c)?;
-                        (checked_at, checked_ok) = (c.address, ok);
+                        let ok = self.crc_noted(&c, &mut checked)?;
                         if !ok {
                             if let Some(p) = self.resync_before(head, c.address + geo.write, pos)? {
                                 if p < pos {
-                                    if checkpoints[1] == c.address {
-                                        checkpoints = [NO_ADDR, checkpoints[0]];
-                                    }
+                                    drop_torn(&mut checkpoints, c.address);
                                     pos = p;
                                     continue;
                                 }
@@ -321,15 +315,13 @@ impl<F: NorFlash> Log<F> {
         // head"); `None` after damage seals the head.
         let mut resume = None;
         let last_sound = match last {
-            Some(c) if checked_at == c.address => checked_ok,
+            Some(c) if checked.0 == c.address => checked.1,
             Some(c) => self.crc_ok(&c)?,
             None => true,
         };
         if let (Some(c), false) = (last, last_sound) {
             valid_end = c.address;
-            if checkpoints[1] == c.address {
-                checkpoints = [NO_ADDR, checkpoints[0]];
-            }
+            drop_torn(&mut checkpoints, c.address);
             // The torn chunk's header landed: its length, which a tear that
             // clears bits can only make read larger, bounds what was
             // programmed; past it, to the sector's end, all must be erased
@@ -518,6 +510,15 @@ impl<F: NorFlash> Log<F> {
         Ok(u32::MAX)
     }
 
+    /// [`crc_ok`](Self::crc_ok), noted in `checked` (the chunk's address
+    /// and the answer) for the head walk.
+    #[inline(never)]
+    fn crc_noted(&mut self, c: &ChunkAt, checked: &mut (u32, bool)) -> Result<bool, Fail> {
+        let ok = self.crc_ok_word(c)? != 0;
+        *checked = (c.address, ok);
+        Ok(ok)
+    }
+
     /// Checks the chunk's CRC.
     #[inline(always)]
     pub fn crc_ok(&mut self, c: &ChunkAt) -> Result<bool, Fail> {
@@ -531,5 +532,15 @@ impl<F: NorFlash> Log<F> {
             geo: &self.geo,
         };
         io.chunk_crc_ok_word(c.address, &c.header, &mut self.buf)
+    }
+}
+
+/// The two newest checkpoints that begin in the head (`Log::open`), once
+/// the chunk at `at` failed its CRC: a torn checkpoint is no checkpoint,
+/// and the one before it is the newest.
+#[inline(never)]
+fn drop_torn(checkpoints: &mut [u32; 2], at: u32) {
+    if checkpoints[1] == at {
+        *checkpoints = [NO_ADDR, checkpoints[0]];
     }
 }
