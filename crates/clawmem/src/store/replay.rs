@@ -323,15 +323,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 s.oldest = s.oldest.min(seq);
             }
             let sound = self.log.verify(root)?.is_some();
-            // (Used where it is, not moved out of the `Result`.)
+            // (Read where it is used: moved out of the `Result`, wrapped in
+            // an `Option` or read into a variable set in one branch only,
+            // the meta was copied whole, and the frame held it twice.)
             let read = match sound {
-                true => Some(BatchMeta::read(&mut self.log.io(), root)),
-                false => None,
+                true => BatchMeta::read(&mut self.log.io(), root),
+                // (Not read: any error stands for it.)
+                false => Err(Fail::NOT_FORMATTED),
             };
             let m = match &read {
-                Some(Ok(m)) => Some(m),
-                Some(Err(_)) => return Err(Skip),
-                None => None,
+                Ok(m) => Some(m),
+                Err(_) if sound => return Err(Skip),
+                Err(_) => None,
             };
             let named = self.log.start_name(root, Some(uid), &mut id)?;
             // A sound batch of the session counts: the first one, whose
