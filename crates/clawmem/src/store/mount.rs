@@ -277,7 +277,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(o) = opened else {
             return self.write_checkpoint();
         };
-        let geo = self.log.geo();
         let (head, head_seq) = (self.log.head(), self.log.head_seq());
         let head_valid_end = o.head_valid_end;
         // 3. The newest checkpoint, else a scan of the whole ring: one that
@@ -313,8 +312,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // Walk back over consecutive sector sequences to the tail.
                 let mut tail_seq = head_seq;
                 let mut i = head;
-                for _ in 1..geo.count {
-                    let p = geo.prev(i);
+                for _ in 1..self.log.geo().count {
+                    let p = self.log.geo().prev(i);
                     match self.log.io().sector_header(p)? {
                         SectorHeader::Valid { seq, .. } if seq.wrapping_add(1) == tail_seq => {
                             tail_seq = seq;
@@ -329,7 +328,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.mem = MemState::EMPTY;
                 self.next_uid = 1;
                 self.deltas_since_full = DELTAS_PER_FULL;
-                geo.first_chunk(i)
+                self.log.geo().first_chunk(i)
             }
         };
         // Sectors at the tail end whose header does not carry the sequence
@@ -384,8 +383,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.mount_report.damaged_headers += 1;
                 }
                 _ => {
-                    let start = geo.sector_start(idx);
-                    self.log.dev().erase(start, start + geo.sector)?;
+                    let start = self.log.geo().sector_start(idx);
+                    let end = start + self.log.geo().sector;
+                    self.log.dev().erase(start, end)?;
                     let erase_count = self.log.head_erase_count();
                     self.log.write_sector_header(idx, seq, erase_count)?;
                 }
@@ -425,9 +425,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// any.
     #[inline(never)]
     fn scan(&mut self, from: u32, head_end: u32) -> Result<Option<u32>, Fail> {
-        let geo = self.log.geo();
         let mut pos = from;
-        let mut sector = geo.sector_of(from);
+        let mut sector = self.log.geo().sector_of(from);
         // A multi-chunk batch being followed: (first chunk, header).
         let mut pending: Option<(u32, ChunkHeader)> = None;
         let skip_seq = match self.log.io().chunk_header(from)? {
@@ -437,7 +436,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             _ => None,
         };
         let mut scanned_bytes = 0u32;
-        for _ in 0..=geo.count {
+        for _ in 0..=self.log.geo().count {
             // The slot after the current chunk, read once for both the
             // "last in its sector" test and the next step.
             let mut lookahead: Option<Slot> = None;
@@ -456,7 +455,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     Slot::Damaged => {
                         // Damage at rest: find the next sound chunk after the
                         // last one applied, so that the damage stays confined.
-                        let from = last_start.map_or(pos, |a| a) + geo.write;
+                        let from = last_start.map_or(pos, |a| a) + self.log.geo().write;
                         self.note_scan_damage(pending.map_or(pos, |(a, _)| a));
                         match self.log.resync(sector, from)? {
                             Some(p) if p != pos => {
@@ -469,7 +468,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 };
                 last_start = Some(pos);
-                let next = pos + geo.chunk_size(c.header.len);
+                let next = pos + self.log.geo().chunk_size(c.header.len);
                 // Batch sequence numbers grow by one from chunk to chunk
                 // within a sector: a chunk followed by anything else may
                 // have a length damaged at rest, which would pass over the
@@ -517,7 +516,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
                     pending = None;
                     lookahead = None;
-                    match self.log.resync(sector, c.address + geo.write)? {
+                    match self.log.resync(sector, c.address + self.log.geo().write)? {
                         Some(p) if sector != self.log.head() || p < head_end => pos = p,
                         _ => break,
                     }
@@ -560,8 +559,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if sector == self.log.head() {
                 break;
             }
-            sector = geo.next(sector);
-            pos = geo.first_chunk(sector);
+            sector = self.log.geo().next(sector);
+            pos = self.log.geo().first_chunk(sector);
         }
         // The next checkpoint is due as if no remount had happened.
         self.bytes_since_checkpoint = scanned_bytes;
