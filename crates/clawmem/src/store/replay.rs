@@ -294,7 +294,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the name is recovered from the first ([`start_name`]).
     #[inline(never)]
     fn adopt(&mut self, addr: u32, meta: &BatchMeta, sector_seq: u32) -> Result<Session, Skip> {
-        let geo = self.log.geo();
         let uid = meta.fixed.uid;
         // The batch of a session whose name is lost.
         let lost = Skip;
@@ -316,7 +315,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut id = [0u8; MAX_SESSION_ID_BYTES];
         for _ in 0..CHAIN_MAX {
             let root = s.root;
-            if root >= geo.capacity() {
+            if root >= self.log.geo().capacity() {
                 return Err(lost);
             }
             if let Some(seq) = self.seq_at(root) {
