@@ -159,15 +159,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Erases every sector of `log`'s partition that holds a store, and
     /// opens the first sector of an empty ring.
     fn format_ring(log: &mut Log<F>) -> Result<(), Fail> {
-        let geo = log.geo();
         // Sector 0 is left to `open_next_sector`, which erases it last (and
         // carries its erase count on): erasing it here as well would wear
         // it twice for one format.
-        for i in (1..geo.count).rev() {
+        for i in (1..log.geo().count).rev() {
             let h = log.io().sector_header(i)?;
             if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) {
-                let start = geo.sector_start(i);
-                log.dev().erase(start, start + geo.sector)?;
+                let start = log.geo().sector_start(i);
+                let end = start + log.geo().sector;
+                log.dev().erase(start, end)?;
             }
         }
         log.open_next_sector()
