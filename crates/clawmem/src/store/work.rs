@@ -14,8 +14,11 @@
 //! across a write that collects garbage. The scratch area is never held
 //! across a write that may collect garbage, except by a compaction itself,
 //! which runs with no collection nested in it. The item slots follow the
-//! scratch area's rule: a compaction holds them across its own writes; any
-//! other reader fills one and is done with it before its next write.
+//! scratch area's rule (a compaction holds them across its own writes; any
+//! other reader fills one and is done with it before its next write), but
+//! for slot `MERGED`: a public operation's put or merge holds its item
+//! there across the compaction and collection its write may start, which
+//! never use that slot.
 //!
 //! Power loss: it is RAM only and holds nothing that a mount needs.
 

@@ -113,7 +113,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The common part of storing `stored.item`, a new item with the next
     /// id: `stored` says what was done (on a duplicate, its item becomes the
-    /// existing one). The item stays in the caller's frame.
+    /// existing one). The item stays in the caller's frame; its put copies
+    /// it into work slot [`MERGED`].
     #[inline(never)]
     pub(super) fn mem_store_new(&mut self, stored: &mut Stored, replace: bool) -> Result<(), Fail> {
         let item = &stored.item;

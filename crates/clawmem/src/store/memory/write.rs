@@ -149,9 +149,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 break;
             };
             (i, j) = (pi, pj);
-            // Both in the work area's slots; the merged item goes to
-            // the stack, since writing it may compact (which uses
-            // the slots).
+            // Both in the work area's slots (0 and 1, which a
+            // compaction that writing the merged item may start uses):
+            // the merged item is copied to slot `MERGED` before its put.
             if self.mem_load_pair(OP, i, j)? {
                 let w: &mut Work = self.work.borrow_mut();
                 let [a, b, _] = &mut w.items;
