@@ -488,9 +488,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The deletions the next delta carries: those since the newest
     /// checkpoint.
     fn deleted_since_delta(&self) -> &[u32] {
-        let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
-        // (In bounds: no out-of-line index.)
-        self.deleted_since_full.get(from..).unwrap_or_default()
+        deleted_after(&self.deleted_since_full, self.deleted_written)
     }
 
     /// Bytes of the cut waste part in the next checkpoint: written only
@@ -604,11 +602,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (waste, waste_seq) = self.cut_waste_now();
         // CKPT_VERSION, CKPT_DELTA, CKPT_FULL_WASTE or CKPT_DELTA_WASTE.
         let version = CKPT_VERSION + u8::from(delta) + 2 * u8::from(waste != 0);
+        // (Borrowing the two fields only: the write below takes the log.)
         let deleted: &[u32] = match delta {
-            true => {
-                let from = usize::from(self.deleted_written).min(self.deleted_since_full.len());
-                self.deleted_since_full.get(from..).unwrap_or_default()
-            }
+            true => deleted_after(&self.deleted_since_full, self.deleted_written),
             false => &[],
         };
         let mut fixed = [
@@ -841,4 +837,14 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
         }
         Ok(())
     }
+}
+
+/// The deletions since a full checkpoint (`since_full`) that no checkpoint
+/// has carried yet: those after the first `written`, which the newest
+/// delta carried ([`Store::deleted_since_delta`]). A free function, so that
+/// a checkpoint's writer can hold them while it writes to the log.
+fn deleted_after(since_full: &[u32], written: u8) -> &[u32] {
+    let from = usize::from(written).min(since_full.len());
+    // (In bounds: no out-of-line index.)
+    since_full.get(from..).unwrap_or_default()
 }
