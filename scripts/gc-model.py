@@ -23,7 +23,13 @@ It prints, per policy, the live user bytes at the first `Full` as a fraction
 of the partition (the engine's `capacity_fraction`) and the program write
 amplification of the fill phase.
 
-  python3 scripts/gc-model.py [--trace T] [--size 1M] [--reserve 25] [--limit 4] [--relocation bytes|index|record]
+With `--limit 1000000` every deleted byte can be reclaimed whatever it costs:
+the capacity is then the ceiling that no cleaning order can pass with the
+given framing and reserve. `--framing` sets what a session batch takes beside
+its records (version 9: a 12 B chunk header and 9 B of batch meta).
+
+  python3 scripts/gc-model.py [--trace T] [--size 1M] [--reserve 25] [--limit 4]
+      [--relocation bytes|index|record] [--framing 21]
 """
 
 import argparse
@@ -43,8 +49,11 @@ def leb_len(n):
     return k
 
 
+FRAMING = 12 + 9  # chunk header and batch meta (docs/FORMAT.md); --framing
+
+
 def batch_len(records, first_id):
-    n = 12 + 9 + sum(1 + leb_len(len(r)) + len(r) for r in records)
+    n = FRAMING + sum(1 + leb_len(len(r)) + len(r) for r in records)
     if first_id is not None:
         n += 1 + len(first_id) + 4
     return (n + 3) // 4 * 4
@@ -226,6 +235,7 @@ def fill(ops, sectors, policy, reserve, limit, relocation):
 
 
 def main():
+    global FRAMING
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default="traces/bfcl-multi-turn.jsonl")
     ap.add_argument("--size", type=size_arg, default=size_arg("1M"))
@@ -244,7 +254,15 @@ def main():
         help="what a relocated session writes beside its bodies: nothing (default), "
         "a new index as the engine's bases, or a small record of the moved bodies",
     )
+    ap.add_argument(
+        "--framing",
+        type=int,
+        default=21,
+        help="bytes a session batch takes beside its records: the chunk header and the "
+        "batch meta (default: 21, format version 9's 12 and 9)",
+    )
     a = ap.parse_args()
+    FRAMING = a.framing
     with open(a.trace) as f:
         ops = [json.loads(line) for line in f]
     ops = [o for o in ops if o.get("op") in ("append", "session_delete")]
@@ -254,7 +272,7 @@ def main():
         a.reserve = 9 + -(-knowledge // (PAYLOAD - 12))
     print(
         f"model: {a.trace}, {sectors} sectors, reserve {a.reserve}, copy limit {a.limit:g}, "
-        f"relocation writes {a.relocation}"
+        f"relocation writes {a.relocation}, batch framing {a.framing} B"
     )
     for policy in ("fifo", "greedy"):
         cap, wa = fill(ops, sectors, policy, a.reserve, a.limit, a.relocation)
