@@ -51,8 +51,8 @@ use crate::nor::{
 use crate::peers;
 use crate::replay::{
     build_report, compact_model, compare as diff, round_session_id, At, ClawmemDriver, Driver,
-    ItemHandle, MemoryChange, MemoryItem, OpError, ReplayError, ReplayOptions, Report, SimBacked,
-    Tally,
+    ItemHandle, MemoryChange, MemoryItem, OpError, PartitionUse, ReplayError, ReplayOptions,
+    Report, SimBacked, Tally,
 };
 use crate::trace::{Op, ProfileName, Trace, TraceRecord};
 
@@ -136,6 +136,9 @@ pub struct FillReport {
     pub not_full_reason: Option<String>,
     /// Live user bytes at the first `Full` over the partition size.
     pub capacity_fraction: Option<f64>,
+    /// How the engine divided the partition at the first `Full`, if it can
+    /// tell (clawmem): what the capacity fraction leaves out is there.
+    pub partition_at_full: Option<PartitionUse>,
     /// Live user bytes at the first `Full`.
     pub live_bytes: u64,
     /// Of which session record bodies.
@@ -733,6 +736,7 @@ pub fn fill_rounds<D: Driver>(
                         rep.live_bytes = f.live.total();
                         rep.live_sessions = f.live.sessions.len() as u64;
                         rep.capacity_fraction = Some(rep.live_bytes as f64 / capacity as f64);
+                        rep.partition_at_full = f.driver.partition();
                         close_phase(&mut f.cur, phase_start, now, phase_user, phase_ops);
                         rep.fill_phase = f.cur;
                         fill_ops = phase_ops;
@@ -1022,6 +1026,20 @@ impl fmt::Display for FillReport {
             self.live_memory_bytes,
             self.live_profile_bytes
         )?;
+        if let Some(p) = &self.partition_at_full {
+            let used = u64::from(p.used_sectors) * u64::from(p.sector_bytes);
+            writeln!(
+                f,
+                "  partition at Full {} sectors of {} B: {} in use, {:.1}% of their bytes live user bytes (the rest framing, indexes, checkpoints, and deleted records not collected yet); {} free, {} of them reserved ({} B for memory and profiles)",
+                p.sectors,
+                p.sector_bytes,
+                p.used_sectors,
+                100.0 * self.live_bytes as f64 / used.max(1) as f64,
+                p.sectors.saturating_sub(p.used_sectors),
+                p.reserve_sectors,
+                p.knowledge_reserve_bytes
+            )?;
+        }
         writeln!(f, "  {}", Self::phase_line("fill phase", &self.fill_phase))?;
         writeln!(f, "  {}", Self::phase_line("full phase", &self.full_phase))?;
         let r = &self.refused_appends;

@@ -422,6 +422,10 @@ impl<D: Driver> Driver for Timed<'_, D> {
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         self.inner.written_by_kind()
     }
+
+    fn partition(&self) -> Option<crate::replay::PartitionUse> {
+        self.inner.partition()
+    }
 }
 
 /// The latency part of a comparison: one row per kind, one column per

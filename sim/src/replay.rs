@@ -222,6 +222,31 @@ pub trait Driver {
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// How the engine divides the partition now, if it can tell.
+    fn partition(&self) -> Option<PartitionUse> {
+        None
+    }
+}
+
+/// How an engine divides its partition at one moment (clawmem's
+/// `Store::space`): the sectors in use, and the free sectors that session
+/// appends must leave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PartitionUse {
+    /// Sectors in the partition.
+    pub sectors: u32,
+    /// Sector size.
+    pub sector_bytes: u32,
+    /// Sectors from the tail to the head: everything written and not yet
+    /// collected, live or not.
+    pub used_sectors: u32,
+    /// Free sectors that session appends leave: for collection,
+    /// maintenance, and the room kept for memory and profiles.
+    pub reserve_sectors: u32,
+    /// The room kept for memory and profiles that the reserve includes, as
+    /// configured (`Config::knowledge_reserve`; what profiles and chat maps
+    /// hold comes off it).
+    pub knowledge_reserve_bytes: u32,
 }
 
 // ---- the report ------------------------------------------------------------
@@ -1544,6 +1569,22 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             ("memory_items".into(), w.memory_items),
             ("memory_other".into(), w.memory_other),
         ]
+    }
+
+    fn partition(&self) -> Option<PartitionUse> {
+        let Some(State::Mounted(s)) = &self.state else {
+            return None;
+        };
+        let space = s.space();
+        Some(PartitionUse {
+            sectors: space.sectors,
+            sector_bytes: space.sector_bytes,
+            used_sectors: space.used_sectors,
+            reserve_sectors: space.reserve_sectors,
+            knowledge_reserve_bytes: self
+                .config
+                .knowledge_reserve(space.sectors * space.sector_bytes),
+        })
     }
 
     fn remount(&mut self) -> OpResult<()> {

@@ -1053,6 +1053,10 @@ impl<D: Driver> Driver for Recorder<'_, D> {
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         self.inner.written_by_kind()
     }
+
+    fn partition(&self) -> Option<crate::replay::PartitionUse> {
+        self.inner.partition()
+    }
 }
 
 /// The fill workload of `trace` through clawmem on a fresh flash of

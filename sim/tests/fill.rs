@@ -269,6 +269,28 @@ fn clawmem_fills_256k_and_deletes_oldest_sessions_when_full() {
     assert_eq!(r.errors, 0, "{:?}", r.first_error);
     assert_eq!(f.unplaced_appends, 0);
     assert!(r.notes.iter().any(|n| n.contains("session table of 4096")));
+    // Where the partition was at the first Full: the ring holds the live
+    // bytes and more (framing), and what is free is the reserve and less
+    // than one more sector beside it (the append that was refused did not
+    // fit), a sixteenth of 256 KiB of it kept for memory and profiles.
+    let p = f
+        .partition_at_full
+        .expect("clawmem says how it divides its partition");
+    assert_eq!((p.sectors, p.sector_bytes), (64, 4096));
+    assert!(
+        u64::from(p.used_sectors * p.sector_bytes) > f.live_bytes,
+        "{p:?}"
+    );
+    let free = p.sectors - p.used_sectors;
+    assert!(
+        free >= p.reserve_sectors && free <= p.reserve_sectors + 1,
+        "{p:?}"
+    );
+    assert_eq!(p.knowledge_reserve_bytes, 256 * 1024 / 16);
+    assert!(
+        p.reserve_sectors > p.knowledge_reserve_bytes / p.sector_bytes,
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -313,6 +335,14 @@ fn compare_fill_runs_every_engine_on_512k() {
     assert_eq!(skipped, ["esp-claw-littlefs"]);
     for run in &cmp.engines {
         check_filled(run);
+        // Only clawmem says how it divides its partition.
+        let clawmem = run.report.engine == "clawmem";
+        assert_eq!(
+            run.fill.partition_at_full.is_some(),
+            clawmem,
+            "{}",
+            run.report.engine
+        );
     }
     let fat = &cmp.engines[1].fill;
     assert!(
@@ -376,6 +406,7 @@ fn replay_fill_json_has_the_fill_object_and_the_plot_is_drawn() {
         "reached_full",
         "first_full",
         "capacity_fraction",
+        "partition_at_full",
         "live_bytes",
         "fill_phase",
         "full_phase",
