@@ -181,10 +181,13 @@ impl<const N: usize> PlanBuilder<N> {
     /// Feeds the next record: its type and the length of its body (without the
     /// newline).
     pub fn push(&mut self, record_type: RecordType, body_len_bytes: u64) {
-        let previous_turns = self.cursor.turns();
+        // The first record, and every USER record after it, opens a turn
+        // (`TurnCursor::advance`; its count cannot saturate: a session
+        // holds far fewer records).
+        let first = self.cursor.records() == 0;
         let turn = self.cursor.advance(record_type);
-        if self.cursor.turns() != previous_turns {
-            if previous_turns > 0 {
+        if first || record_type == RecordType::User {
+            if !first {
                 self.close_turn();
             }
             self.current_completed = false;
