@@ -87,24 +87,23 @@ impl Ring {
     }
 }
 
+/// Where a pass is in the turns, and how many records it has passed (the
+/// cursor's count).
 #[derive(Clone, Copy)]
 struct KeepState {
     turns: TurnCursor,
-    index: u64,
 }
 
 impl KeepState {
     const fn new() -> Self {
         KeepState {
             turns: TurnCursor::new(),
-            index: 0,
         }
     }
 
     fn keep(&mut self, mode: Keep<'_>, kind: RecordType) -> bool {
+        let i = self.turns.records();
         let turn = self.turns.advance(kind);
-        let i = self.index;
-        self.index += 1;
         match mode {
             Keep::All => true,
             Keep::Turns(p) => p.keep(turn, kind),
