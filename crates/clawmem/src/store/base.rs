@@ -309,11 +309,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         .encode(&mut fixed);
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
-        if super::sessions::session_id_in(&mut self.log, &s, &mut w.id)?.is_none() {
+        // The id and the CHDX header, one after the other.
+        let Some(id) = w.head.first_chunk_mut() else {
+            return Err(fail!(LogicBug, "base head buffer too short"));
+        };
+        if super::sessions::session_id_in(&mut self.log, &s, id)?.is_none() {
             return Err(self.log.parked().at(
                 fail!(Corrupted, "a session's name is damaged beyond repair"),
                 s.root,
             ));
+        }
+        // (Always there: the id is at most `MAX_SESSION_ID_BYTES` long.)
+        if let Some(h) = w.head.get_mut(id_len as usize..) {
+            if let Some(h) = h.first_chunk_mut() {
+                *h = chdx::encode_header();
+            }
         }
         // One chain, three positions on it.
         let (chain, pos) = recs.split();
@@ -325,7 +335,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let mut payload = BasePayload {
             fixed,
-            id_len,
             summary,
             keep,
             embed,
@@ -409,7 +418,6 @@ impl Sweep {
 /// bodies, each section from its own sweep over the kept records.
 struct BasePayload<'p, 'r, 'w> {
     fixed: [u8; BASE_FIXED as usize],
-    id_len: u32,
     summary: Option<Record<'r>>,
     keep: Keep<'p>,
     embed: Embed,
@@ -432,17 +440,14 @@ pub(crate) struct BaseWork {
     chain: Chain,
     /// Indexed by [`ENTRIES`], [`CRCS`], [`BODIES`].
     sweeps: [Sweep; 3],
-    /// The session's id, written after the fixed part.
-    id: [u8; MAX_SESSION_ID_BYTES],
+    /// What a base holds between its fixed part and its entries: the
+    /// session's id, then the CHDX header.
+    head: [u8; HEAD_MAX],
 }
 
-/// The CHDX header, as the small section buffer of
-/// [`BasePayload::fill`] holds it.
-const HEADER: [u8; CHDX_ENTRY_SIZE] = {
-    let h = chdx::encode_header();
-    [h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], 0, 0]
-};
-const _: () = assert!(CHDX_HEADER_SIZE == 8 && CHDX_ENTRY_SIZE == 10);
+/// Longest run of bytes between a base's fixed part and its entries
+/// ([`BaseWork::head`]).
+const HEAD_MAX: usize = MAX_SESSION_ID_BYTES + CHDX_HEADER_SIZE;
 
 /// The sweep of each section, in [`BaseWork::sweeps`].
 const ENTRIES: usize = 0;
@@ -454,7 +459,7 @@ impl BaseWork {
     pub(crate) const EMPTY: BaseWork = BaseWork {
         chain: Chain::EMPTY,
         sweeps: [Sweep::new(RecPos::EMPTY); 3],
-        id: [0; MAX_SESSION_ID_BYTES],
+        head: [0; HEAD_MAX],
     };
 }
 
@@ -539,13 +544,14 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
             let p = offset + done as u32;
             let rest = out.len() - done;
             // Each section is copied from `src`, a slice of the section's
-            // bytes from `p` on (the small ones built in `small`), or read
-            // straight into `out` (a carried body on flash).
+            // bytes from `p` on (the id and the CHDX header from the work
+            // area, an entry or a CRC built in `small`), or read straight
+            // into `out` (a carried body on flash).
             let mut small = [0u8; CHDX_ENTRY_SIZE];
             let src: &[u8] = if p < BASE_FIXED {
                 &self.fixed[p as usize..]
-            } else if p < BASE_FIXED + self.id_len {
-                &self.w.id[(p - BASE_FIXED) as usize..self.id_len as usize]
+            } else if p < self.entries_at {
+                &self.w.head[(p - BASE_FIXED) as usize..(self.entries_at - BASE_FIXED) as usize]
             } else if p >= self.bodies_at {
                 // Embedded bodies, in kept order.
                 let rel = p - self.bodies_at;
@@ -578,10 +584,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     k += 1;
                 }
             } else {
-                let (j, end) = if p < self.entries_at {
-                    small = HEADER;
-                    (p - BASE_FIXED - self.id_len, CHDX_HEADER_SIZE)
-                } else if p < self.crcs_at {
+                let (j, end) = if p < self.crcs_at {
                     let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
                     let j = (p - self.entries_at) % CHDX_ENTRY_SIZE as u32;
                     let emb = self.seek(io, ENTRIES, k)?;
