@@ -61,9 +61,6 @@ pub(super) enum Embed {
 struct Ring {
     head: u32,
     head_seq: u32,
-    count: u32,
-    sector: u32,
-    #[cfg(feature = "memory")]
     geo: crate::layout::Geometry,
 }
 
@@ -71,9 +68,10 @@ impl Ring {
     /// The sector sequence of `addr`; 0 (older than any) for an address
     /// outside the ring, which only damage at rest can give.
     fn seq_of(&self, addr: u32) -> u32 {
-        let idx = (addr / self.sector) % self.count;
+        let count = self.geo.count;
+        let idx = (addr / self.geo.sector) % count;
         self.head_seq
-            .saturating_sub((self.head + self.count - idx) % self.count)
+            .saturating_sub((self.head + count - idx) % count)
     }
 
     fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
@@ -197,9 +195,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let ring = Ring {
             head: self.log.head(),
             head_seq: self.log.head_seq(),
-            count: self.log.geo().count,
-            sector: self.log.geo().sector,
-            #[cfg(feature = "memory")]
             geo: self.log.geo(),
         };
         let s = self.sessions[i];
