@@ -561,27 +561,20 @@ impl<'a> Json<'a> {
     /// (the key offset is that of its quote), `(value, value)` for an array.
     pub(super) fn next_item(&self, list: &mut List) -> Scan<Option<(usize, usize)>> {
         let close = if list.object { b'}' } else { b']' };
-        let item = match list.state {
-            ListState::Done => return Some(None),
-            ListState::Start => {
-                let at = self.skip_ws(list.pos);
-                if self.byte(at) == Some(close) {
-                    list.state = ListState::Done;
-                    return Some(None);
-                }
-                at
+        if list.state == ListState::Done {
+            return Some(None);
+        }
+        let at = self.skip_ws(list.pos);
+        // The close ends the walk at its start or after a value; a comma
+        // leads to the next item after a value.
+        let item = match (list.state, self.byte(at)) {
+            (_, Some(byte)) if byte == close => {
+                list.state = ListState::Done;
+                return Some(None);
             }
-            ListState::AfterValue => {
-                let at = self.skip_ws(list.pos);
-                match self.byte(at) {
-                    Some(b',') => self.skip_ws(at + 1),
-                    Some(byte) if byte == close => {
-                        list.state = ListState::Done;
-                        return Some(None);
-                    }
-                    _ => return self.unexpected(at),
-                }
-            }
+            (ListState::Start, _) => at,
+            (_, Some(b',')) => self.skip_ws(at + 1),
+            _ => return self.unexpected(at),
         };
         let value = self.item_value(item, list.object)?;
         list.pos = self.value_end(value)?;
