@@ -247,7 +247,8 @@ pub(crate) fn put_varint(out: &mut [u8], mut at: usize, mut v: u32) -> Option<us
 /// Reads a LEB128 u32 from `b` at `at`; returns value and new position.
 pub(crate) fn get_varint(b: &[u8], mut at: usize) -> Option<(u32, usize)> {
     let mut v: u32 = 0;
-    for shift in (0..35).step_by(7) {
+    let mut shift = 0;
+    while shift < 35 {
         let byte = *b.get(at)?;
         at += 1;
         let bits = u32::from(byte & 0x7F);
@@ -258,6 +259,7 @@ pub(crate) fn get_varint(b: &[u8], mut at: usize) -> Option<(u32, usize)> {
         if byte & 0x80 == 0 {
             return Some((v, at));
         }
+        shift += 7;
     }
     None
 }

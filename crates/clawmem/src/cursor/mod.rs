@@ -466,7 +466,10 @@ impl BatchMeta {
         let head = (BATCH_FIXED as usize + 1).min(limit);
         io.read_stream(addr + CHUNK_HEADER_LEN, bytes.split_at_mut(head).0)?;
         // Decoded once: the second read below starts after the fixed part.
-        let fixed = BatchFixed::decode(&bytes[..head]).ok_or_else(|| bad(io))?;
+        let fixed = bytes
+            .get(..head)
+            .and_then(BatchFixed::decode)
+            .ok_or_else(|| bad(io))?;
         let id_len = if fixed.flags & BATCH_HAS_ID != 0 {
             1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
         } else {
@@ -489,8 +492,10 @@ impl BatchMeta {
             at += 1 + n + 4;
         }
         let records_at = at;
+        // (`avail` is within `bytes`.)
+        let announced = bytes.get(..avail).unwrap_or_default();
         for _ in 0..fixed.count {
-            let (_, _, len, next) = descriptor(&bytes[..avail], at).ok_or_else(|| bad(io))?;
+            let (_, _, len, next) = descriptor(announced, at).ok_or_else(|| bad(io))?;
             if len == 0 {
                 return Err(bad(io));
             }
