@@ -203,8 +203,10 @@ impl Geometry {
     }
 
     /// One past the last byte of the sector holding `address`.
+    /// (A sector is a power of two bytes, as every geometry is made: the
+    /// address with its offset bits set, plus one.)
     pub fn sector_end(&self, address: u32) -> u32 {
-        (address / self.sector + 1) * self.sector
+        (address | (self.sector - 1)) + 1
     }
 
     /// The address of the byte `len` bytes further along the payload stream
