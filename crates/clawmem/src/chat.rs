@@ -729,7 +729,7 @@ impl ChatSessions {
     /// The first `default_NN` (NN from 01 to 32) not in use.
     pub fn first_unused_default(&self) -> Option<Alias> {
         // Every number in 1 to 32 gives an alias.
-        for number in 1..=MAX_SESSIONS_PER_CHAT as u8 {
+        for number in 1..MAX_SESSIONS_PER_CHAT as u8 + 1 {
             let alias = Alias::default_numbered(number)?;
             if !self.contains(alias.as_str()) {
                 return Some(alias);

@@ -215,7 +215,7 @@ impl Geometry {
     pub fn stream_advance(&self, address: u32, len: u32) -> u32 {
         let mut address = address;
         let mut left = len;
-        for _ in 0..=self.count {
+        for _ in 0..self.count + 1 {
             let room = self.sector_end(address) - address;
             if left < room {
                 return address + left;
