@@ -754,10 +754,11 @@ impl ChatSessions {
                 .ok_or(SessionError::TooManySessions)?,
         };
         self.aliases
-            .push(alias.clone())
+            .push(alias)
             .map_err(|_| SessionError::TooManySessions)?;
         self.current = self.aliases.len() - 1;
-        Ok(alias)
+        // The alias just added, cloned once.
+        Ok(self.current().clone())
     }
 
     /// `/session switch <alias>`: makes `alias` current.
@@ -898,7 +899,7 @@ impl ChatSessions {
             let len = usize::from(reader.u8()?);
             let alias = Alias::from_bytes(reader.take(len)?)
                 .map_err(|reason| MapDecodeError::BadAlias { index, reason })?;
-            if self.aliases.contains(&alias) {
+            if self.contains(alias.as_str()) {
                 return Err(MapDecodeError::DuplicateAlias { index });
             }
             self.aliases
