@@ -129,16 +129,17 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
         index <= u64::from(total) && u64::from(f.size) >= 2 * u64::from(f.count)
     };
     let decoded = |fixed: &[u8; BASE_FIXED as usize]| BaseFixed::decode(fixed).filter(fits);
+    // Damaged at rest: one flipped bit of the fixed part that explains the
+    // first chunk's CRC is corrected if the result holds together.
+    let corrected = |io: &mut Io<'_, F>, fixed: &mut [u8; BASE_FIXED as usize]| {
+        Ok::<_, Fail>(correct_fixed(io, addr, &h, fixed)?.and_then(|()| decoded(fixed)))
+    };
     let f = match decoded(&fixed) {
         Some(f) => f,
-        // Damaged at rest: one flipped bit of the fixed part that explains
-        // the first chunk's CRC is corrected if the result holds together.
-        None => correct_fixed(io, addr, &h, &mut fixed)?
-            .and_then(|()| decoded(&fixed))
-            .ok_or_else(|| {
-                io.parked()
-                    .at(fail!(Corrupted, "session base header is invalid"), addr)
-            })?,
+        None => corrected(io, &mut fixed)?.ok_or_else(|| {
+            io.parked()
+                .at(fail!(Corrupted, "session base header is invalid"), addr)
+        })?,
     };
     let layout = |io: &mut Io<'_, F>, f: BaseFixed| {
         let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
@@ -160,10 +161,7 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
     let mut f = f;
     if entry_like(io, crcs)? {
         // (`fixed` is not needed after this: corrected in place.)
-        if let Some(g) = correct_fixed(io, addr, &h, &mut fixed)?
-            .and_then(|()| decoded(&fixed))
-            .filter(|g| g.count != f.count)
-        {
+        if let Some(g) = corrected(io, &mut fixed)?.filter(|g| g.count != f.count) {
             let (h2, e2, c2) = layout(io, g);
             if !entry_like(io, c2)? {
                 (f, hdr_at, entries, crcs) = (g, h2, e2, c2);
