@@ -97,12 +97,13 @@ const fn is_safe_byte(byte: u8) -> bool {
 
 /// The 8 lowercase hex digits of `hash`.
 pub fn hash_hex(hash: u32) -> [u8; HASH_HEX_DIGITS] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [b'0'; HASH_HEX_DIGITS];
-    for (i, slot) in out.iter_mut().enumerate() {
-        let shift = 28 - 4 * i as u32;
-        let nibble = (hash >> shift) & 0xF;
-        *slot = DIGITS.get(nibble as usize).copied().unwrap_or(b'0');
+    // The top nibble first, each shifted out in turn.
+    let mut rest = hash;
+    for slot in out.iter_mut() {
+        let nibble = (rest >> 28) as u8;
+        *slot = nibble + if nibble < 10 { b'0' } else { b'a' - 10 };
+        rest <<= 4;
     }
     out
 }
