@@ -163,11 +163,8 @@ impl Alias {
                 len_bytes: bytes.len(),
             });
         }
-        if let Some(at) = bytes.iter().position(|&byte| !is_alias_byte(byte)) {
-            return Err(InvalidAlias::BadByte {
-                at,
-                byte: bytes[at],
-            });
+        if let Some((at, &byte)) = bytes.iter().enumerate().find(|(_, &b)| !is_alias_byte(b)) {
+            return Err(InvalidAlias::BadByte { at, byte });
         }
         // ASCII of at most ALIAS_MAX_BYTES: valid UTF-8 that fits.
         let mut alias = String::new();
