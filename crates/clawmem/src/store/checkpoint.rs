@@ -726,83 +726,90 @@ struct CheckpointPayload<'a> {
     /// payload is written (after the table's).
     cold: Option<DirView<'a>>,
     cursor: ColdCursor,
-    /// The index among the cold sessions of the one the cursor gives next,
-    /// and the one before it, encoded.
+    /// The index among the cold sessions of the one the cursor gives next
+    /// (the cursor's `cur` is the one before it).
     next_cold: usize,
+    /// The session entry being written, encoded.
     entry: [u8; SESSION_ENCODED],
 }
 
 impl CheckpointPayload<'_> {
-    /// The cold session `c` (counted after the table's) encoded in
-    /// `entry`: the cursor goes on from where it is, or starts over.
-    fn cold_entry<F: NorFlash>(&mut self, io: &mut Io<'_, F>, c: usize) -> Result<(), Fail> {
+    /// Session entry `e` of the payload encoded in `entry`: the table's
+    /// (its changed ones in a delta), then a full checkpoint's cold ones,
+    /// read from the directory: the cursor goes on from where it is, or
+    /// starts over.
+    fn session_entry<F: NorFlash>(&mut self, io: &mut Io<'_, F>, e: usize) -> Result<(), Fail> {
+        if let Some(s) = nth_session(self.sessions, self.only_dirty, e) {
+            s.encode(&mut self.entry);
+            return Ok(());
+        }
         let Some(view) = &self.cold else {
             return Err(fail!(LogicBug, "checkpoint payload overrun"));
         };
-        if c + 1 == self.next_cold {
-            return Ok(());
-        }
-        if c < self.next_cold {
-            self.cursor = ColdCursor::new(view.dir);
-            self.next_cold = 0;
-        }
-        while self.next_cold <= c {
-            if self.cursor.next(io, view)? == 0 {
-                let f = fail!(
-                    Corrupted,
-                    "the session directory holds fewer sessions than counted"
-                );
-                // (Named at the full checkpoint: a directory with cold
-                // sessions has one.)
-                let full = view.dir.chain().first().copied().unwrap_or(NO_ADDR);
-                return Err(io.parked().at(f, full));
+        // (A full checkpoint: past the table's sessions.)
+        let c = e.wrapping_sub(self.sessions.len());
+        if c + 1 != self.next_cold {
+            if c < self.next_cold {
+                self.cursor = ColdCursor::new(view.dir);
+                self.next_cold = 0;
             }
-            self.cursor.cur.encode(&mut self.entry);
-            self.next_cold += 1;
+            while self.next_cold <= c {
+                if self.cursor.next(io, view)? == 0 {
+                    let f = fail!(
+                        Corrupted,
+                        "the session directory holds fewer sessions than counted"
+                    );
+                    // (Named at the full checkpoint: a directory with cold
+                    // sessions has one.)
+                    let full = view.dir.chain().first().copied().unwrap_or(NO_ADDR);
+                    return Err(io.parked().at(f, full));
+                }
+                self.next_cold += 1;
+            }
         }
+        self.cursor.cur.encode(&mut self.entry);
         Ok(())
     }
 
-    fn session(&self, mut k: usize) -> Option<&Session> {
-        for s in self.sessions {
-            if self.only_dirty && !s.dirty {
-                continue;
-            }
-            if k == 0 {
-                return Some(s);
-            }
-            k -= 1;
-        }
-        None
-    }
-
     /// The byte at payload offset `p`.
-    #[inline(never)]
-    fn byte(&self, p: usize) -> Option<u8> {
+    fn byte<F: NorFlash>(&mut self, io: &mut Io<'_, F>, p: usize) -> Result<u8, Fail> {
         let sessions_at = self.fixed_len;
         let deleted_at = sessions_at + self.count * SESSION_ENCODED;
         let objects_at = deleted_at + self.deleted.len() * 4;
         let mem_at = objects_at + self.objects.len() * OBJ_ENCODED;
-        if p < sessions_at {
-            return word_byte(&self.fixed, p);
-        }
-        if p < deleted_at {
+        let b = if p < sessions_at {
+            word_byte(&self.fixed, p)
+        } else if p < deleted_at {
             let q = p - sessions_at;
-            let mut b = [0u8; SESSION_ENCODED];
-            self.session(q / SESSION_ENCODED)?.encode(&mut b);
-            return Some(b[q % SESSION_ENCODED]);
-        }
-        if p < objects_at {
-            let q = p - deleted_at;
-            return word_byte(self.deleted, q);
-        }
-        if p < mem_at {
+            self.session_entry(io, q / SESSION_ENCODED)?;
+            Some(self.entry[q % SESSION_ENCODED])
+        } else if p < objects_at {
+            word_byte(self.deleted, p - deleted_at)
+        } else if p < mem_at {
             let q = p - objects_at;
-            let o = self.objects.get(q / OBJ_ENCODED)?;
-            return word_byte(&o.words(), q % OBJ_ENCODED);
-        }
-        word_byte(&self.mem, p - mem_at)
+            self.objects
+                .get(q / OBJ_ENCODED)
+                .and_then(|o| word_byte(&o.words(), q % OBJ_ENCODED))
+        } else {
+            word_byte(&self.mem, p - mem_at)
+        };
+        b.ok_or(fail!(LogicBug, "checkpoint payload overrun"))
     }
+}
+
+/// Session `k` of `sessions`, counting only the changed ones with
+/// `only_dirty`.
+fn nth_session(sessions: &[Session], only_dirty: bool, mut k: usize) -> Option<&Session> {
+    for s in sessions {
+        if only_dirty && !s.dirty {
+            continue;
+        }
+        if k == 0 {
+            return Some(s);
+        }
+        k -= 1;
+    }
+    None
 }
 
 /// Byte `q` of `words` laid out as little-endian words; `None` past them.
@@ -820,20 +827,8 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
     }
 
     fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
-        let cold_at = self.fixed_len + self.sessions.len() * SESSION_ENCODED;
-        let cold_end = self.fixed_len + self.count * SESSION_ENCODED;
-        let mut k = 0;
-        while k < out.len() {
-            let p = offset as usize + k;
-            out[k] = if self.cold.is_some() && (cold_at..cold_end).contains(&p) {
-                let q = p - cold_at;
-                self.cold_entry(io, q / SESSION_ENCODED)?;
-                self.entry[q % SESSION_ENCODED]
-            } else {
-                self.byte(p)
-                    .ok_or(fail!(LogicBug, "checkpoint payload overrun"))?
-            };
-            k += 1;
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = self.byte(io, offset as usize + k)?;
         }
         Ok(())
     }
