@@ -674,29 +674,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let mut b = [0u8; SESSION_ENCODED];
                 self.log.io().read_stream(at, &mut b)?;
                 at = self.log.io().stream_advance(at, SESSION_ENCODED as u32);
-                let Some(e) = Session::decode(&b) else {
+                let Some(mut e) = Session::decode(&b) else {
                     continue;
                 };
                 let Some(x) = self.sessions.iter_mut().find(|x| x.uid == e.uid && stub(x)) else {
                     continue;
                 };
-                let mut n = e;
-                if x.dir == DIR_STUB {
+                let batches = x.dir == DIR_STUB;
+                if batches {
                     if x.head != NO_ADDR {
-                        n.head = x.head;
+                        e.head = x.head;
                     }
-                    n.records = e.records.saturating_add(x.records);
-                    n.size = e.size.saturating_add(x.size);
-                    n.chain = e.chain.saturating_add(x.chain);
-                    n.flags = e.flags | x.flags;
-                } else if x.id_hash == e.id_hash && x.id_len == e.id_len {
-                    // (A base that names another session is damage: the
-                    // directory's entry stands.)
-                    n = *x;
+                    e.records = e.records.saturating_add(x.records);
+                    e.size = e.size.saturating_add(x.size);
+                    e.chain = e.chain.saturating_add(x.chain);
+                    e.flags |= x.flags;
                 }
-                n.dirty = true;
-                n.dir = loc;
-                *x = n;
+                // (A base that names another session is damage: the
+                // directory's entry stands.)
+                if batches || x.id_hash != e.id_hash || x.id_len != e.id_len {
+                    *x = e;
+                }
+                x.dirty = true;
+                x.dir = loc;
             }
         }
         // Stubs the directory does not hold.
