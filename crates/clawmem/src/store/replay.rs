@@ -70,7 +70,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let geo = self.log.geo();
         let sector_seq = self.log.head_seq_of(addr);
-        let s = match h.kind {
+        // A session the batch names or a base replaces, or one found back
+        // to its first batch: filled in by the branch that finds it.
+        let mut s = Session {
+            uid: 0,
+            id_hash: 0,
+            id_len: 0,
+            flags: 0,
+            records: 0,
+            chain: 0,
+            head: addr,
+            root: addr,
+            root_is_base: false,
+            oldest: sector_seq,
+            size: 0,
+            dirty: true,
+            dir: DIR_NONE,
+        };
+        match h.kind {
             SESSION_BATCH => {
                 // (Used where it is: moved out of the `Result`, the meta
                 // was copied whole, and the frame held it twice.)
@@ -91,12 +108,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // its session when the name can be recovered; its own
                     // records are lost (its CRC fails when read).
                     let mut id = [0u8; MAX_SESSION_ID_BYTES];
-                    let (uid, name, records, size) = match meta.id() {
-                        Some(x) if meta.id_ok() => (uid, x, u16::from(meta.fixed.count), added),
+                    s.uid = uid;
+                    let name = match meta.id() {
+                        Some(x) if meta.id_ok() => {
+                            s.records = u16::from(meta.fixed.count);
+                            s.size = added;
+                            x
+                        }
                         _ => match self.log.start_name(addr, None, &mut id)? {
                             Some((uid, n)) => {
                                 self.mount_report.recovered_names += 1;
-                                (uid, &id[..n], 0, 0)
+                                s.uid = uid;
+                                &id[..n]
                             }
                             None => {
                                 // A session's name failed its checksum.
@@ -104,25 +127,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                             }
                         },
                     };
-                    self.next_uid = self.next_uid.max(uid.wrapping_add(1));
+                    s.id_hash = fnv1a32(name);
+                    s.id_len = name.len() as u8;
+                    self.next_uid = self.next_uid.max(s.uid.wrapping_add(1));
                     // Uids are never reused: this only guards a damaged image.
-                    if let Some(i) = self.index_of(uid) {
+                    if let Some(i) = self.index_of(s.uid) {
                         self.sessions.swap_remove(i);
-                    }
-                    Session {
-                        uid,
-                        id_hash: fnv1a32(name),
-                        id_len: name.len() as u8,
-                        flags: 0,
-                        records,
-                        chain: 0,
-                        head: addr,
-                        root: addr,
-                        root_is_base: false,
-                        oldest: sector_seq,
-                        size,
-                        dirty: true,
-                        dir: DIR_NONE,
                     }
                 } else {
                     self.warm_uid(uid, true)?;
@@ -144,7 +154,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // or in a chunk length before it. Follow the back
                         // pointers to it and recover the name there, or the
                         // whole session is lost.
-                        self.adopt(addr, meta, sector_seq)?
+                        self.adopt(&mut s, meta)?
                     } else {
                         return Ok(());
                     }
@@ -178,20 +188,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // A session base names another session.
                     return Err(Skip);
                 }
-                Session {
-                    uid: b.fixed.uid,
-                    id_hash,
-                    id_len,
-                    flags: b.fixed.flags,
-                    records: b.fixed.count as u16,
-                    chain: 0,
-                    head: addr,
-                    root: addr,
-                    root_is_base: true,
-                    oldest: b.fixed.oldest,
-                    size: b.fixed.size,
-                    dirty: true,
-                    dir: if stub { DIR_STUB_BASE } else { DIR_NONE },
+                s.uid = b.fixed.uid;
+                s.id_hash = id_hash;
+                s.id_len = id_len;
+                s.flags = b.fixed.flags;
+                s.records = b.fixed.count as u16;
+                s.root_is_base = true;
+                s.oldest = b.fixed.oldest;
+                s.size = b.fixed.size;
+                if stub {
+                    s.dir = DIR_STUB_BASE;
                 }
             }
             MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED | MEM_INDEX => {
@@ -234,9 +240,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Ok(());
             }
             _ => return Ok(()),
-        };
-        // A session the batch names or a base replaces, or one found
-        // back to its first batch.
+        }
         Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), s)?;
         Ok(())
     }
@@ -288,30 +292,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), stub)
     }
 
-    /// The session of a sound batch at `addr` (meta `meta`) whose uid the
-    /// mount has not met: its earlier batches, back to the first, are found
-    /// through the back pointers (each one sound and of the same uid), and
-    /// the name is recovered from the first ([`start_name`]).
+    /// The session of a sound batch (meta `meta`) whose uid the mount has
+    /// not met, filled in `s` (which comes with the batch's address as its
+    /// head and the batch's sector as its oldest, the rest empty): its
+    /// earlier batches, back to the first, are found through the back
+    /// pointers (each one sound and of the same uid), and the name is
+    /// recovered from the first ([`start_name`]).
     #[inline(never)]
-    fn adopt(&mut self, addr: u32, meta: &BatchMeta, sector_seq: u32) -> Result<Session, Skip> {
+    fn adopt(&mut self, s: &mut Session, meta: &BatchMeta) -> Result<(), Skip> {
         let uid = meta.fixed.uid;
         // The batch of a session whose name is lost.
         let lost = Skip;
-        let mut s = Session {
-            uid,
-            id_hash: 0,
-            id_len: 0,
-            flags: 0,
-            records: u16::from(meta.fixed.count),
-            chain: 1,
-            head: addr,
-            root: meta.fixed.prev,
-            root_is_base: false,
-            oldest: sector_seq,
-            size: meta.bodies_len() + u32::from(meta.fixed.count),
-            dirty: true,
-            dir: DIR_NONE,
-        };
+        s.uid = uid;
+        s.records = u16::from(meta.fixed.count);
+        s.chain = 1;
+        s.root = meta.fixed.prev;
+        s.size = meta.bodies_len() + u32::from(meta.fixed.count);
         let mut id = [0u8; MAX_SESSION_ID_BYTES];
         for _ in 0..CHAIN_MAX {
             let root = s.root;
@@ -356,7 +352,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 if m.is_none() {
                     self.mount_report.recovered_names += 1;
                 }
-                return Ok(s);
+                return Ok(());
             }
             match m {
                 Some(m) => {
