@@ -276,7 +276,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(crate) fn check_inner(&mut self) -> Result<u32, Fail> {
         let geo = self.log.geo();
         let mut records = 0u32;
-        for seq in self.log.tail_seq()..=self.log.head_seq() {
+        // (Tail to head inclusive, by hand: an inclusive range's iterator
+        // is a function of its own.)
+        let mut seq = self.log.tail_seq();
+        while seq <= self.log.head_seq() {
             let idx = self
                 .log
                 .sector_index_of_seq(seq)
@@ -290,6 +293,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     ))
                 }
             }
+            let Some(next) = seq.checked_add(1) else {
+                break;
+            };
+            seq = next;
         }
         // The table's sessions, then the directory's others.
         let mut cold = directory::ColdCursor::new(&self.dir);

@@ -436,7 +436,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             _ => None,
         };
         let mut scanned_bytes = 0u32;
-        for _ in 0..=self.log.geo().count {
+        // (One more pass than there are sectors; a half-open range: an
+        // inclusive one's iterator is a function of its own.)
+        for _ in 0..self.log.geo().count + 1 {
             // The slot after the current chunk, read once for both the
             // "last in its sector" test and the next step.
             let mut lookahead: Option<Slot> = None;
