@@ -177,16 +177,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let count = u16_at(&fixed, 2) as usize;
         let objects = fixed[1] as usize;
-        let (old, new) = match delta {
-            true => (CKPT_DELTA, CKPT_DELTA_WASTE),
-            false => (CKPT_VERSION, CKPT_FULL_WASTE),
-        };
-        if fixed[0] != old && fixed[0] != new || objects > MAX_OBJECTS {
+        // The version past the one of format 8 and before of its kind
+        // (CKPT_VERSION or CKPT_DELTA): 0, or 2 with the cut waste
+        // (CKPT_FULL_WASTE or CKPT_DELTA_WASTE); anything else is refused.
+        let past = fixed[0].wrapping_sub(CKPT_VERSION + u8::from(delta));
+        if past & !2 != 0 || objects > MAX_OBJECTS {
             return Ok(0);
         }
         // A checkpoint of format 8 and before says no waste.
         let mut waste = [0u8; CKPT_WASTE];
-        let with_waste = fixed[0] == new;
+        let with_waste = past != 0;
         if with_waste && !r.read(&mut io, &mut waste)? {
             return Ok(0);
         }
@@ -813,6 +813,7 @@ fn nth_session(sessions: &[Session], only_dirty: bool, mut k: usize) -> Option<&
 }
 
 /// Byte `q` of `words` laid out as little-endian words; `None` past them.
+#[inline(never)]
 fn word_byte(words: &[u32], q: usize) -> Option<u8> {
     Some((words.get(q / 4)? >> (8 * (q % 4))) as u8)
 }
