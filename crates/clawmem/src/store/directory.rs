@@ -575,24 +575,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Learns the oldest sector and the largest index of the cold sessions
     /// exactly, in one pass over the directory, bringing none in.
+    #[inline(always)]
     pub(super) fn learn_cold(&mut self) -> Result<(), Fail> {
-        self.dir.cold_oldest = u32::MAX;
-        self.dir.cold_index_max = 0;
-        let mut c = ColdCursor::new(&self.dir);
-        while self.cold_step(&mut c)? != 0 {
-            self.dir.note_unloaded(&c.cur);
-        }
-        Ok(())
+        self.pass_cold(false)
     }
 
     /// Brings the cold sessions nearest the tail into the table, in place
     /// of clean ones whose oldest sector is farther from it, and learns the
     /// oldest sector of the cold sessions left exactly. One pass over the
     /// directory; nothing is written.
+    #[inline(always)]
     pub(super) fn warm(&mut self) -> Result<(), Fail> {
+        self.pass_cold(true)
+    }
+
+    /// [`warm`](Self::warm) (`bring`), or [`learn_cold`](Self::learn_cold):
+    /// one pass over the cold sessions, each noted as cold unless brought
+    /// in. (Only `warm` passes up a directory with no cold session.)
+    #[inline(never)]
+    fn pass_cold(&mut self, bring: bool) -> Result<(), Fail> {
         self.dir.cold_oldest = u32::MAX;
         self.dir.cold_index_max = 0;
-        if self.dir.len == 0 || self.cold_count() == 0 {
+        if bring && (self.dir.len == 0 || self.cold_count() == 0) {
             return Ok(());
         }
         let mut c = ColdCursor::new(&self.dir);
@@ -606,16 +610,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // in the full checkpoint may go cold: the pass has read past
             // the newer versions of the others.
             let delta_phase = c.k > 0;
-            let slot = match self.sessions.is_full() {
-                false => true,
-                true => match self.victim(!delta_phase) {
-                    Some(i) if self.sessions[i].oldest > s.oldest => {
-                        self.evict(i);
-                        !self.sessions.is_full()
-                    }
-                    _ => false,
-                },
-            };
+            let slot = bring
+                && match self.sessions.is_full() {
+                    false => true,
+                    true => match self.victim(!delta_phase) {
+                        Some(i) if self.sessions[i].oldest > s.oldest => {
+                            self.evict(i);
+                            !self.sessions.is_full()
+                        }
+                        _ => false,
+                    },
+                };
             if slot {
                 self.dir.forget(s.uid);
                 let mut s = s;
