@@ -384,21 +384,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut waste = [0u8; CKPT_WASTE];
         let mut io = self.log.io();
         io.read_stream(addr + CHUNK_HEADER_LEN, &mut version)?;
-        let version = version[0];
-        if matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE) {
+        // Past the first version (CKPT_VERSION): 0 full, 1 delta, 2 and 3
+        // the same with the cut waste; more is no checkpoint's.
+        let past = version[0].wrapping_sub(CKPT_VERSION);
+        let with_waste = past & !1 == 2;
+        if with_waste {
             io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut waste)?;
         }
         let Some(seq) = self.seq_at(addr) else {
             return Ok(0);
         };
-        if !matches!(version, CKPT_VERSION..=CKPT_DELTA_WASTE) || self.log.verify(addr)?.is_none() {
+        if past > 3 || self.log.verify(addr)?.is_none() {
             return Ok(0);
         }
         // Versions 1 and 2 say no cut waste (`waste` stayed zero).
-        let with_waste = matches!(version, CKPT_FULL_WASTE | CKPT_DELTA_WASTE);
         self.cut_waste = u32_at(&waste, 0);
         self.cut_waste_seq = u32_at(&waste, 4);
-        if !matches!(version, CKPT_VERSION | CKPT_FULL_WASTE) {
+        if past & 1 != 0 {
             // A delta that follows the directory's newest checkpoint holds
             // the state of every session the scan changed since then, as
             // the scan built it: the directory takes it, and those sessions
