@@ -303,18 +303,13 @@ fn evict_in<const N: usize>(sessions: &mut Vec<Session, N>, dir: &mut Dir, i: us
     }
 }
 
-/// A free slot in the table without writing: a clean session other than
-/// `pinned` goes cold if it is full (a table being loaded at mount pins
-/// none). `false` if every one is changed.
-pub(super) fn free_slot<const N: usize>(
-    sessions: &mut Vec<Session, N>,
-    dir: &mut Dir,
-    pinned: u32,
-) -> bool {
+/// A free slot in a table being loaded (mount): a clean session goes
+/// cold. `false` if every one is changed.
+pub(super) fn free_slot<const N: usize>(sessions: &mut Vec<Session, N>, dir: &mut Dir) -> bool {
     if !sessions.is_full() {
         return true;
     }
-    match victim_in(sessions, dir, pinned, true) {
+    match victim_in(sessions, dir, crate::layout::NO_ADDR, true) {
         Some(i) => {
             evict_in(sessions, dir, i);
             !sessions.is_full()
@@ -493,8 +488,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // there for the one that goes cold in its place.
         if self.sessions.is_full() && self.victim(true).is_none() && self.dir.in_delta_cold(s.uid) {
             self.dir.forget(s.uid);
-            if !self.take_slot() {
-                let _ = self.dir.delta_cold.push(s.uid);
+            match self.victim(true) {
+                Some(i) => self.evict(i),
+                None => {
+                    let _ = self.dir.delta_cold.push(s.uid);
+                }
             }
         }
         self.make_slot(may_write)?;
@@ -523,8 +521,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`Error::TooManySessions`]).
     pub(super) fn make_slot(&mut self, may_write: bool) -> Result<(), Fail> {
         for attempt in 0..3 {
-            if self.take_slot() {
+            if !self.sessions.is_full() {
                 return Ok(());
+            }
+            if let Some(i) = self.victim(true) {
+                self.evict(i);
+                continue;
             }
             if !may_write || attempt == 2 {
                 break;
@@ -538,8 +540,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 _ => self.write_full_checkpoint(p)?,
             }
         }
-        // (Every way out of the loop but a return leaves the table full.)
-        Err(self.log.parked().too_many_sessions(MAX_SESSIONS))
+        if self.sessions.is_full() {
+            return Err(self.log.parked().too_many_sessions(MAX_SESSIONS));
+        }
+        Ok(())
     }
 
     /// The clean session the table lets go first ([`victim_in`]).
@@ -563,9 +567,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// A free slot in the table without writing: a clean session goes
     /// cold if it is full. `false` if every one is changed.
-    #[inline(always)]
     pub(super) fn take_slot(&mut self) -> bool {
-        free_slot(&mut self.sessions, &mut self.dir, self.pinned)
+        if !self.sessions.is_full() {
+            return true;
+        }
+        match self.victim(true) {
+            Some(i) => {
+                self.evict(i);
+                !self.sessions.is_full()
+            }
+            None => false,
+        }
     }
 
     /// Lets the clean session at `i` go cold ([`evict_in`]).

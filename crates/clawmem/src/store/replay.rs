@@ -258,7 +258,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         match uid_mut(sessions, s.uid) {
             Some(x) => *x = s,
             None => {
-                if !super::directory::free_slot(sessions, dir, NO_ADDR) {
+                if !super::directory::free_slot(sessions, dir) {
                     return Err(parked.too_many_sessions(MAX_SESSIONS));
                 }
                 sessions
