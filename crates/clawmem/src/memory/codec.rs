@@ -67,7 +67,7 @@
 
 use core::fmt;
 
-use super::item::{Item, ItemId, Label};
+use super::item::{Item, ItemId};
 use heapless::string::StringView;
 
 use super::text::{copy_text, push_label, terms, trim_c};
@@ -260,6 +260,11 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
@@ -530,13 +535,134 @@ impl Item {
     /// [`Item::decode`] into `self`, in place (no second item on the
     /// stack). On an error `self` holds some of the fields read; it is a
     /// valid value but not a meaningful item.
+    ///
+    /// One reader for both versions: a version 1 header is a version 2
+    /// one with flags 0 that holds updated_at and access_count, followed
+    /// by the four text lengths; each field is `Truncated` if the bytes end
+    /// before it, checked in field order.
+    #[inline(never)]
     pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
-        match bytes.first() {
-            None => Err(DecodeError::Truncated),
-            Some(1) => self.decode_v1(bytes),
-            Some(2) => self.decode_v2(bytes),
-            Some(&v) => Err(DecodeError::UnsupportedVersion(v)),
+        let v1 = match bytes.first() {
+            None => return Err(DecodeError::Truncated),
+            Some(1) => true,
+            Some(2) => false,
+            Some(&v) => return Err(DecodeError::UnsupportedVersion(v)),
+        };
+        let mut r = Reader { bytes, pos: 1 };
+        let flags = r.u8()?;
+        // Version 1 has no flags; version 2 reserves bit 7.
+        if flags & if v1 { 0xFF } else { 0x80 } != 0 {
+            return Err(DecodeError::ReservedFlags(flags));
         }
+        let present = if v1 { F_UPDATED | F_ACCESS } else { flags };
+        self.id = ItemId::new(r.u32()?);
+        self.created_at = r.u32()?;
+        self.updated_at = if present & F_UPDATED != 0 {
+            r.u32()?
+        } else {
+            self.created_at
+        };
+        self.access_count = if present & F_ACCESS != 0 { r.u16()? } else { 0 };
+        // Version 1: the lengths of source, content, tags and keywords.
+        let mut lens = [0usize; 4];
+        if v1 {
+            for (k, (len, &(max, field))) in lens.iter_mut().zip(&V1_TEXTS).enumerate() {
+                let n = if k == 1 { r.u16()? } else { u16::from(r.u8()?) };
+                *len = check_len(usize::from(n), max, field)?;
+            }
+        } else {
+            match (flags >> F_SOURCE_SHIFT) & 3 {
+                0 => {
+                    r.sized_text(
+                        self.source.as_mut_view(),
+                        0,
+                        SOURCE_MAX_BYTES,
+                        ItemField::Source,
+                    )?;
+                }
+                code => {
+                    let name = SOURCE_CODES
+                        .get(usize::from(code) - 1)
+                        .ok_or(DecodeError::ReservedFlags(flags))?;
+                    copy_text(self.source.as_mut_view(), name);
+                }
+            }
+            // The content is 1..=256 bytes: never longer than it can be.
+            r.sized_text(
+                self.content.as_mut_view(),
+                1,
+                CONTENT_MAX_BYTES,
+                ItemField::Content,
+            )?;
+            r.sized_text(self.tags.as_mut_view(), 0, TAGS_MAX_BYTES, ItemField::Tags)?;
+        }
+        let label_count = r.u8()?;
+        if usize::from(label_count) > MAX_SUMMARY_LABELS {
+            return Err(DecodeError::TooManyLabels(label_count));
+        }
+        self.keywords.clear();
+        if v1 {
+            let [s, c, t, k] = lens;
+            r.text(self.source.as_mut_view(), s, ItemField::Source)?;
+            r.text(self.content.as_mut_view(), c, ItemField::Content)?;
+            r.text(self.tags.as_mut_view(), t, ItemField::Tags)?;
+            r.text(self.keywords.as_mut_view(), k, ItemField::Keywords)?;
+        } else if flags & F_KEYWORDS_WHOLE != 0 {
+            r.sized_text(
+                self.keywords.as_mut_view(),
+                0,
+                KEYWORDS_MAX_BYTES,
+                ItemField::Keywords,
+            )?;
+        } else {
+            let pieces = (flags >> F_PIECES_SHIFT) & 3;
+            for k in 0..pieces {
+                let out = self.keywords.as_mut_view();
+                if k > 0 {
+                    push_keywords(out, ",")?;
+                }
+                decode_piece(&mut r, &self.content, &self.tags, out)?;
+            }
+        }
+        self.labels.clear();
+        for _ in 0..label_count {
+            let b = r.u8()?;
+            // Version 1: u8 len + bytes; version 2: a reference.
+            let text = if v1 || b & 0xC0 == LABEL_LITERAL {
+                let len = usize::from(if v1 { b } else { b & 0x3F });
+                r.str(
+                    check_len(len, LABEL_MAX_BYTES, ItemField::Label)?,
+                    ItemField::Label,
+                )?
+            } else {
+                tag_term(&self.tags, usize::from(b >> 6))
+                    .and_then(|t| t.get(..usize::from(b & 0x3F)))
+                    .ok_or(DecodeError::BadReference(ItemField::Label))?
+            };
+            if text.len() > LABEL_MAX_BYTES {
+                return Err(DecodeError::TooLong(ItemField::Label));
+            }
+            // Version 1 checks each label as it reads it.
+            if v1 {
+                if text.is_empty() {
+                    return Err(DecodeError::Empty(ItemField::Label));
+                }
+                if self.labels.iter().any(|l| l == text) {
+                    return Err(DecodeError::DuplicateLabel);
+                }
+            }
+            if !push_label(self.labels.as_mut_view(), text) {
+                return Err(DecodeError::TooManyLabels(label_count));
+            }
+        }
+        if r.pos != bytes.len() {
+            return Err(DecodeError::TrailingBytes);
+        }
+        self.check_invariants()?;
+        if !v1 && !self.encodes_to(bytes) {
+            return Err(DecodeError::NotCanonical);
+        }
+        Ok(())
     }
 
     /// The item invariants every version checks last.
@@ -560,180 +686,15 @@ impl Item {
         }
         Ok(())
     }
-
-    #[inline(never)]
-    fn decode_v2(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
-        let mut r = Reader { bytes, pos: 1 };
-        let flags = r.u8()?;
-        if flags & 0x80 != 0 {
-            return Err(DecodeError::ReservedFlags(flags));
-        }
-        self.id = ItemId::new(r.u32()?);
-        self.created_at = r.u32()?;
-        self.updated_at = if flags & F_UPDATED != 0 {
-            r.u32()?
-        } else {
-            self.created_at
-        };
-        self.access_count = if flags & F_ACCESS != 0 {
-            let b = r.take(2)?;
-            u16::from_le_bytes([b[0], b[1]])
-        } else {
-            0
-        };
-        match (flags >> F_SOURCE_SHIFT) & 3 {
-            0 => {
-                r.sized_text(
-                    self.source.as_mut_view(),
-                    0,
-                    SOURCE_MAX_BYTES,
-                    ItemField::Source,
-                )?;
-            }
-            code => {
-                let name = SOURCE_CODES
-                    .get(usize::from(code) - 1)
-                    .ok_or(DecodeError::ReservedFlags(flags))?;
-                copy_text(self.source.as_mut_view(), name);
-            }
-        }
-        // The content is 1..=256 bytes: never longer than it can be.
-        r.sized_text(
-            self.content.as_mut_view(),
-            1,
-            CONTENT_MAX_BYTES,
-            ItemField::Content,
-        )?;
-        r.sized_text(self.tags.as_mut_view(), 0, TAGS_MAX_BYTES, ItemField::Tags)?;
-        let label_count = r.u8()?;
-        if usize::from(label_count) > MAX_SUMMARY_LABELS {
-            return Err(DecodeError::TooManyLabels(label_count));
-        }
-        self.keywords.clear();
-        if flags & F_KEYWORDS_WHOLE != 0 {
-            r.sized_text(
-                self.keywords.as_mut_view(),
-                0,
-                KEYWORDS_MAX_BYTES,
-                ItemField::Keywords,
-            )?;
-        } else {
-            let pieces = (flags >> F_PIECES_SHIFT) & 3;
-            for k in 0..pieces {
-                let out = self.keywords.as_mut_view();
-                if k > 0 {
-                    push_keywords(out, ",")?;
-                }
-                decode_piece(&mut r, &self.content, &self.tags, out)?;
-            }
-        }
-        self.labels.clear();
-        for _ in 0..label_count {
-            let b = r.u8()?;
-            let len = usize::from(b & 0x3F);
-            let text = if b & 0xC0 == LABEL_LITERAL {
-                r.str(
-                    check_len(len, LABEL_MAX_BYTES, ItemField::Label)?,
-                    ItemField::Label,
-                )?
-            } else {
-                tag_term(&self.tags, usize::from(b >> 6))
-                    .and_then(|t| t.get(..len))
-                    .ok_or(DecodeError::BadReference(ItemField::Label))?
-            };
-            if text.len() > LABEL_MAX_BYTES {
-                return Err(DecodeError::TooLong(ItemField::Label));
-            }
-            if !push_label(self.labels.as_mut_view(), text) {
-                return Err(DecodeError::TooManyLabels(label_count));
-            }
-        }
-        if r.pos != bytes.len() {
-            return Err(DecodeError::TrailingBytes);
-        }
-        self.check_invariants()?;
-        if !self.encodes_to(bytes) {
-            return Err(DecodeError::NotCanonical);
-        }
-        Ok(())
-    }
-
-    #[inline(never)]
-    fn decode_v1(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
-        // The fixed header, copied once; each field is `Truncated` if the
-        // bytes end before it, checked in field order as a reader would.
-        let mut h = [0u8; ITEM_HEADER_BYTES];
-        let have = bytes.len().min(ITEM_HEADER_BYTES);
-        for (d, s) in h.iter_mut().zip(bytes) {
-            *d = *s;
-        }
-        let need = |end: usize| {
-            if have < end {
-                Err(DecodeError::Truncated)
-            } else {
-                Ok(())
-            }
-        };
-        let word = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-        need(2)?;
-        if h[1] != 0 {
-            return Err(DecodeError::ReservedFlags(h[1]));
-        }
-        need(16)?;
-        self.id = ItemId::new(word(2));
-        self.created_at = word(6);
-        self.updated_at = word(10);
-        self.access_count = u16::from_le_bytes([h[14], h[15]]);
-        need(17)?;
-        let source_len = check_len(usize::from(h[16]), SOURCE_MAX_BYTES, ItemField::Source)?;
-        need(19)?;
-        let content_len = check_len(
-            usize::from(u16::from_le_bytes([h[17], h[18]])),
-            CONTENT_MAX_BYTES,
-            ItemField::Content,
-        )?;
-        need(20)?;
-        let tags_len = check_len(usize::from(h[19]), TAGS_MAX_BYTES, ItemField::Tags)?;
-        need(21)?;
-        let keywords_len = check_len(usize::from(h[20]), KEYWORDS_MAX_BYTES, ItemField::Keywords)?;
-        need(22)?;
-        let label_count = h[21];
-        if usize::from(label_count) > MAX_SUMMARY_LABELS {
-            return Err(DecodeError::TooManyLabels(label_count));
-        }
-        let mut r = Reader {
-            bytes,
-            pos: ITEM_HEADER_BYTES,
-        };
-
-        r.text(self.source.as_mut_view(), source_len, ItemField::Source)?;
-        r.text(self.content.as_mut_view(), content_len, ItemField::Content)?;
-        r.text(self.tags.as_mut_view(), tags_len, ItemField::Tags)?;
-        r.text(
-            self.keywords.as_mut_view(),
-            keywords_len,
-            ItemField::Keywords,
-        )?;
-        self.labels.clear();
-        for _ in 0..label_count {
-            let mut label = Label::new();
-            r.sized_text(label.as_mut_view(), 0, LABEL_MAX_BYTES, ItemField::Label)?;
-            if label.is_empty() {
-                return Err(DecodeError::Empty(ItemField::Label));
-            }
-            if self.labels.contains(&label) {
-                return Err(DecodeError::DuplicateLabel);
-            }
-            self.labels
-                .push(label)
-                .map_err(|_| DecodeError::TooManyLabels(label_count))?;
-        }
-        if r.pos != bytes.len() {
-            return Err(DecodeError::TrailingBytes);
-        }
-        self.check_invariants()
-    }
 }
+
+/// The capacities and names of a version 1 item's texts, in header order.
+const V1_TEXTS: [(usize, ItemField); 4] = [
+    (SOURCE_MAX_BYTES, ItemField::Source),
+    (CONTENT_MAX_BYTES, ItemField::Content),
+    (TAGS_MAX_BYTES, ItemField::Tags),
+    (KEYWORDS_MAX_BYTES, ItemField::Keywords),
+];
 
 #[cfg(test)]
 mod tests;
