@@ -428,8 +428,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let (addr, _) = self.log.write_batch(MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
-        self.mem_links.clear();
-        self.mem = MemState::rooted_at(addr, oldest, self.mem.next_id);
+        self.mem_rooted_at(addr, oldest, self.mem.next_id);
         Ok(1)
     }
 
