@@ -67,7 +67,7 @@
 
 use core::fmt;
 
-use super::item::{Item, ItemId};
+use super::item::{Item, ItemId, Label};
 use heapless::string::StringView;
 
 use super::text::{copy_text, push_label, terms, trim_c};
@@ -647,17 +647,13 @@ impl Item {
             if text.len() > LABEL_MAX_BYTES {
                 return Err(DecodeError::TooLong(ItemField::Label));
             }
-            // Version 1 checks each label as it reads it.
-            if v1 {
-                if text.is_empty() {
-                    return Err(DecodeError::Empty(ItemField::Label));
-                }
-                if self.labels.iter().any(|l| l == text) {
-                    return Err(DecodeError::DuplicateLabel);
-                }
-            }
             if !push_label(self.labels.as_mut_view(), text) {
                 return Err(DecodeError::TooManyLabels(label_count));
+            }
+            // Version 1 checks each label as it reads it (the ones before
+            // passed already).
+            if v1 {
+                check_labels(&self.labels)?;
             }
         }
         if r.pos != bytes.len() {
@@ -681,16 +677,23 @@ impl Item {
         if trim_c(&self.content).len() != self.content.len() {
             return Err(DecodeError::UntrimmedContent);
         }
-        for (k, label) in self.labels.iter().enumerate() {
-            if label.is_empty() {
-                return Err(DecodeError::Empty(ItemField::Label));
-            }
-            if self.labels[..k].contains(label) {
-                return Err(DecodeError::DuplicateLabel);
-            }
-        }
-        Ok(())
+        check_labels(&self.labels)
     }
+}
+
+/// The labels are non-empty and unique (an item invariant), checked in
+/// order.
+#[inline(never)]
+fn check_labels(labels: &[Label]) -> Result<(), DecodeError> {
+    for (k, label) in labels.iter().enumerate() {
+        if label.is_empty() {
+            return Err(DecodeError::Empty(ItemField::Label));
+        }
+        if labels.iter().take(k).any(|l| l == label) {
+            return Err(DecodeError::DuplicateLabel);
+        }
+    }
+    Ok(())
 }
 
 /// The capacities and names of a version 1 item's texts, in header order.
