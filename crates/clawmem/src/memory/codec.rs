@@ -685,11 +685,13 @@ impl Item {
 /// order.
 #[inline(never)]
 fn check_labels(labels: &[Label]) -> Result<(), DecodeError> {
-    for (k, label) in labels.iter().enumerate() {
+    for k in 0..labels.len() {
+        let (before, rest) = labels.split_at(k);
+        let Some(label) = rest.first() else { break };
         if label.is_empty() {
             return Err(DecodeError::Empty(ItemField::Label));
         }
-        if labels.iter().take(k).any(|l| l == label) {
+        if before.contains(label) {
             return Err(DecodeError::DuplicateLabel);
         }
     }
