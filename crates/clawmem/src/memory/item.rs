@@ -346,9 +346,11 @@ impl Item {
         if content.is_empty() {
             return Err(ItemError::EmptyContent);
         }
-        let source = match cut_trim(input.source, SOURCE_KEPT_BYTES) {
-            "" => SOURCE_MANUAL,
-            given => given,
+        let given = cut_trim(input.source, SOURCE_KEPT_BYTES);
+        let source = if given.is_empty() {
+            SOURCE_MANUAL
+        } else {
+            given
         };
         // The pushes cannot fail: each text is cut to its capacity.
         self.id = id;

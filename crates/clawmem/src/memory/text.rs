@@ -94,10 +94,17 @@ pub use crate::text::utf8_prefix as cut_utf8;
 
 /// The prefix of `s` holding at most `max_chars` characters (code points).
 pub(crate) fn cut_chars(s: &str, max_chars: usize) -> &str {
-    match s.char_indices().nth(max_chars) {
-        Some((end, _)) => s.get(..end).unwrap_or(s),
-        None => s,
+    // Counted by the bytes that start a character (no char decoding).
+    let mut chars = 0;
+    for (end, b) in s.bytes().enumerate() {
+        if b & 0xC0 != 0x80 {
+            if chars == max_chars {
+                return s.get(..end).unwrap_or(s);
+            }
+            chars += 1;
+        }
     }
+    s
 }
 
 /// Copies `s` into a fixed-capacity string, cut on a character boundary to
@@ -234,6 +241,13 @@ mod tests {
         assert_eq!(cut_chars("饮食偏好与禁忌清单详情", 8), "饮食偏好与禁忌清");
         assert_eq!(cut_chars("ab", 8), "ab");
         assert_eq!(cut_chars("ab", 0), "");
+        // The cut is where the character after the first `n` starts.
+        for s in ["", "a", "é中a𝄞b", "𝄞𝄞", "a\u{301}b"] {
+            for n in 0..7 {
+                let end = s.char_indices().nth(n).map_or(s.len(), |(i, _)| i);
+                assert_eq!(cut_chars(s, n), &s[..end], "{s} {n}");
+            }
+        }
     }
 
     #[test]
