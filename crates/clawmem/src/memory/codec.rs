@@ -70,7 +70,7 @@ use core::fmt;
 use super::item::{Item, ItemId, Label};
 use heapless::string::StringView;
 
-use super::text::{copy_text, push_label, terms, trim_c};
+use super::text::{copy_text, find_bytes, push_label, terms, trim_c, EXACT, LOWER_HAYSTACK};
 use super::{
     CONTENT_MAX_BYTES, KEYWORDS_MAX_BYTES, LABEL_MAX_BYTES, MAX_SUMMARY_LABELS, SOURCE_MAX_BYTES,
     TAGS_MAX_BYTES,
@@ -348,25 +348,6 @@ fn tag_term(tags: &str, i: usize) -> Option<&str> {
     }
 }
 
-/// The first offset at which `needle` occurs in `hay`, byte for byte or
-/// (`lower`) with `hay`'s ASCII letters lowercased.
-fn find_at(hay: &str, needle: &str, lower: bool) -> Option<usize> {
-    let n = needle.as_bytes();
-    if n.is_empty() {
-        return None;
-    }
-    // No window (and so no offset) when the needle is the longer.
-    hay.as_bytes().windows(n.len()).position(|w| {
-        w.iter().zip(n).all(|(a, b)| {
-            if lower {
-                a.to_ascii_lowercase() == *b
-            } else {
-                a == b
-            }
-        })
-    })
-}
-
 fn push_keywords(out: &mut StringView, s: &str) -> Result<(), DecodeError> {
     out.push_str(s)
         .map_err(|_| DecodeError::TooLong(ItemField::Keywords))
@@ -519,8 +500,8 @@ impl Item {
             return w.byte(KW_TAG + i as u8);
         }
         if piece.len() >= CONTENT_REF_MIN {
-            for (marker, lower) in [(KW_CONTENT, false), (KW_CONTENT_LOWER, true)] {
-                if let Some(at) = find_at(&self.content, piece, lower) {
+            for (marker, how) in [(KW_CONTENT, EXACT), (KW_CONTENT_LOWER, LOWER_HAYSTACK)] {
+                if let Some(at) = find_bytes(&self.content, piece, how) {
                     return w.put(&[marker, at as u8, piece.len() as u8]);
                 }
             }

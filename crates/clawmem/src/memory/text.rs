@@ -164,30 +164,53 @@ pub(crate) fn lists_overlap(a: &str, b: &str) -> bool {
     terms(a).any(|t| list_contains_term(b, t))
 }
 
-/// Whether `needle` occurs in `haystack`, as `str::contains` answers it,
-/// by a plain window search (the texts are short; this keeps the two-way
-/// searcher out of the firmware).
+/// How [`find_bytes`] compares: byte for byte.
+pub(crate) const EXACT: u8 = 0;
+/// How [`find_bytes`] compares: the haystack's ASCII letters lowercased.
+pub(crate) const LOWER_HAYSTACK: u8 = 1;
+/// How [`find_bytes`] compares: ASCII letters without case on both sides.
+pub(crate) const IGNORE_CASE: u8 = 2;
+
+/// The first offset at which `needle` occurs in `haystack`, compared as
+/// `how` says ([`EXACT`], [`LOWER_HAYSTACK`], [`IGNORE_CASE`]); `None` for
+/// an empty needle. A plain window search (the texts are short; this keeps
+/// the two-way searcher out of the firmware), the one of every search.
+#[inline(never)]
+pub(crate) fn find_bytes(haystack: &str, needle: &str, how: u8) -> Option<usize> {
+    let n = needle.as_bytes();
+    if n.is_empty() {
+        return None;
+    }
+    // No window (and so no offset) when the needle is the longer.
+    haystack.as_bytes().windows(n.len()).position(|w| {
+        w.iter().zip(n).all(|(&a, &b)| {
+            let a = if how == EXACT {
+                a
+            } else {
+                a.to_ascii_lowercase()
+            };
+            let b = if how == IGNORE_CASE {
+                b.to_ascii_lowercase()
+            } else {
+                b
+            };
+            a == b
+        })
+    })
+}
+
+/// Whether `needle` occurs in `haystack`, as `str::contains` answers it.
+#[inline(always)]
 pub(crate) fn contains_str(haystack: &str, needle: &str) -> bool {
-    let needle = needle.as_bytes();
-    needle.is_empty()
-        || haystack
-            .as_bytes()
-            .windows(needle.len())
-            .any(|w| w == needle)
+    needle.is_empty() || find_bytes(haystack, needle, EXACT).is_some()
 }
 
 /// Whether `needle` occurs in `haystack`, ASCII letters compared without
 /// case (ESP-Claw's `text_contains_token`: `strstr` or
 /// `text_contains_ascii_ci`). An empty needle never occurs.
+#[inline(always)]
 pub(crate) fn contains_ascii_ci(haystack: &str, needle: &str) -> bool {
-    let needle = needle.as_bytes();
-    if needle.is_empty() {
-        return false;
-    }
-    haystack
-        .as_bytes()
-        .windows(needle.len())
-        .any(|window| window.eq_ignore_ascii_case(needle))
+    find_bytes(haystack, needle, IGNORE_CASE).is_some()
 }
 
 /// Normalizes a text for duplicate detection, as ESP-Claw's
@@ -275,6 +298,18 @@ mod tests {
             assert_eq!(trim_c(s), s.trim_matches(c_space), "{s:?}");
             assert_eq!(trim_end_c(s), s.trim_end_matches(c_space), "{s:?}");
         }
+    }
+
+    #[test]
+    fn find_bytes_compares_as_asked() {
+        assert_eq!(find_bytes("a Tea tea", "tea", EXACT), Some(6));
+        assert_eq!(find_bytes("a Tea tea", "tea", LOWER_HAYSTACK), Some(2));
+        assert_eq!(find_bytes("a Tea tea", "TEA", LOWER_HAYSTACK), None);
+        assert_eq!(find_bytes("a Tea tea", "TEA", IGNORE_CASE), Some(2));
+        assert_eq!(find_bytes("tea", "teas", IGNORE_CASE), None);
+        assert_eq!(find_bytes("tea", "", EXACT), None);
+        assert!(contains_str("tea", "") && contains_str("绿茶x", "茶x"));
+        assert!(!contains_str("Tea", "tea"));
     }
 
     #[test]
