@@ -179,15 +179,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // Evictions, lowest score first: each is taken out of the active
         // set, which no write below reuses.
-        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
-        while self.work.borrow_mut().active[OP].len() > max {
-            let Some(k) = self.mem_lowest(OP) else { break };
-            let id = self.work.borrow_mut().active[OP].remove(k).id;
+        while let Some(id) = self.mem_evict_one(OP) {
             self.mem_forget_record(id, p)?;
         }
         self.mem.changes = 0;
         self.mem.bytes = 0;
         Ok(())
+    }
+
+    /// With active set `lvl` beyond the item limit, takes out the entry
+    /// to evict first ([`Self::mem_lowest`]) and returns its id (the one
+    /// eviction step of both compactions).
+    fn mem_evict_one(&mut self, lvl: usize) -> Option<u32> {
+        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
+        if self.work.borrow().active[lvl].len() <= max {
+            return None;
+        }
+        let k = self.mem_lowest(lvl)?;
+        Some(self.work.borrow_mut().active[lvl].remove(k).id)
     }
 
     /// The entry of active set `lvl` to evict first (lowest score, then id).
@@ -375,11 +384,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             j += 1;
         }
         // Evict beyond the limit: lowest access*3 + updated_at/3600 first.
-        let max = self.config.memory.max_items.min(MAX_ACTIVE_ITEMS);
-        while self.work.borrow_mut().active[GC].len() > max {
-            let Some(k) = self.mem_lowest(GC) else { break };
-            self.work.borrow_mut().active[GC].remove(k);
-        }
+        while self.mem_evict_one(GC).is_some() {}
         // Relocation: copy the items in the sectors about to be released.
         if let Some(upto) = relocate {
             for k in 0..self.work.borrow_mut().active[GC].len() {
