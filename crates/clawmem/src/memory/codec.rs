@@ -262,11 +262,6 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
     fn u32(&mut self) -> Result<u32, DecodeError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -548,13 +543,22 @@ impl Item {
         } else {
             self.created_at
         };
-        self.access_count = if present & F_ACCESS != 0 { r.u16()? } else { 0 };
+        self.access_count = if present & F_ACCESS != 0 {
+            let b = r.take(2)?;
+            u16::from_le_bytes([b[0], b[1]])
+        } else {
+            0
+        };
         // Version 1: the lengths of source, content, tags and keywords.
         let mut lens = [0usize; 4];
         if v1 {
             for (k, (len, &(max, field))) in lens.iter_mut().zip(&V1_TEXTS).enumerate() {
-                let n = if k == 1 { r.u16()? } else { u16::from(r.u8()?) };
-                *len = check_len(usize::from(n), max, field)?;
+                // The content's length is a u16, the others a u8.
+                let mut n = usize::from(r.u8()?);
+                if k == 1 {
+                    n |= usize::from(r.u8()?) << 8;
+                }
+                *len = check_len(n, max, field)?;
             }
         } else {
             match (flags >> F_SOURCE_SHIFT) & 3 {
