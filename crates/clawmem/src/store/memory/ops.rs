@@ -30,7 +30,11 @@ impl Marks {
         let mut kept = 0;
         for k in 0..set.len() {
             if self.get(k) == keep {
-                set[kept] = set[k];
+                // `kept` is at most `k`.
+                let a = set[k];
+                if let Some(d) = set.get_mut(kept) {
+                    *d = a;
+                }
                 kept += 1;
             }
         }
@@ -106,7 +110,9 @@ impl IdCoder {
         let mut n = 0;
         loop {
             let more = z >= 0x80;
-            out[n] = (z as u8 & 0x7F) | if more { 0x80 } else { 0 };
+            if let Some(o) = out.get_mut(n) {
+                *o = (z as u8 & 0x7F) | if more { 0x80 } else { 0 };
+            }
             n += 1;
             z >>= 7;
             if !more {
