@@ -114,6 +114,13 @@ pub fn write_memory_reply_json(
     w.write_char('}')
 }
 
+/// `,"<key>":`, the start of every field after the first, as one literal.
+macro_rules! key {
+    ($key:literal) => {
+        concat!(",\"", $key, "\":")
+    };
+}
+
 /// Writes one item as `claw_memory_item_to_json` does:
 /// `{"id":..,"source":..,"content":..,"tags":..,"keywords":..,"created_at":..,
 /// "updated_at":..,"access_count":..,"deleted":false,"summary_ids":[..],
@@ -126,13 +133,13 @@ pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16
     w.write_str("{\"id\":\"")?;
     write_id(w, item.id())?;
     w.write_char('"')?;
-    string_field(w, "source", item.source())?;
-    string_field(w, "content", item.content())?;
-    string_field(w, "tags", item.tags())?;
-    string_field(w, "keywords", item.keywords())?;
-    number_field(w, "created_at", item.created_at())?;
-    number_field(w, "updated_at", item.updated_at())?;
-    number_field(w, "access_count", item.access_count().into())?;
+    string_field(w, key!("source"), item.source())?;
+    string_field(w, key!("content"), item.content())?;
+    string_field(w, key!("tags"), item.tags())?;
+    string_field(w, key!("keywords"), item.keywords())?;
+    number_field(w, key!("created_at"), item.created_at())?;
+    number_field(w, key!("updated_at"), item.updated_at())?;
+    number_field(w, key!("access_count"), item.access_count().into())?;
     w.write_str(",\"deleted\":false,\"summary_ids\":[")?;
     for (k, id) in summary_ids.iter().enumerate() {
         if k > 0 {
@@ -145,22 +152,16 @@ pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16
     w.write_char('}')
 }
 
-/// Writes `,"key":"value"`.
+/// Writes `key` (`,"<key>":`, from `key!`) and `"value"`.
 fn string_field(w: &mut dyn Write, key: &str, value: &str) -> fmt::Result {
-    field_key(w, key)?;
+    w.write_str(key)?;
     write_json_string(w, value)
 }
 
-/// `,"<key>":`, the start of every field after the first.
-fn field_key(w: &mut dyn Write, key: &str) -> fmt::Result {
-    w.write_str(",\"")?;
-    w.write_str(key)?;
-    w.write_str("\":")
-}
-
-/// Writes `,"key":value`, a whole number as cJSON prints one.
+/// Writes `key` (`,"<key>":`, from `key!`) and `value`, a whole number as
+/// cJSON prints one.
 fn number_field(w: &mut dyn Write, key: &str, value: u32) -> fmt::Result {
-    field_key(w, key)?;
+    w.write_str(key)?;
     write_u32(w, value)
 }
 
