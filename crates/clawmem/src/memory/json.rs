@@ -26,12 +26,23 @@ use super::item::{Item, ItemId};
 use super::render::{write_id, write_labels_json, write_u32};
 use super::text::write_json_string;
 
+// The two texts as literals, for the reply's head (`concat!`).
+macro_rules! invalid_labels_error {
+    () => {
+        "invalid_summary_labels"
+    };
+}
+macro_rules! invalid_labels_message {
+    () => {
+        "summary_labels must be copied exactly from the current memory summary label catalog"
+    };
+}
+
 /// The `error` of the reply to a recall with a label not in the catalog.
-pub const INVALID_LABELS_ERROR: &str = "invalid_summary_labels";
+pub const INVALID_LABELS_ERROR: &str = invalid_labels_error!();
 
 /// The `message` of that reply, as ESP-Claw words it.
-pub const INVALID_LABELS_MESSAGE: &str =
-    "summary_labels must be copied exactly from the current memory summary label catalog";
+pub const INVALID_LABELS_MESSAGE: &str = invalid_labels_message!();
 
 /// A memory tool, named as its reply's `action` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,8 +94,11 @@ pub(crate) fn write_reply_head(
 ) -> fmt::Result {
     w.write_str("{\"ok\":true,\"action\":\"")?;
     w.write_str(action.name())?;
-    w.write_str("\",\"changed\":")?;
-    w.write_str(if changed { "true" } else { "false" })?;
+    w.write_str(if changed {
+        "\",\"changed\":true"
+    } else {
+        "\",\"changed\":false"
+    })?;
     if let Some(id) = memory_id {
         write!(w, ",\"memory_id\":\"{id}\"")?;
     }
@@ -132,8 +146,8 @@ macro_rules! key {
 pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16]) -> fmt::Result {
     w.write_str("{\"id\":\"")?;
     write_id(w, item.id())?;
-    w.write_char('"')?;
-    string_field(w, key!("source"), item.source())?;
+    // The id's closing quote, then the first key.
+    string_field(w, concat!("\"", key!("source")), item.source())?;
     string_field(w, key!("content"), item.content())?;
     string_field(w, key!("tags"), item.tags())?;
     string_field(w, key!("keywords"), item.keywords())?;
@@ -171,11 +185,15 @@ fn number_field(w: &mut dyn Write, key: &str, value: u32) -> fmt::Result {
 /// labels, comma-separated JSON strings, and `]}`.
 #[cfg_attr(not(feature = "memory"), allow(dead_code))]
 pub(crate) fn write_invalid_label_head(w: &mut dyn Write, label: &str) -> fmt::Result {
-    w.write_str("{\"ok\":false,\"error\":\"")?;
-    w.write_str(INVALID_LABELS_ERROR)?;
-    w.write_str("\",\"message\":\"")?;
-    w.write_str(INVALID_LABELS_MESSAGE)?;
-    w.write_str("\",\"invalid_label\":")?;
+    // [`INVALID_LABELS_ERROR`] and [`INVALID_LABELS_MESSAGE`] in one
+    // literal.
+    w.write_str(concat!(
+        "{\"ok\":false,\"error\":\"",
+        invalid_labels_error!(),
+        "\",\"message\":\"",
+        invalid_labels_message!(),
+        "\",\"invalid_label\":"
+    ))?;
     write_json_string(w, label)?;
     w.write_str(",\"available_summary_labels\":[")
 }
