@@ -161,9 +161,7 @@ pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16
         }
         write_u32(w, (*id).into())?;
     }
-    w.write_str("],\"summary_labels\":")?;
-    write_labels_json(w, item.labels())?;
-    w.write_char('}')
+    write_labels_json(w, "],\"summary_labels\":[", item.labels(), "]}")
 }
 
 /// Writes `key` (`,"<key>":`, from `key!`) and `"value"`.

@@ -137,21 +137,26 @@ pub(crate) fn write_md_item(w: &mut dyn Write, item: &Item) -> fmt::Result {
     Timestamp(item.updated_at()).write_to(w)?;
     w.write_str(" access=")?;
     write_u32(w, item.access_count().into())?;
-    w.write_str(" labels=")?;
-    write_labels_json(w, item.labels())?;
-    w.write_char('\n')
+    write_labels_json(w, " labels=[", item.labels(), "]\n")
 }
 
-/// Writes labels as a compact JSON array (`["a","b"]`, `[]`).
-pub(crate) fn write_labels_json(w: &mut dyn Write, labels: &[Label]) -> fmt::Result {
-    w.write_char('[')?;
+/// Writes labels as a compact JSON array (`["a","b"]`, `[]`), after `open`
+/// (what precedes it, and its `[`) and before `close` (its `]`, and what
+/// follows it): one write each.
+pub(crate) fn write_labels_json(
+    w: &mut dyn Write,
+    open: &str,
+    labels: &[Label],
+    close: &str,
+) -> fmt::Result {
+    w.write_str(open)?;
     for (i, label) in labels.iter().enumerate() {
         if i > 0 {
             w.write_char(',')?;
         }
         write_json_string(w, label)?;
     }
-    w.write_char(']')
+    w.write_str(close)
 }
 
 /// Writes `v` in decimal, out of line: each `write!` with an argument
