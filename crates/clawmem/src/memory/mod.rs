@@ -59,7 +59,7 @@ pub use json::{
     INVALID_LABELS_MESSAGE,
 };
 #[cfg(feature = "memory")]
-pub(crate) use render::write_md_item;
+pub(crate) use render::{memory_md_empty_line, memory_md_title, write_md_item};
 pub use render::{
     write_catalog_prompt, write_memory_md, write_memory_md_item, StageNote, Timestamp,
     CATALOG_EMPTY_LINE, LONG_TERM_PREAMBLE, MEMORY_MD_EMPTY_LINE, MEMORY_MD_TITLE,

@@ -35,13 +35,28 @@ Summary label catalog:
 /// The catalog line written when there are no labels.
 pub const CATALOG_EMPTY_LINE: &str = "- (empty)\n";
 
+// Two texts of `MEMORY.md` as literals, for the store's writes of them with
+// what follows them (`concat!`).
+macro_rules! memory_md_title {
+    () => {
+        "# Long-term Memory"
+    };
+}
+macro_rules! memory_md_empty_line {
+    () => {
+        "(empty - Claw will write memories here as it learns)"
+    };
+}
+#[cfg(feature = "memory")]
+pub(crate) use {memory_md_empty_line, memory_md_title};
+
 /// The first line of `MEMORY.md`.
-pub const MEMORY_MD_TITLE: &str = "# Long-term Memory";
+pub const MEMORY_MD_TITLE: &str = memory_md_title!();
 
 /// The line `MEMORY.md` shows instead of the item list when there are no
 /// active items (as ESP-Claw's export writes it; the file ESP-Claw creates at
 /// first boot says `ESP-Claw` instead of `Claw`).
-pub const MEMORY_MD_EMPTY_LINE: &str = "(empty - Claw will write memories here as it learns)";
+pub const MEMORY_MD_EMPTY_LINE: &str = memory_md_empty_line!();
 
 /// Writes one `- <label>` line per label, or [`CATALOG_EMPTY_LINE`].
 pub(crate) fn write_label_lines<'a, W, I>(w: &mut W, labels: I) -> fmt::Result

@@ -857,8 +857,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(crate) fn write_memory_md_inner<O: fmt::Write>(&mut self, w: &mut O) -> Result<(), Fail> {
         let w: &mut dyn fmt::Write = w;
         let mut failed = false;
-        failed |= w.write_str(crate::memory::MEMORY_MD_TITLE).is_err();
-        failed |= w.write_str("\n\n").is_err();
+        // `MEMORY_MD_TITLE` and a blank line.
+        failed |= w
+            .write_str(concat!(crate::memory::memory_md_title!(), "\n\n"))
+            .is_err();
         let mut any_label = false;
         self.memory_catalog_dyn(&mut |l, refs| {
             if !any_label {
@@ -879,8 +881,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             failed |= crate::memory::write_md_item(w, item).is_err();
         })?;
         if count == 0 {
-            failed |= w.write_str(crate::memory::MEMORY_MD_EMPTY_LINE).is_err();
-            failed |= w.write_char('\n').is_err();
+            // `MEMORY_MD_EMPTY_LINE` and its newline.
+            failed |= w
+                .write_str(concat!(crate::memory::memory_md_empty_line!(), "\n"))
+                .is_err();
         }
         if failed {
             return Err(fail!(InvalidInput, "the MEMORY.md writer failed"));
