@@ -58,6 +58,15 @@ pub const SOURCE_MANUAL: &str = "manual";
 /// Source of an item written by automatic extraction.
 pub const SOURCE_AUTO_LLM: &str = "auto_llm";
 
+/// [`ItemId::PREFIX`] as a literal, for writers that join it to the text
+/// before it (`concat!`).
+macro_rules! id_prefix {
+    () => {
+        "mem-"
+    };
+}
+pub(crate) use id_prefix;
+
 /// An item's identity: a sequence number that the store never reuses.
 ///
 /// Its text form is `mem-<n>`, `n` in decimal without leading zeros (for
@@ -70,7 +79,7 @@ pub struct ItemId(u32);
 
 impl ItemId {
     /// The prefix of the text form.
-    pub const PREFIX: &'static str = "mem-";
+    pub const PREFIX: &'static str = id_prefix!();
     /// The longest text form, `mem-4294967295`.
     pub const TEXT_MAX_BYTES: usize = 14;
 

@@ -22,8 +22,9 @@
 
 use core::fmt::{self, Write};
 
+use super::item::id_prefix;
 use super::item::{Item, ItemId};
-use super::render::{write_id, write_labels_json, write_u32};
+use super::render::{write_labels_json, write_u32};
 use super::text::write_json_string;
 
 // The two texts as literals, for the reply's head (`concat!`).
@@ -144,8 +145,9 @@ macro_rules! key {
 #[cfg_attr(not(feature = "memory"), allow(dead_code))]
 #[inline(never)]
 pub(crate) fn write_item_json(w: &mut dyn Write, item: &Item, summary_ids: &[u16]) -> fmt::Result {
-    w.write_str("{\"id\":\"")?;
-    write_id(w, item.id())?;
+    // The id's text form: the prefix in the literal, then the number.
+    w.write_str(concat!("{\"id\":\"", id_prefix!()))?;
+    write_u32(w, item.id().get())?;
     // The id's closing quote, then the first key.
     string_field(w, concat!("\"", key!("source")), item.source())?;
     string_field(w, key!("content"), item.content())?;

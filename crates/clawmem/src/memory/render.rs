@@ -13,7 +13,7 @@
 
 use core::fmt::{self, Write};
 
-use super::item::{Item, ItemId, Label};
+use super::item::{id_prefix, Item, ItemId, Label};
 use super::text::{push_label, write_json_string};
 use super::CatalogError;
 
@@ -144,8 +144,9 @@ pub fn write_memory_md_item<W: Write>(w: &mut W, item: &Item) -> fmt::Result {
 /// pieces (no formatter machinery).
 #[inline(never)]
 pub(crate) fn write_md_item(w: &mut dyn Write, item: &Item) -> fmt::Result {
-    w.write_str("- `")?;
-    write_id(w, item.id())?;
+    // The id's text form: the prefix in the literal, then the number.
+    w.write_str(concat!("- `", id_prefix!()))?;
+    write_u32(w, item.id().get())?;
     w.write_str("` ")?;
     w.write_str(item.content())?;
     w.write_str("\n  time=")?;
