@@ -273,10 +273,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn mem_keys(&mut self, lvl: usize) -> Result<(), Fail> {
         for k in 0..self.work.borrow_mut().active[lvl].len() {
             // A damaged item has no key: it merges with nothing.
-            let key = match self.mem_load_entry(lvl, k)? {
-                true if !self.slot(0).key().is_empty() => fnv1a32(self.slot(0).key().as_bytes()),
-                _ => 0,
-            };
+            let mut key = 0;
+            if self.mem_load_entry(lvl, k)? {
+                let item_key = self.slot(0).key();
+                if !item_key.is_empty() {
+                    key = fnv1a32(item_key.as_bytes());
+                }
+            }
             set_word(&mut self.work.borrow_mut().scratch, k, key);
         }
         Ok(())
