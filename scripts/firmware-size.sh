@@ -24,6 +24,16 @@
 #   bash scripts/firmware-size.sh                  # report (exit 0 over budget)
 #   bash scripts/firmware-size.sh --enforce        # exit 1 if over budget
 #   bash scripts/firmware-size.sh --ceiling BYTES  # exit 1 if engine code > BYTES
+#   bash scripts/firmware-size.sh --by-source      # and the engine code by source file
+#
+# --by-source builds the example once more with line tables
+# (CARGO_PROFILE_RELEASE_DEBUG=line-tables-only, in a target dir of its
+# own; the code is the same, which the script checks) and adds up the
+# engine functions' instructions by the source line each comes from. Code
+# inlined from core, heapless or another file counts where it was written:
+# `?` on a Result in core's result.rs, a heapless push in heapless's vec,
+# so the table shows what the engine's generic and inlined library code
+# costs beside its own files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -34,9 +44,11 @@ STATE_BUDGET=$((4 * 1024))
 
 enforce=0
 ceiling=
+by_source=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --enforce) enforce=1 ;;
+        --by-source) by_source=1 ;;
         --ceiling)
             ceiling="${2:-}"
             shift
@@ -48,7 +60,7 @@ while [ $# -gt 0 ]; do
             esac
             ;;
         *)
-            echo "usage: $0 [--enforce] [--ceiling BYTES]" >&2
+            echo "usage: $0 [--enforce] [--ceiling BYTES] [--by-source]" >&2
             exit 2
             ;;
     esac
@@ -252,6 +264,42 @@ END { for (f in frame) printf "%d %s\n", frame[f], f }' "$tmp/disassembly" |
     sort -rn | awk 'NR <= 8 { s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
 
 read -r engine_code engine_upper engine_only <"$tmp/engine-total"
+
+if [ "$by_source" = 1 ]; then
+    lines_dir="examples/firmware/target/by-source"
+    CARGO_PROFILE_RELEASE_DEBUG=line-tables-only build_example --quiet \
+        --target-dir "$PWD/$lines_dir" >&2
+    lines_elf="$lines_dir/$TARGET/release/clawmem-firmware"
+    "$SIZE" -A -d "$lines_elf" | awk '$1 == ".text" { print $2 + 0 }' >"$tmp/lines-text"
+    if [ "$(cat "$tmp/lines-text")" != "$text" ]; then
+        echo "firmware-size: the build with line tables has another .text ($(cat "$tmp/lines-text") B, not $text B)" >&2
+        exit 1
+    fi
+    echo
+    echo "== engine code by source file (line tables; inlined code counts in the file it was written in)"
+    "$OBJDUMP" -d -l --no-show-raw-insn -C "$lines_elf" | awk -v root="$PWD/" '
+    function hex(s,   v, i) {
+        v = 0
+        for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+        return v
+    }
+    function engine(n) { return n ~ /^clawmem_firmware::api::/ || n ~ /clawmem::/ }
+    function flush(a) { if (have && engine(fn)) by[src] += a - at; have = 0 }
+    function short(p) {
+        if (index(p, root "crates/clawmem/src/") == 1) return substr(p, length(root "crates/clawmem/src/") + 1)
+        if (index(p, root "examples/firmware/src/") == 1) return "example: " substr(p, length(root "examples/firmware/src/") + 1)
+        if (p ~ /\/library\//) { sub(/.*\/library\//, "", p); return "std: " p }
+        if (p ~ /\/registry\/src\//) { sub(/.*\/registry\/src\/[^\/]*\//, "", p); sub(/\/src\//, ": ", p); return p }
+        return p
+    }
+    /^[0-9a-f]+ <.*>:$/ {
+        flush(hex($1)); fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); src = "?"; next
+    }
+    /^; \// { src = substr($0, 3); sub(/:[0-9]+$/, "", src); src = short(src); next }
+    /^ *[0-9a-f]+:[ \t]/ { a = $1; sub(/:$/, "", a); a = hex(a); flush(a); at = a; have = 1 }
+    END { for (s in by) if (by[s] >= 16) printf "%d %s\n", by[s], s }' |
+        sort -rn | awk '{ s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
+fi
 
 echo
 echo "== engine code by build (cargo features of clawmem; the example calls what each build has)"
