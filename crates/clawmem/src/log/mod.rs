@@ -641,7 +641,7 @@ impl<F: NorFlash> Log<F> {
         len: u32,
     ) -> Result<u32, Fail> {
         let mut offset = 0u32;
-        let mut first_addr = None;
+        let mut first_addr = 0;
         loop {
             let room = self.head_room();
             let left = len - offset;
@@ -670,14 +670,16 @@ impl<F: NorFlash> Log<F> {
             };
             flags |= (said as u8) << CHUNK_AHEAD_SHIFT;
             let addr = self.write_pos;
-            first_addr.get_or_insert(addr);
+            if offset == 0 {
+                first_addr = addr;
+            }
             self.write_chunk(kind, flags, seq, payload, offset, n, addr)?;
             self.ahead_said = said;
             self.write_pos = addr + self.geo.chunk_size(n);
             self.batch_bytes += self.geo.chunk_size(n);
             offset += n;
             if offset == len {
-                return Ok(first_addr.unwrap_or(addr));
+                return Ok(first_addr);
             }
         }
     }
