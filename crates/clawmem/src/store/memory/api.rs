@@ -133,22 +133,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // Forgetting may compact memory: that works on its own active
             // set, so this one stays as read here.
             self.mem_active(OP)?;
-            for k in 0..self.work.borrow_mut().active[OP].len() {
-                let a = self.work.borrow_mut().active[OP][k];
-                if a.id == item.id().get() {
-                    continue;
-                }
-                if !self.mem_load_ok_in(&a, 0)? {
-                    continue;
-                }
-                if conflicts_for_replace(self.slot(0), item) {
-                    // The stage note first: forgetting may compact, which
-                    // reuses the slot.
-                    let w: &mut Work = self.work.borrow_mut();
-                    let _ = self.stage.note_item(&w.items[0]);
-                    self.mem_forget_record(a.id, Priority::User)?;
-                    replaced += 1;
-                }
+            let mut from = 0;
+            // Bounded: each match is at or after `from`, which moves past it.
+            loop {
+                let k = self.mem_match_word(item, Some(item.id().get()), from, true)? as usize;
+                let w: &mut Work = self.work.borrow_mut();
+                let Some(a) = w.active[OP].get(k).copied() else {
+                    break;
+                };
+                // The stage note first: forgetting may compact, which
+                // reuses the slot.
+                let _ = self.stage.note_item(&w.items[0]);
+                self.mem_forget_record(a.id, Priority::User)?;
+                replaced += 1;
+                from = k + 1;
             }
         }
         self.mem_maybe_compact()?;
@@ -172,22 +170,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// `skip`), which is then in slot 0.
     #[inline(always)]
     fn mem_duplicate(&mut self, item: &Item, skip: Option<u32>) -> Result<bool, Fail> {
-        Ok(self.mem_duplicate_word(item, skip)? != 0)
+        Ok(self.mem_match_word(item, skip, 0, false)? != u32::MAX)
     }
 
-    /// [`Self::mem_duplicate`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
+    /// The first entry of active set [`OP`] from entry `from` on, other
+    /// than item `skip`, whose item (then in slot 0) duplicates `item`, or
+    /// with `replace` conflicts with it for a replacing store
+    /// ([`conflicts_for_replace`]); `u32::MAX` if none (a word, returned in
+    /// registers). A damaged item matches nothing. The one search of a
+    /// store's duplicate check and of its replacements, compiled once.
     #[inline(never)]
-    fn mem_duplicate_word(&mut self, item: &Item, skip: Option<u32>) -> Result<u32, Fail> {
-        for k in 0..self.work.borrow_mut().active[OP].len() {
+    fn mem_match_word(
+        &mut self,
+        item: &Item,
+        skip: Option<u32>,
+        from: usize,
+        replace: bool,
+    ) -> Result<u32, Fail> {
+        for k in from..self.work.borrow_mut().active[OP].len() {
             let id = self.work.borrow().active[OP][k].id;
             if Some(id) == skip || !self.mem_load_entry(OP, k)? {
                 continue;
             }
-            if item.duplicate_of(self.slot(0)).is_some() {
-                return Ok(1);
+            let hit = if replace {
+                conflicts_for_replace(self.slot(0), item)
+            } else {
+                item.duplicate_of(self.slot(0)).is_some()
+            };
+            if hit {
+                return Ok(k as u32);
             }
         }
-        Ok(0)
+        Ok(u32::MAX)
     }
 
     /// The active item with this id.
