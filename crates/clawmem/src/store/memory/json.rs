@@ -103,8 +103,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     fn mem_list_json(&mut self, w: &mut dyn fmt::Write) -> Result<usize, Fail> {
         self.mem_active_listed()?;
-        let set = &self.work.borrow().active[OP];
-        let ids: Vec<u32, ACTIVE_CAP> = set.iter().map(|a| a.id).collect();
+        let mut ids: Vec<u32, ACTIVE_CAP> = Vec::new();
+        for a in &self.work.borrow().active[OP] {
+            // The set holds at most `ACTIVE_CAP` entries.
+            let _ = ids.push(a.id);
+        }
         wr(write_reply_head(w, MemoryAction::List, false, None, ""))?;
         self.mem_items_json(w, &ids)
     }
