@@ -612,7 +612,6 @@ impl Records {
             (Err(e), None) => return Err(e),
             (Err(_), Some(ring)) => {
                 degraded = true;
-                *chain = Chain::EMPTY;
                 chain.scan(io, s, ring)?;
             }
         }
@@ -632,16 +631,12 @@ impl Records {
         } else {
             Held::Empty
         };
-        self.pos = RecPos {
-            root_is_base: s.root_is_base,
-            base,
-            segment: 0,
-            index: 0,
-            meta: None,
-            body_offset: 0,
-            degraded,
-            skip: [0; CHAIN_CAP.div_ceil(32)],
-        };
+        // Filled in place: a position built whole was copied in.
+        let pos = &mut self.pos;
+        *pos = RecPos::EMPTY;
+        pos.root_is_base = s.root_is_base;
+        pos.base = base;
+        pos.degraded = degraded;
         self.scanned = degraded;
         Ok(())
     }
