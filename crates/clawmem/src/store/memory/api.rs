@@ -237,6 +237,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(self.work.borrow().active[OP].get(k as usize).copied())
     }
 
+    /// Whether item `id` is active (active set [`OP`] read).
+    #[inline(always)]
+    pub(super) fn mem_is_active(&mut self, id: u32) -> Result<bool, Fail> {
+        Ok(self.mem_find_word(id)? != u32::MAX)
+    }
+
     /// Where item `id` is in active set [`OP`] as [`Self::mem_find`] reads
     /// it, `u32::MAX` if it is not active (a word: returned in registers).
     #[inline(never)]
@@ -774,7 +780,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`memory_newest`](Self::memory_newest) with the engine's error.
     pub(crate) fn memory_newest_inner(&mut self, id: ItemId) -> Result<ItemId, Fail> {
         let want = id.get();
-        if self.mem_find(want)?.is_some() {
+        if self.mem_is_active(want)? {
             return Ok(id);
         }
         for k in 0..self.work.borrow_mut().active[OP].len() {

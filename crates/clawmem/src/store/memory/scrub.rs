@@ -94,7 +94,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// engine's small error and no item on the stack.
     #[inline(never)]
     fn mem_scrub(&mut self, id: ItemId) -> Result<(), Fail> {
-        if self.mem_find(id.get())?.is_some() {
+        if self.mem_is_active(id.get())? {
             self.mem_forget_record(id.get(), Priority::Maintenance)?;
         }
         self.mem_compact_with(None, Priority::Maintenance)?;
@@ -171,7 +171,7 @@ impl<F: MultiwriteNorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>>
 
     /// [`memory_forget_scrub_in_place`](Self::memory_forget_scrub_in_place) with the engine's error.
     pub(crate) fn memory_forget_scrub_in_place_inner(&mut self, id: ItemId) -> Result<(), Fail> {
-        if self.mem_find(id.get())?.is_some() {
+        if self.mem_is_active(id.get())? {
             self.mem_forget_record(id.get(), Priority::Maintenance)?;
         }
         self.mem_compact_with(None, Priority::Maintenance)?;
