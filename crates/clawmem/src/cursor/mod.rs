@@ -758,7 +758,8 @@ impl RecPos {
                 self.meta = None;
                 continue;
             }
-            if self.segment == 0 && self.root_is_base {
+            // One record built for both kinds of segment.
+            let (kind, format, len, at, crc, offset) = if self.segment == 0 && self.root_is_base {
                 let Some(b) = self.base.get() else {
                     // The base itself is unreadable: its records are lost.
                     self.segment += 1;
@@ -787,60 +788,61 @@ impl RecPos {
                     self.degraded = true;
                     return Ok(Some(RecordInfo::damaged(0)));
                 };
-                return Ok(Some(RecordInfo {
+                (
                     kind,
                     format,
-                    len: raw.length - 1,
-                    addr: raw.offset,
-                    crc: Some(u32::from_le_bytes(c)),
-                    segment: 0,
-                    offset: 0,
-                    damaged: false,
-                }));
-            }
-            let meta = match self.meta {
-                Some(ref meta) => meta,
-                None => match BatchMeta::read(io, addr) {
-                    Ok(meta) => {
-                        self.body_offset = meta.len as u32;
-                        // In a batch, `index` is where the next record
-                        // descriptor is in the meta.
-                        self.index = meta.records_at as u32;
-                        self.meta.insert(meta)
+                    raw.length - 1,
+                    raw.offset,
+                    Some(u32::from_le_bytes(c)),
+                    0,
+                )
+            } else {
+                let meta = match self.meta {
+                    Some(ref meta) => meta,
+                    None => match BatchMeta::read(io, addr) {
+                        Ok(meta) => {
+                            self.body_offset = meta.len as u32;
+                            // In a batch, `index` is where the next record
+                            // descriptor is in the meta.
+                            self.index = meta.records_at as u32;
+                            self.meta.insert(meta)
+                        }
+                        Err(e) if e.kind() == Kind::Flash => return Err(e),
+                        Err(_) => {
+                            // The batch's meta is damaged: its records are lost.
+                            self.degraded = true;
+                            let seg = self.segment;
+                            self.segment += 1;
+                            return Ok(Some(RecordInfo::damaged(seg)));
+                        }
+                    },
+                };
+                match meta.record_at(self.index as usize) {
+                    Some((kind, format, len, next)) => {
+                        let offset = self.body_offset;
+                        let body = io.stream_advance(addr + CHUNK_HEADER_LEN, offset);
+                        self.body_offset += len;
+                        self.index = next as u32;
+                        (kind, format, len, body, None, offset)
                     }
-                    Err(e) if e.kind() == Kind::Flash => return Err(e),
-                    Err(_) => {
-                        // The batch's meta is damaged: its records are lost.
-                        self.degraded = true;
-                        let seg = self.segment;
+                    None => {
                         self.segment += 1;
-                        return Ok(Some(RecordInfo::damaged(seg)));
+                        self.meta = None;
+                        self.index = 0;
+                        continue;
                     }
-                },
+                }
             };
-            match meta.record_at(self.index as usize) {
-                Some((kind, format, len, next)) => {
-                    let offset = self.body_offset;
-                    let body = io.stream_advance(addr + CHUNK_HEADER_LEN, offset);
-                    self.body_offset += len;
-                    self.index = next as u32;
-                    return Ok(Some(RecordInfo {
-                        kind,
-                        format,
-                        len,
-                        addr: body,
-                        crc: None,
-                        segment: self.segment,
-                        offset,
-                        damaged: false,
-                    }));
-                }
-                None => {
-                    self.segment += 1;
-                    self.meta = None;
-                    self.index = 0;
-                }
-            }
+            return Ok(Some(RecordInfo {
+                kind,
+                format,
+                len,
+                addr: at,
+                crc,
+                segment: self.segment,
+                offset,
+                damaged: false,
+            }));
         }
     }
 }
