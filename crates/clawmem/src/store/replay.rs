@@ -33,7 +33,7 @@ use crate::error::{Fail, Parked};
 use crate::layout::{u32_at, ChunkHeader, CHUNK_HEADER_LEN, NO_ADDR};
 use crate::naming::fnv1a32;
 use crate::session::{Session, BASE_FIXED, CHAIN_MAX, FLAG_BLOCKED, MAX_SESSION_ID_BYTES};
-use crate::session::{DIR_NONE, DIR_STUB, DIR_STUB_BASE};
+use crate::session::{DIR_STUB, DIR_STUB_BASE};
 use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_BLOCK, SESSION_DELETE};
 use crate::store::memory::{
     MEM_ACCESS, MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX, MEM_PUT, MEM_PUT_PLAIN,
@@ -73,19 +73,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // A session the batch names or a base replaces, or one found back
         // to its first batch: filled in by the branch that finds it.
         let mut s = Session {
-            uid: 0,
-            id_hash: 0,
-            id_len: 0,
-            flags: 0,
-            records: 0,
-            chain: 0,
             head: addr,
             root: addr,
-            root_is_base: false,
             oldest: sector_seq,
-            size: 0,
             dirty: true,
-            dir: DIR_NONE,
+            ..Session::EMPTY
         };
         match h.kind {
             SESSION_BATCH => {
