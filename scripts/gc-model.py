@@ -257,9 +257,9 @@ def main():
     ap.add_argument(
         "--framing",
         type=int,
-        default=21,
+        default=FRAMING,
         help="bytes a session batch takes beside its records: the chunk header and the "
-        "batch meta (default: 21, format version 9's 12 and 9)",
+        f"batch meta (default: {FRAMING}, format version 9's 12 and 9)",
     )
     a = ap.parse_args()
     FRAMING = a.framing
