@@ -429,12 +429,20 @@ impl Item {
             .iter()
             .position(|&c| c == self.source.as_str())
             .map_or(0, |k| k as u8 + 1);
-        // The keywords' pieces (none for an empty list) and the longest.
-        let (mut pieces, mut longest) = (0, 0);
+        // The keywords' pieces (none for an empty list: else one more than
+        // its commas) and the longest, counted over the bytes (no second
+        // splitter beside the one that emits them).
+        let (mut pieces, mut longest, mut run) = (0, 0, 0);
         if !keywords.is_empty() {
-            for piece in keywords.split(COMMA) {
-                pieces += 1;
-                longest = longest.max(piece.len());
+            pieces = 1;
+            for &b in keywords.as_bytes() {
+                if b == b',' {
+                    pieces += 1;
+                    run = 0;
+                } else {
+                    run += 1;
+                    longest = longest.max(run);
+                }
             }
         }
         let whole = pieces > PIECES_MAX || longest > KW_LITERAL_MAX;
