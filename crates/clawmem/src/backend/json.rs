@@ -203,6 +203,11 @@ impl Nesting {
 
 /// Decodes the characters of the JSON string whose opening quote is at a
 /// given offset.
+///
+/// Offset arithmetic is plain `+`: every offset a step adds to is that of
+/// a byte the document has (the quote, a backslash, a character's first
+/// byte: checked before), so it is below `bytes.len()`, at most
+/// `isize::MAX`, and adding an escape's 12 bytes or less cannot overflow.
 struct StrChars<'j, 'a> {
     json: &'j Json<'a>,
     pos: usize,
@@ -216,7 +221,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
         }
         Some(StrChars {
             json,
-            pos: quote_at.saturating_add(1),
+            pos: quote_at + 1,
             done: false,
         })
     }
@@ -224,7 +229,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
     fn hex4(&self, at: usize) -> Scan<u32> {
         let mut value = 0u32;
         for i in 0..4 {
-            let offset = at.saturating_add(i);
+            let offset = at + i;
             // `0-9`, `a-f` and `A-F` only (a byte from 0x80 is no digit).
             let Some(digit) = char::from(self.json.need(offset)?).to_digit(16) else {
                 return self.json.bad(offset, JsonErrorKind::InvalidUnicodeEscape);
@@ -244,7 +249,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
         let (c, width) = match self.json.need(at)? {
             b'"' => {
                 self.done = true;
-                self.pos = at.saturating_add(1);
+                self.pos = at + 1;
                 return Some(None);
             }
             b'\\' => self.escape(at)?,
@@ -256,7 +261,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
                     0xF0..=0xF4 => 4,
                     _ => return self.json.bad(at, JsonErrorKind::InvalidUtf8),
                 };
-                let end = at.saturating_add(width);
+                let end = at + width;
                 let Some(c) = self
                     .json
                     .bytes
@@ -269,7 +274,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
                 (c, width)
             }
         };
-        self.pos = at.saturating_add(width);
+        self.pos = at + width;
         Some(Some(c))
     }
 
@@ -280,7 +285,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
         // The one-letter escapes and what they stand for.
         const LETTERS: &[u8; 8] = b"\"\\/bfnrt";
         const MEANS: &[u8; 8] = b"\"\\/\x08\x0c\n\r\t";
-        let letter = self.json.need(at.saturating_add(1))?;
+        let letter = self.json.need(at + 1)?;
         if letter == b'u' {
             return self.unicode_escape(at);
         }
@@ -291,14 +296,14 @@ impl<'j, 'a> StrChars<'j, 'a> {
     }
 
     fn unicode_escape(&self, at: usize) -> Scan<(char, usize)> {
-        let first = self.hex4(at.saturating_add(2))?;
+        let first = self.hex4(at + 2)?;
         let (code, width) = match first {
             0xD800..=0xDBFF => {
-                let next = at.saturating_add(6);
-                if self.json.bytes.get(next..next.saturating_add(2)) != Some(b"\\u") {
+                let next = at + 6;
+                if self.json.bytes.get(next..next + 2) != Some(b"\\u") {
                     return self.json.bad(at, JsonErrorKind::LoneSurrogate);
                 }
-                let second = self.hex4(next.saturating_add(2))?;
+                let second = self.hex4(next + 2)?;
                 if !(0xDC00..=0xDFFF).contains(&second) {
                     return self.json.bad(at, JsonErrorKind::LoneSurrogate);
                 }
@@ -458,14 +463,16 @@ impl<'a> Json<'a> {
         Some(at)
     }
 
+    /// The end of `literal` at `at`, the offset of a byte the document
+    /// has (its first letter), so `at + literal.len()` cannot overflow.
     fn literal_end(&self, at: usize, literal: &[u8]) -> Scan<usize> {
         for (i, &expected) in literal.iter().enumerate() {
-            let offset = at.saturating_add(i);
+            let offset = at + i;
             if self.byte(offset) != Some(expected) {
                 return self.unexpected(offset);
             }
         }
-        Some(at.saturating_add(literal.len()))
+        Some(at + literal.len())
     }
 
     /// Parses `"key" :` at `key_at` and returns the offset of the value.
