@@ -541,9 +541,10 @@ fn cut_trim(s: &str, max_bytes: usize) -> &str {
 /// would reach the array's size), so the list stays below its capacity.
 /// (A view: compiled once for tags and keywords.)
 fn push_term(list: &mut StringView, term: &str) -> bool {
+    // Plain sums: a term is a part of a cut input and the list is within
+    // its capacity, both a few hundred bytes at most.
     let separator = usize::from(!list.is_empty());
-    let needed = term.len().saturating_add(separator);
-    if list.len().saturating_add(needed) >= list.capacity() {
+    if list.len() + term.len() + separator >= list.capacity() {
         return false;
     }
     if separator == 1 && list.push(',').is_err() {
