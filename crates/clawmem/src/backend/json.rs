@@ -667,7 +667,8 @@ impl<'a> Json<'a> {
         let mut chars = StrChars::new(self, quote_at)?;
         let mut text_bytes = 0usize;
         while let Some(c) = chars.next_char()? {
-            text_bytes = text_bytes.saturating_add(c.len_utf8());
+            // At most the string's bytes in the document: no overflow.
+            text_bytes += c.len_utf8();
             if escape {
                 out.push_escaped(c);
             } else {
@@ -696,7 +697,9 @@ impl<'a> Json<'a> {
                 continue;
             }
             if let Some(text) = self.string_member(block, "text")? {
-                total = total.saturating_add(self.copy_string(text, out, escape)?);
+                // Each string's text is at most its own bytes of the
+                // document, and the strings are distinct: no overflow.
+                total += self.copy_string(text, out, escape)?;
             }
         }
         Some(total)
