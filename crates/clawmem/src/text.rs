@@ -72,8 +72,8 @@ fn valid_sequence_len(input: &[u8], at: usize) -> Option<usize> {
         0xF0..=0xF4 => 4,
         _ => return None,
     };
-    let end = at.checked_add(width)?;
-    let sequence = input.get(at..end)?;
+    // `at` indexes a byte of `input`: adding 4 or less cannot overflow.
+    let sequence = input.get(at..at + width)?;
     core::str::from_utf8(sequence).ok().map(|_| width)
 }
 
@@ -94,15 +94,17 @@ pub fn normalize(input: &[u8], max_chars: usize, out: &mut [u8]) -> Normalized {
         invalid_bytes_dropped: 0,
         truncated: false,
     };
+    // Plain sums below: `at` stays within `input`, `len_bytes` within
+    // `out`, and the counts below `input.len()`.
     let mut at = 0usize;
     while at < input.len() {
         let Some(width) = valid_sequence_len(input, at) else {
-            result.invalid_bytes_dropped = result.invalid_bytes_dropped.saturating_add(1);
-            at = at.saturating_add(1);
+            result.invalid_bytes_dropped += 1;
+            at += 1;
             continue;
         };
-        let out_end = result.len_bytes.saturating_add(width);
-        let in_end = at.saturating_add(width);
+        let out_end = result.len_bytes + width;
+        let in_end = at + width;
         // No room left, or `max_chars` reached: either way, truncated.
         match (
             input.get(at..in_end),
@@ -117,7 +119,7 @@ pub fn normalize(input: &[u8], max_chars: usize, out: &mut [u8]) -> Normalized {
             }
         }
         result.len_bytes = out_end;
-        result.chars = result.chars.saturating_add(1);
+        result.chars += 1;
         at = in_end;
     }
     result
