@@ -78,11 +78,11 @@ pub(crate) fn trim_c(s: &str) -> &str {
 /// Strips C whitespace from the end.
 #[inline(never)]
 pub(crate) fn trim_end_c(s: &str) -> &str {
-    let b = s.as_bytes();
-    let mut end = b.len();
-    while end > 0 && is_c_space(b[end - 1]) {
-        end -= 1;
-    }
+    // Just past the last byte that is not C whitespace.
+    let end = s
+        .bytes()
+        .rposition(|b| !is_c_space(b))
+        .map_or(0, |last| last + 1);
     // A cut before ASCII bytes is on a character boundary.
     s.get(..end).unwrap_or(s)
 }
