@@ -348,7 +348,9 @@ fn push_keywords(out: &mut StringView, s: &str) -> Result<(), DecodeError> {
         .map_err(|_| DecodeError::TooLong(ItemField::Keywords))
 }
 
-/// One keyword piece of a version 2 item, appended to `out`.
+/// One keyword piece of a version 2 item, appended to `out`: the text a
+/// reference names, pushed once (a lowercased content reference is then
+/// lowercased in place, which keeps every length).
 fn decode_piece(
     r: &mut Reader<'_>,
     content: &str,
@@ -357,24 +359,23 @@ fn decode_piece(
 ) -> Result<(), DecodeError> {
     let b = r.u8()?;
     let bad = DecodeError::BadReference(ItemField::Keywords);
-    if usize::from(b) <= KW_LITERAL_MAX {
-        return push_keywords(out, r.str(usize::from(b), ItemField::Keywords)?);
-    }
-    if (KW_TAG..KW_TAG + TAG_REFS as u8).contains(&b) {
-        return push_keywords(out, tag_term(tags, usize::from(b - KW_TAG)).ok_or(bad)?);
-    }
-    if b != KW_CONTENT && b != KW_CONTENT_LOWER {
+    let text = if usize::from(b) <= KW_LITERAL_MAX {
+        r.str(usize::from(b), ItemField::Keywords)?
+    } else if (KW_TAG..KW_TAG + TAG_REFS as u8).contains(&b) {
+        tag_term(tags, usize::from(b - KW_TAG)).ok_or(bad)?
+    } else if b == KW_CONTENT || b == KW_CONTENT_LOWER {
+        let at = usize::from(r.u8()?);
+        let len = usize::from(r.u8()?);
+        content.get(at..at + len).ok_or(bad)?
+    } else {
         return Err(bad);
-    }
-    let at = usize::from(r.u8()?);
-    let len = usize::from(r.u8()?);
-    let part = content.get(at..at + len).ok_or(bad)?;
-    if b == KW_CONTENT {
-        return push_keywords(out, part);
-    }
-    for c in part.chars() {
-        let mut tmp = [0u8; 4];
-        push_keywords(out, c.to_ascii_lowercase().encode_utf8(&mut tmp))?;
+    };
+    let start = out.len();
+    push_keywords(out, text)?;
+    if b == KW_CONTENT_LOWER {
+        if let Some(pushed) = out.as_mut_str().get_mut(start..) {
+            pushed.make_ascii_lowercase();
+        }
     }
     Ok(())
 }
