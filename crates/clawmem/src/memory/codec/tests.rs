@@ -436,3 +436,15 @@ fn no_byte_pattern_panics() {
         check(&b);
     }
 }
+
+#[test]
+fn lowercased_reference_keeps_non_ascii_bytes() {
+    // Only ASCII letters are lowercased when a content reference is read
+    // back: `É` stays as it is, `C` becomes `c`.
+    let item = stored(11, "Visit CAFÉ Zoë", "", "cafÉ", LabelLimit::DEFAULT);
+    assert_eq!(item.keywords(), "cafÉ");
+    let bytes = encode(&item);
+    let kw = 10 + 1 + item.content.len() + 1 + item.tags.len() + 1;
+    assert_eq!(&bytes[kw..], &[KW_CONTENT_LOWER, 6, 5]);
+    assert_eq!(Item::decode(&bytes), Ok(item));
+}
