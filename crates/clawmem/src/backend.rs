@@ -159,7 +159,7 @@ fn degrade(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<Degraded> {
         _ => return Some(Degraded::Dropped),
     }
     writer.push_bytes(TEXT_MESSAGE_PREFIX);
-    let text_bytes = json.copy_text_blocks(content, &["text"], writer, true)?;
+    let text_bytes = json.copy_text_blocks(content, &["text"], &["text"], writer, true)?;
     if text_bytes == 0 {
         return Some(Degraded::Dropped);
     }
@@ -227,7 +227,13 @@ fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
                 json.copy_string(content, writer, false)?;
             }
             Some(b'[') => {
-                json.copy_text_blocks(content, &["text", "output_text"], writer, false)?;
+                json.copy_text_blocks(
+                    content,
+                    &["text", "output_text"],
+                    &["text", "text"],
+                    writer,
+                    false,
+                )?;
             }
             _ => {}
         }
@@ -243,19 +249,14 @@ fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
                 let Some(content) = json.member(item, "content")? else {
                     continue;
                 };
-                if json.byte(content) != Some(b'[') {
-                    continue;
-                }
-                let mut blocks = json.list(content);
-                while let Some((_, block)) = json.next_item(&mut blocks)? {
-                    let field = match json.member_in(block, "type", &["output_text", "refusal"])? {
-                        Some(0) => "text",
-                        Some(_) => "refusal",
-                        None => continue,
-                    };
-                    if let Some(text) = json.string_member(block, field)? {
-                        json.copy_string(text, writer, false)?;
-                    }
+                if json.byte(content) == Some(b'[') {
+                    json.copy_text_blocks(
+                        content,
+                        &["output_text", "refusal"],
+                        &["text", "refusal"],
+                        writer,
+                        false,
+                    )?;
                 }
             }
         }

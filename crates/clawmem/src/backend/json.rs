@@ -678,25 +678,28 @@ impl<'a> Json<'a> {
         Some(text_bytes)
     }
 
-    /// Copies the `text` of every block of the array at `array_at` whose
-    /// `type` is one of `types`; returns the text bytes copied.
+    /// Copies, from every block of the array at `array_at` whose `type` is
+    /// `types[k]`, its string member `fields[k]`; returns the text bytes
+    /// copied. (The one walk of every backend's content blocks.)
     pub(super) fn copy_text_blocks(
         &self,
         array_at: usize,
         types: &[&str],
+        fields: &[&str],
         out: &mut Out<'_>,
         escape: bool,
     ) -> Scan<usize> {
         let mut total = 0usize;
         let mut blocks = self.list(array_at);
         while let Some((_, block)) = self.next_item(&mut blocks)? {
-            if self.byte(block) != Some(b'{') {
+            // `None` for a block that is not an object, too.
+            let Some(k) = self.member_in(block, "type", types)? else {
                 continue;
-            }
-            if self.member_in(block, "type", types)?.is_none() {
+            };
+            let Some(field) = fields.get(k) else {
                 continue;
-            }
-            if let Some(text) = self.string_member(block, "text")? {
+            };
+            if let Some(text) = self.string_member(block, field)? {
                 // Each string's text is at most its own bytes of the
                 // document, and the strings are distinct: no overflow.
                 total += self.copy_string(text, out, escape)?;
