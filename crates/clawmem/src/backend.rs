@@ -222,20 +222,17 @@ pub fn extract_final_text(body: &[u8], out: &mut [u8]) -> Result<usize, ScanErro
 fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
     let root = json.validate()?;
     if let Some(content) = json.member(root, "content")? {
-        match json.byte(content) {
-            Some(b'"') => {
-                json.copy_string(content, writer, false)?;
-            }
-            Some(b'[') => {
-                json.copy_text_blocks(
-                    content,
-                    &["text", "output_text"],
-                    &["text", "text"],
-                    writer,
-                    false,
-                )?;
-            }
-            _ => {}
+        // A string, or an array of blocks (anything else has no text).
+        if json.byte(content) == Some(b'"') {
+            json.copy_string(content, writer, false)?;
+        } else {
+            json.copy_text_blocks(
+                content,
+                &["text", "output_text"],
+                &["text", "text"],
+                writer,
+                false,
+            )?;
         }
         return Some(());
     }
@@ -246,10 +243,7 @@ fn final_text(json: &Json<'_>, writer: &mut Out<'_>) -> Scan<()> {
                 if json.member_in(item, "type", &["message"])?.is_none() {
                     continue;
                 }
-                let Some(content) = json.member(item, "content")? else {
-                    continue;
-                };
-                if json.byte(content) == Some(b'[') {
+                if let Some(content) = json.member(item, "content")? {
                     json.copy_text_blocks(
                         content,
                         &["output_text", "refusal"],

@@ -680,7 +680,8 @@ impl<'a> Json<'a> {
 
     /// Copies, from every block of the array at `array_at` whose `type` is
     /// `types[k]`, its string member `fields[k]`; returns the text bytes
-    /// copied. (The one walk of every backend's content blocks.)
+    /// copied; nothing if the value at `array_at` is not an array. (The one
+    /// walk of every backend's content blocks.)
     pub(super) fn copy_text_blocks(
         &self,
         array_at: usize,
@@ -690,6 +691,9 @@ impl<'a> Json<'a> {
         escape: bool,
     ) -> Scan<usize> {
         let mut total = 0usize;
+        if self.byte(array_at) != Some(b'[') {
+            return Some(0);
+        }
         let mut blocks = self.list(array_at);
         while let Some((_, block)) = self.next_item(&mut blocks)? {
             // `None` for a block that is not an object, too.
