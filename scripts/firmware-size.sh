@@ -6,8 +6,9 @@
 #   - the ELF's sections (.text, .rodata, .data, .bss, ...);
 #   - the engine's share of .text, from the symbol table: clawmem's own
 #     functions (and generic code instantiated for clawmem's types), the
-#     example's forwards to them (clawmem_firmware::api, see its doc), and
-#     the crates only clawmem uses (crc, heapless);
+#     example's forwards to them (clawmem_firmware::api, see its doc), the
+#     machine-outlined code only they call (OUTLINED_FUNCTION_n, see
+#     outlined_engine), and the crates only clawmem uses (crc, heapless);
 #   - the engine state, size_of::<Store<_, 32>>() on the target, read back
 #     from the ELF (CLAWMEM_ENGINE_STATE_BYTES);
 #   - the largest stack frames;
@@ -100,16 +101,51 @@ function bucket(name) {
     return "core"
 }'
 
-# Engine code (clawmem + crc/heapless function symbols) of an ELF.
+# The machine-outlined functions (OUTLINED_FUNCTION_n: LLVM's outliner at
+# opt-level "z" moves instruction sequences that several functions repeat
+# into one of these) that only engine code calls, from a disassembly on
+# stdin, one name a line. They are engine code split out by the compiler,
+# and count as engine code; one that the example or core also calls counts
+# as shared (core). An outlined function called by another counts as the
+# engine's only if that one does.
+outlined_engine() {
+    awk "$BUCKET"'
+/^[0-9a-f]+ <.*>:$/ { fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); next }
+match($0, /<OUTLINED_FUNCTION_[0-9]+>/) {
+    o = substr($0, RSTART + 1, RLENGTH - 2)
+    if (o != fn && !((o, fn) in seen)) { seen[o, fn] = 1; n[o]++; caller[o, n[o]] = fn }
+}
+END {
+    for (o in n) own[o] = 1
+    do {
+        changed = 0
+        for (o in n) {
+            if (!own[o]) continue
+            for (i = 1; i <= n[o]; i++) {
+                c = caller[o, i]
+                if (c ~ /^OUTLINED_FUNCTION_[0-9]+$/) ok = (c in own) && own[c]
+                else { b = bucket(c); ok = (b == "engine" || b == "deps") }
+                if (!ok) { own[o] = 0; changed = 1; break }
+            }
+        }
+    } while (changed)
+    for (o in n) if (own[o]) print o
+}'
+}
+
+# Engine code (clawmem + crc/heapless function symbols, and the outlined
+# code only they call) of an ELF.
 engine_code_of() {
+    "$OBJDUMP" -d --no-show-raw-insn -C "$1" | outlined_engine >"$tmp/outlined-of"
     "$NM" --print-size --radix=d -C "$1" | awk "$BUCKET"'
+FILENAME == ARGV[1] { outlined[$0] = 1; next }
 $3 ~ /^[tT]$/ {
     name = $0
     sub(/^[0-9]+ [0-9]+ [tT] /, "", name)
-    b = bucket(name)
+    b = (name in outlined) ? "engine" : bucket(name)
     if (b == "engine" || b == "deps") sum += $2 + 0
 }
-END { print sum + 0 }'
+END { print sum + 0 }' "$tmp/outlined-of" -
 }
 
 # A u32 static (little-endian, in .rodata) of an ELF.
@@ -147,6 +183,7 @@ elf="examples/firmware/target/$TARGET/release/clawmem-firmware"
 "$SIZE" -A -d "$elf" >"$tmp/sections"
 "$NM" --print-size --radix=d -C "$elf" >"$tmp/symbols"
 "$OBJDUMP" -d --no-show-raw-insn -C "$elf" >"$tmp/disassembly"
+outlined_engine <"$tmp/disassembly" >"$tmp/outlined"
 
 section() { awk -v s="$1" '$1 == s { v = $2 } END { print v + 0 }' "$tmp/sections"; }
 kib() { awk -v b="$1" 'BEGIN { printf "%.1f KiB", b / 1024 }'; }
@@ -191,6 +228,7 @@ function module(name,   f) {
         sub(/[^a-z_].*$/, "", f)
         return (f in api) ? api[f] : "clawmem::store"
     }
+    if (name in outlined) return "outlined (LLVM'"'"'s outliner; called by clawmem only)"
     if (match(name, /clawmem::[a-z_]+/)) return substr(name, RSTART, RLENGTH)
     return "?"
 }
@@ -206,11 +244,12 @@ BEGIN {
     api["item_id"] = "clawmem::memory"
     api["write_prompt_section"] = "clawmem::profile"
 }
+FILENAME == ARGV[1] { outlined[$0] = 1; next }
 $3 ~ /^[tT]$/ {
     size = $2 + 0
     name = $0
     sub(/^[0-9]+ [0-9]+ [tT] /, "", name)
-    b = bucket(name)
+    b = (name in outlined) ? "engine" : bucket(name)
     sum[b] += size
     total += size
     if (b == "engine") {
@@ -219,7 +258,7 @@ $3 ~ /^[tT]$/ {
     }
 }
 END {
-    label["engine"] = "clawmem (its functions, generics over its types, api forwards)"
+    label["engine"] = "clawmem (its functions, generics over its types, api forwards, outlined code only they call)"
     label["deps"] = "crc, heapless (used by clawmem only)"
     label["core"] = "core, compiler_builtins (shared: fmt, memcpy, sort, u64 div)"
     label["example"] = "the example (agent loop, console, JSON)"
@@ -235,7 +274,7 @@ END {
     printf "  %8d B  %5.1f%%  all function symbols (.text is %d B; the rest is padding)\n", total, 100 * total / text, text
     for (m in mod) printf "%d %s\n", mod[m], m > (out "/engine-modules")
     printf "%d %d %d\n", sum["engine"] + sum["deps"], sum["engine"] + sum["deps"] + sum["core"], sum["engine"] > (out "/engine-total")
-}' "$tmp/symbols"
+}' "$tmp/outlined" "$tmp/symbols"
 
 echo
 echo "== clawmem's .text by module (code inlined into a function counts in that function's module)"
@@ -277,13 +316,15 @@ if [ "$by_source" = 1 ]; then
     fi
     echo
     echo "== engine code by source file (line tables; inlined code counts in the file it was written in)"
+    "$OBJDUMP" -d --no-show-raw-insn -C "$lines_elf" | outlined_engine >"$tmp/outlined-lines"
     "$OBJDUMP" -d -l --no-show-raw-insn -C "$lines_elf" | awk -v root="$PWD/" '
+    FILENAME == ARGV[1] { outlined[$0] = 1; next }
     function hex(s,   v, i) {
         v = 0
         for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
         return v
     }
-    function engine(n) { return n ~ /^clawmem_firmware::api::/ || n ~ /clawmem::/ }
+    function engine(n) { return n ~ /^clawmem_firmware::api::/ || n ~ /clawmem::/ || (n in outlined) }
     function flush(a) { if (have && engine(fn)) by[src] += a - at; have = 0 }
     function short(p) {
         if (index(p, root "crates/clawmem/src/") == 1) return substr(p, length(root "crates/clawmem/src/") + 1)
@@ -297,7 +338,7 @@ if [ "$by_source" = 1 ]; then
     }
     /^; \// { src = substr($0, 3); sub(/:[0-9]+$/, "", src); src = short(src); next }
     /^ *[0-9a-f]+:[ \t]/ { a = $1; sub(/:$/, "", a); a = hex(a); flush(a); at = a; have = 1 }
-    END { for (s in by) if (by[s] >= 16) printf "%d %s\n", by[s], s }' |
+    END { for (s in by) if (by[s] >= 16) printf "%d %s\n", by[s], s }' "$tmp/outlined-lines" - |
         sort -rn | awk '{ s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
 fi
 
