@@ -376,38 +376,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         let addr = self.write_prepared(SESSION_BATCH, &mut payload)?;
         let sector_seq = self.log.head_seq_of(addr);
-        let (i, size) = match found {
-            Some(i) => {
-                let s = &mut self.sessions[i];
-                s.head = addr;
-                s.chain += 1;
-                s.records = s.records.saturating_add(records.len() as u16);
-                s.size = s.size.saturating_add(total as u32);
-                s.dirty = true;
-                (i, s.size)
-            }
+        // A new session enters the table empty, at its first batch; then
+        // the batch counts alike for a new session and an old one.
+        let i = match found {
+            Some(i) => i,
             None => {
                 let s = Session {
                     uid,
                     id_hash: fnv1a32(session.as_bytes()),
                     id_len: session.len() as u8,
-                    flags: 0,
-                    records: records.len() as u16,
-                    chain: 0,
-                    head: addr,
                     root: addr,
-                    root_is_base: false,
                     oldest: sector_seq,
-                    size: total as u32,
-                    dirty: true,
-                    dir: crate::session::DIR_NONE,
+                    ..Session::EMPTY
                 };
                 self.sessions
                     .push(s)
                     .map_err(|_| fail!(LogicBug, "session table full after check"))?;
-                (self.sessions.len() - 1, total as u32)
+                self.sessions.len() - 1
             }
         };
+        let s = &mut self.sessions[i];
+        s.head = addr;
+        // (A new session's first batch is its root: no chain after it.)
+        s.chain += u16::from(found.is_some());
+        s.records = s.records.saturating_add(records.len() as u16);
+        s.size = s.size.saturating_add(total as u32);
+        s.dirty = true;
+        let size = s.size;
         let mut out = 0;
         if turn_completed && size > self.config.session_size_limit_bytes {
             out = self.compact_turns_word(i)?;
