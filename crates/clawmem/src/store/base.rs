@@ -579,10 +579,16 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     k += 1;
                 }
             } else {
-                let (j, end) = if p < self.crcs_at {
-                    let k = (p - self.entries_at) / CHDX_ENTRY_SIZE as u32;
-                    let j = (p - self.entries_at) % CHDX_ENTRY_SIZE as u32;
-                    let emb = self.seek(io, ENTRIES, k)?;
+                // An entry or a CRC: one seek, for the sweep of its
+                // section.
+                let (which, at, end) = match p < self.crcs_at {
+                    true => (ENTRIES, self.entries_at, CHDX_ENTRY_SIZE),
+                    false => (CRCS, self.crcs_at, 4),
+                };
+                let k = (p - at) / end as u32;
+                let j = (p - at) % end as u32;
+                let emb = self.seek(io, which, k)?;
+                if which == ENTRIES {
                     let c = &self.w.sweeps[ENTRIES];
                     let addr = match emb {
                         u32::MAX => c.cur_addr,
@@ -595,11 +601,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         backend_format: c.cur_format,
                     }
                     .encode();
-                    (j, CHDX_ENTRY_SIZE)
                 } else {
-                    let k = (p - self.crcs_at) / 4;
-                    let j = (p - self.crcs_at) % 4;
-                    self.seek(io, CRCS, k)?;
                     let c = &self.w.sweeps[CRCS];
                     let crc = match c.cur_crc {
                         Some(crc) => crc,
@@ -610,8 +612,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                         }
                     };
                     crate::layout::put_u32(&mut small, 0, crc);
-                    (j, 4)
-                };
+                }
                 &small[j as usize..end]
             };
             let n = src.len().min(rest);
