@@ -247,13 +247,11 @@ impl ColdCursor {
                 self.at = sessions_of(io, v.dir.chain[self.k as usize], &mut self.left)?;
                 continue;
             }
-            let mut b = [0u8; SESSION_ENCODED];
-            io.read_stream(self.at, &mut b)?;
-            self.at = io.stream_advance(self.at, SESSION_ENCODED as u32);
             self.left -= 1;
-            let Some(s) = Session::decode(&b) else {
+            let mut s = Session::EMPTY;
+            if read_entry(io, &mut self.at, &mut s)? == 0 {
                 continue;
-            };
+            }
             let dir = if self.k == 0 {
                 match v.cold_in_full(s.uid) {
                     true => DIR_FULL,
@@ -336,6 +334,27 @@ pub(super) fn sessions_of<F: NorFlash>(
     };
     *count = u32::from(u16_at(&fixed, 2));
     Ok(io.stream_advance(addr + CHUNK_HEADER_LEN, (CKPT_FIXED + extra) as u32))
+}
+
+/// Reads the checkpoint's session entry at stream address `*at` into `out`
+/// and moves `at` past it: 1, or 0 (`out` unchanged) if the entry does not
+/// decode (a word; the session in place).
+#[inline(never)]
+fn read_entry<F: NorFlash>(
+    io: &mut Io<'_, F>,
+    at: &mut u32,
+    out: &mut Session,
+) -> Result<u32, Fail> {
+    let mut b = [0u8; SESSION_ENCODED];
+    io.read_stream(*at, &mut b)?;
+    *at = io.stream_advance(*at, SESSION_ENCODED as u32);
+    Ok(match Session::decode(&b) {
+        Some(s) => {
+            *out = s;
+            1
+        }
+        None => 0,
+    })
 }
 
 /// The session count of the checkpoint at `addr` and the next uid it was
@@ -671,17 +690,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut count = 0;
             let mut at = sessions_of(&mut self.log.io(), self.dir.chain[k], &mut count)?;
             let loc = if k == 0 { DIR_FULL } else { DIR_DELTA };
+            // (Each entry read replaces it whole before it is used.)
+            let mut e = Session::EMPTY;
             while count > 0 {
                 count -= 1;
                 if !self.sessions.iter().any(stub) {
                     return Ok(());
                 }
-                let mut b = [0u8; SESSION_ENCODED];
-                self.log.io().read_stream(at, &mut b)?;
-                at = self.log.io().stream_advance(at, SESSION_ENCODED as u32);
-                let Some(mut e) = Session::decode(&b) else {
+                if read_entry(&mut self.log.io(), &mut at, &mut e)? == 0 {
                     continue;
-                };
+                }
                 let Some(x) = self.sessions.iter_mut().find(|x| x.uid == e.uid && stub(x)) else {
                     continue;
                 };
