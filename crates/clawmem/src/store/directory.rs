@@ -186,7 +186,9 @@ pub(super) struct ColdCursor {
     seen: Vec<u32, DELTA_COLD_MAX>,
     /// The session the pass gave last: a cold one ([`ColdCursor::next`]),
     /// or, in a pass over every session, one of the table's
-    /// (`Store::next_session_word`). The cursor only writes it.
+    /// (`Store::next_session_word`). The cursor only writes it, and reads
+    /// each entry into it: after a step that gave none (the end), it may
+    /// hold one the pass went past.
     pub cur: Session,
 }
 
@@ -248,10 +250,12 @@ impl ColdCursor {
                 continue;
             }
             self.left -= 1;
-            let mut s = Session::EMPTY;
-            if read_entry(io, &mut self.at, &mut s)? == 0 {
+            // Read into `cur` in place: it is the caller's only once a step
+            // gives it.
+            if read_entry(io, &mut self.at, &mut self.cur)? == 0 {
                 continue;
             }
+            let s = &self.cur;
             let dir = if self.k == 0 {
                 match v.cold_in_full(s.uid) {
                     true => DIR_FULL,
@@ -265,7 +269,6 @@ impl ColdCursor {
                 0
             };
             if dir != 0 {
-                self.cur = s;
                 return Ok(dir);
             }
         }
