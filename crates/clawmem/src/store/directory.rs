@@ -683,13 +683,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// not hold (damage at rest) is dropped with what it gathered.
     pub(super) fn resolve_stubs(&mut self) -> Result<(), Fail> {
         let stub = |s: &Session| matches!(s.dir, DIR_STUB | DIR_STUB_BASE);
-        if !self.sessions.iter().any(stub) {
+        // Stubs left: each entry that resolves one makes it a session.
+        let mut stubs = self.sessions.iter().filter(|s| stub(s)).count();
+        if stubs == 0 {
             return Ok(());
         }
-        let len = self.dir.len as usize;
-        for n in 0..len {
-            // Newest delta first, the full checkpoint last.
-            let k = len - 1 - n;
+        // Newest delta first, the full checkpoint last.
+        for k in (0..self.dir.len as usize).rev() {
             let mut count = 0;
             let mut at = sessions_of(&mut self.log.io(), self.dir.chain[k], &mut count)?;
             let loc = if k == 0 { DIR_FULL } else { DIR_DELTA };
@@ -697,7 +697,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut e = Session::EMPTY;
             while count > 0 {
                 count -= 1;
-                if !self.sessions.iter().any(stub) {
+                if stubs == 0 {
                     return Ok(());
                 }
                 if read_entry(&mut self.log.io(), &mut at, &mut e)? == 0 {
@@ -723,6 +723,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 x.dirty = true;
                 x.dir = loc;
+                stubs -= 1;
             }
         }
         // Stubs the directory does not hold.
