@@ -83,7 +83,9 @@ impl Got {
 
 impl HistCursor {
     /// A walk for the `current` backend, not started yet
-    /// ([`Store::hist_start`] starts it in place).
+    /// ([`Store::hist_start`] starts it in place). Out of line: both reads
+    /// make one, in place.
+    #[inline(never)]
     fn new(current: BackendFormat) -> HistCursor {
         HistCursor {
             recs: Records::EMPTY,
