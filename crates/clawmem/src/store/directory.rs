@@ -499,12 +499,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Puts the cold session `s`, whose newest version is where `dir` says,
     /// in the table, making room; its index there.
-    pub(super) fn admit(
-        &mut self,
-        mut s: Session,
-        dir: u8,
-        may_write: bool,
-    ) -> Result<usize, Fail> {
+    pub(super) fn admit(&mut self, s: Session, dir: u8, may_write: bool) -> Result<usize, Fail> {
         let full = self.dir.chain().first().copied();
         // A session that leaves the delta versions RAM names makes room
         // there for the one that goes cold in its place.
@@ -524,17 +519,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if let Some(i) = self.index_of(s.uid) {
             return Ok(i);
         }
-        self.dir.forget(s.uid);
-        s.dirty = false;
         // A full checkpoint written for the slot holds it now.
-        s.dir = match self.dir.chain().first().copied() == full {
+        let dir = match self.dir.chain().first().copied() == full {
             true => dir,
             false => DIR_FULL,
         };
-        self.sessions
-            .push(s)
-            .map_err(|_| fail!(LogicBug, "session table full after a slot was made"))?;
+        if !self.take_in(&s, dir) {
+            return Err(fail!(LogicBug, "session table full after a slot was made"));
+        }
         Ok(self.sessions.len() - 1)
+    }
+
+    /// Puts the cold session `s` in the table, clean, its newest version
+    /// where `dir` says; `false` if the table is full (nothing changes
+    /// then but that RAM no longer names it as a delta version).
+    #[inline(never)]
+    fn take_in(&mut self, s: &Session, dir: u8) -> bool {
+        self.dir.forget(s.uid);
+        let mut s = *s;
+        s.dirty = false;
+        s.dir = dir;
+        self.sessions.push(s).is_ok()
     }
 
     /// A free slot in the table: a clean session goes cold (the one
@@ -639,7 +644,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if dir == 0 {
                 return Ok(());
             }
-            let s = c.cur;
+            let s = &c.cur;
             // While the deltas are read, only a session whose version is
             // in the full checkpoint may go cold: the pass has read past
             // the newer versions of the others.
@@ -656,13 +661,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     },
                 };
             if slot {
-                self.dir.forget(s.uid);
-                let mut s = s;
-                s.dirty = false;
-                s.dir = dir;
-                let _ = self.sessions.push(s);
+                self.take_in(s, dir);
             } else {
-                self.dir.note_unloaded(&s);
+                self.dir.note_unloaded(s);
             }
         }
     }
