@@ -292,16 +292,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // A relocating base holds every live body itself; otherwise the
         // referenced bodies stay where they are.
         let oldest = oldest_ref.min(new_sector_seq);
-        let mut fixed = [0u8; BASE_FIXED as usize];
-        BaseFixed {
-            uid: s.uid,
-            flags: s.flags,
-            id_len: s.id_len,
-            size,
-            count,
-            oldest,
-        }
-        .encode(&mut fixed);
         let work: &mut Work = self.work.borrow_mut();
         let w = &mut work.base;
         // The id and the CHDX header, one after the other.
@@ -329,7 +319,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             sweep.rewind();
         }
         let mut payload = BasePayload {
-            fixed,
+            fixed: [0u8; BASE_FIXED as usize],
             summary,
             keep,
             embed,
@@ -342,6 +332,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             last_end: 0,
             w,
         };
+        // The fixed part, encoded in place.
+        BaseFixed {
+            uid: s.uid,
+            flags: s.flags,
+            id_len: s.id_len,
+            size,
+            count,
+            oldest,
+        }
+        .encode(&mut payload.fixed);
         let (addr, _) = self.log.write_batch(SESSION_BASE, &mut payload)?;
         if addr != start {
             return Err(fail!(LogicBug, "base landed elsewhere than planned"));
