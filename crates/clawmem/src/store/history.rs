@@ -376,7 +376,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // hold (the next read then repairs the base).
         let mut resized = false;
         if buf.len() < needed {
-            let held = self.history_len(&s)?;
+            let held = self.history_len(i)?;
             if held < needed {
                 needed = held;
                 resized = true;
@@ -486,14 +486,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let _ = self.rewrite_base(i, Keep::All, None, Embed::None, Priority::Maintenance);
     }
 
-    /// Bytes a history read of `s` returns at most: every record's header
+    /// Bytes a history read of session `i` returns at most: every record's header
     /// and body, as the index and batch metas give them (a length beyond
     /// the partition is damage, and not counted).
     #[inline(never)]
-    fn history_len(&mut self, s: &Session) -> Result<usize, Fail> {
+    fn history_len(&mut self, i: usize) -> Result<usize, Fail> {
         let capacity = self.log.geo().capacity();
         let mut total = 0usize;
-        self.each_record(s, 1, &mut |_, _, len| {
+        self.each_record(i, 1, &mut |_, _, len| {
             if len <= capacity {
                 total += HIST_HEADER + len as usize;
             }

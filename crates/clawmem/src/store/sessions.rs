@@ -417,13 +417,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`BLOCKED`], or 0 if nothing was to drop (a word, in registers).
     #[inline(never)]
     fn compact_turns_word(&mut self, i: usize) -> Result<u32, Fail> {
-        let s = self.sessions[i];
+        let uid = self.sessions[i].uid;
         let mut plan = PlanBuilder::<{ crate::turns::COMPACT_TOOL_TURNS }>::new();
-        self.each_record(&s, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
+        self.each_record(i, 1, &mut |_, kind, len| plan.push(kind, u64::from(len)))?;
         let plan = plan.finish();
         if plan.blocked(u64::from(self.config.session_size_limit_bytes)) {
-            self.write_uid(SESSION_BLOCK, s.uid)?;
-            let i = self.index_of(s.uid).ok_or(Fail::NOT_FOUND)?;
+            self.write_uid(SESSION_BLOCK, uid)?;
+            let i = self.index_of(uid).ok_or(Fail::NOT_FOUND)?;
             let x = &mut self.sessions[i];
             x.flags |= FLAG_BLOCKED;
             x.dirty = true;
@@ -493,12 +493,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         i: usize,
         keep_turns: u64,
     ) -> Result<Option<crate::turns::SummaryCut>, Fail> {
-        let s = self.sessions[i];
         let mut turns = TurnCursor::new();
         // Made again after each record of the first pass, so that it starts
         // the second knowing every turn.
         let mut finder = SummaryCutFinder::new(0, keep_turns);
-        self.each_record(&s, 2, &mut |pass, kind, len| {
+        self.each_record(i, 2, &mut |pass, kind, len| {
             if pass == 0 {
                 turns.advance(kind);
                 finder = SummaryCutFinder::new(turns.turns(), keep_turns);
@@ -509,20 +508,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(finder.finish())
     }
 
-    /// Calls `f(pass, kind, body length)` for every record of `s` that is
-    /// not damaged, in order, in each of `passes` passes over one chain.
+    /// Calls `f(pass, kind, body length)` for every record of session `i`
+    /// (in the table, read where it is) that is not damaged, in order, in
+    /// each of `passes` passes over one chain.
     /// Out of line, so its cursor is off the caller's stack afterwards (a
     /// base written next).
     #[inline(never)]
     pub(super) fn each_record(
         &mut self,
-        s: &Session,
+        i: usize,
         passes: u8,
         f: &mut dyn FnMut(u8, RecordType, u32),
     ) -> Result<(), Fail> {
         let ring = self.ring_view();
         let mut recs = Records::EMPTY;
-        recs.start(&mut self.log.io(), s, Some(ring))?;
+        recs.start(&mut self.log.io(), &self.sessions[i], Some(ring))?;
         for pass in 0..passes {
             self.walk_records(&mut recs, pass, f)?;
         }
