@@ -114,9 +114,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if s.id_hash != hash || s.id_len as usize != id.len() {
                 continue;
             }
-            let s = *s;
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
-            let n = read_id(&mut self.log.io(), &s, &mut buf)?;
+            let n = read_id(&mut self.log.io(), s, &mut buf)?;
             if &buf[..n] == id.as_bytes() {
                 return Ok(Some(i));
             }
