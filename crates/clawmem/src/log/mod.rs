@@ -482,6 +482,23 @@ impl<F: NorFlash> Log<F> {
         self.written.iter().sum()
     }
 
+    /// Whether sector `index` has a valid header (read whole, its CRC
+    /// checked) of sequence `seq`.
+    #[inline(always)]
+    pub fn header_seq_is(&mut self, index: u32, seq: u32) -> Result<bool, Fail> {
+        Ok(self.header_seq_is_word(index, seq)? != 0)
+    }
+    /// [`Log::header_seq_is`] as a word (1 or 0; see
+    /// [`Io::chunk_crc_ok_word`]): one out-of-line reading and match of the
+    /// header for the mount's and the check's walks of the ring.
+    #[inline(never)]
+    fn header_seq_is_word(&mut self, index: u32, seq: u32) -> Result<u32, Fail> {
+        Ok(u32::from(matches!(
+            self.io().sector_header(index)?,
+            SectorHeader::Valid { seq: s, .. } if s == seq
+        )))
+    }
+
     /// Whether sector `index`'s header begins as the ring's header of
     /// sequence `seq` does (magic, version, sequence: its first 12 bytes;
     /// the rest and the CRC are not read).

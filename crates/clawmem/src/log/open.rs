@@ -446,9 +446,8 @@ impl<F: NorFlash> Log<F> {
         for _ in 1..geo.count {
             sector = geo.prev(sector);
             sector_seq = sector_seq.wrapping_sub(1);
-            match self.io().sector_header(sector)? {
-                SectorHeader::Valid { seq: s, .. } if s == sector_seq => {}
-                _ => return Ok(None),
+            if !self.header_seq_is(sector, sector_seq)? {
+                return Ok(None);
             }
             let end = geo.sector_start(sector) + geo.sector;
             let mut pos = geo.first_chunk(sector);

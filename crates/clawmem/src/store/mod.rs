@@ -86,7 +86,6 @@ use objects::ObjectSlot;
 
 use crate::cursor::{start_name, verify_batch, Records, RingView};
 use crate::error::{fail, Error, Fail};
-use crate::layout::SectorHeader;
 use crate::log::{Log, DELTA_CHECKPOINT_SLOT};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
 
@@ -284,14 +283,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .log
                 .sector_index_of_seq(seq)
                 .ok_or(fail!(LogicBug, "ring"))?;
-            match self.log.io().sector_header(idx)? {
-                SectorHeader::Valid { seq: s, .. } if s == seq => {}
-                _ => {
-                    return Err(self.log.parked().at(
-                        fail!(Corrupted, "a sector in use has a wrong or missing header"),
-                        geo.sector_start(idx),
-                    ))
-                }
+            if !self.log.header_seq_is(idx, seq)? {
+                return Err(self.log.parked().at(
+                    fail!(Corrupted, "a sector in use has a wrong or missing header"),
+                    geo.sector_start(idx),
+                ));
             }
             let Some(next) = seq.checked_add(1) else {
                 break;

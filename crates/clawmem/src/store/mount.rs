@@ -314,13 +314,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let mut i = head;
                 for _ in 1..self.log.geo().count {
                     let p = self.log.geo().prev(i);
-                    match self.log.io().sector_header(p)? {
-                        SectorHeader::Valid { seq, .. } if seq.wrapping_add(1) == tail_seq => {
-                            tail_seq = seq;
-                            i = p;
-                        }
-                        _ => break,
+                    let seq = tail_seq.wrapping_sub(1);
+                    if !self.log.header_seq_is(p, seq)? {
+                        break;
                     }
+                    tail_seq = seq;
+                    i = p;
                 }
                 self.log.set_tail_seq(tail_seq);
                 self.sessions.clear();
@@ -338,10 +337,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .log
                 .sector_index_of_seq(self.log.tail_seq())
                 .ok_or(fail!(LogicBug, "tail outside the ring"))?;
-            match self.log.io().sector_header(idx)? {
-                SectorHeader::Valid { seq, .. } if seq == self.log.tail_seq() => break,
-                _ => self.log.set_tail_seq(self.log.tail_seq() + 1),
+            if self.log.header_seq_is(idx, self.log.tail_seq())? {
+                break;
             }
+            self.log.set_tail_seq(self.log.tail_seq() + 1);
         }
         self.log.mount_done();
         let uncommitted = self.scan(scan_from, head_valid_end)?;
@@ -371,24 +370,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 seq += 1;
                 continue;
             }
-            match self.log.io().sector_header(idx)? {
-                SectorHeader::Valid { seq: found, .. } if found == seq => {}
+            if self.log.header_seq_is(idx, seq)? {
+                // Sound whole.
+            } else if self.log.first_chunk_sound(idx)? {
                 // A header damaged at rest over sound contents: the sector
                 // is kept, its sequence known from its place in the ring,
                 // and collected in its turn. (A wipe's erase cut early can
                 // look the same; what it held had been moved, nothing
                 // points into it, and a scrub run again finds the copies
                 // in it: scrub looks at every sector.)
-                _ if self.log.first_chunk_sound(idx)? => {
-                    self.mount_report.damaged_headers += 1;
-                }
-                _ => {
-                    let start = self.log.geo().sector_start(idx);
-                    let end = start + self.log.geo().sector;
-                    self.log.dev().erase(start, end)?;
-                    let erase_count = self.log.head_erase_count();
-                    self.log.write_sector_header(idx, seq, erase_count)?;
-                }
+                self.mount_report.damaged_headers += 1;
+            } else {
+                let start = self.log.geo().sector_start(idx);
+                let end = start + self.log.geo().sector;
+                self.log.dev().erase(start, end)?;
+                let erase_count = self.log.head_erase_count();
+                self.log.write_sector_header(idx, seq, erase_count)?;
             }
             seq += 1;
         }
