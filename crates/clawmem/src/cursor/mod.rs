@@ -387,23 +387,27 @@ pub(crate) fn start_name<F: NorFlash>(
         Some(h) if h.kind == SESSION_BATCH && h.is_first() => h,
         _ => return Ok(None),
     };
-    if let Some((byte, bit)) = single_flip(io, addr, &h, NAME_META_MAX, scratch)? {
-        m[byte] ^= 1 << bit;
-        return Ok(name(&m, out));
+    // (One flip's correction and one name check for both places: the
+    // first chunk's bytes start at 0 of the meta, the continuation's at
+    // `first`.)
+    let mut flip = single_flip(io, addr, &h, NAME_META_MAX, scratch)?;
+    let mut first = 0;
+    if flip.is_none() {
+        // The name may run on into the batch's continuation, the first
+        // chunk of the next sector (the first chunk then fills its
+        // sector): a flip there is located by that chunk's own CRC.
+        first = h.len as usize;
+        let room = geo.sector_end(addr) - (addr + CHUNK_HEADER_LEN);
+        if h.is_last() || first >= NAME_META_MAX || h.len != room {
+            return Ok(None);
+        }
+        let (mut next, mut c) = (addr, h);
+        if !continuation(io, &mut next, &mut c, h.seq, h.kind)? {
+            return Ok(None);
+        }
+        flip = single_flip(io, next, &c, NAME_META_MAX - first, scratch)?;
     }
-    // The name may run on into the batch's continuation, the first chunk of
-    // the next sector (the first chunk then fills its sector): a flip there
-    // is located by that chunk's own CRC.
-    let first = h.len as usize;
-    let room = geo.sector_end(addr) - (addr + CHUNK_HEADER_LEN);
-    if h.is_last() || first >= NAME_META_MAX || h.len != room {
-        return Ok(None);
-    }
-    let (mut next, mut c) = (addr, h);
-    if !continuation(io, &mut next, &mut c, h.seq, h.kind)? {
-        return Ok(None);
-    }
-    let Some((byte, bit)) = single_flip(io, next, &c, NAME_META_MAX - first, scratch)? else {
+    let Some((byte, bit)) = flip else {
         return Ok(None);
     };
     m[first + byte] ^= 1 << bit;
