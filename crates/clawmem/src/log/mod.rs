@@ -415,18 +415,18 @@ impl<F: NorFlash> Log<F> {
         self.geo.count - self.used_sectors()
     }
 
-    /// Sector index holding the sector with sequence `seq`, if in use.
-    pub fn sector_index_of_seq(&self, seq: u32) -> Option<u32> {
-        if seq < self.tail_seq || seq > self.head_seq {
-            return None;
-        }
-        let back = (self.head_seq - seq) % self.geo.count;
+    /// Sector index holding the sector with sequence `seq`, which is in
+    /// use: `tail_seq() <= seq <= head_seq()`. Its callers walk the ring
+    /// from the tail up to the head and hold that bound themselves; a
+    /// sequence past the head (not in use) would count as the head's.
+    pub fn sector_index_of_seq(&self, seq: u32) -> u32 {
+        let back = self.head_seq.saturating_sub(seq) % self.geo.count;
         // (The head is below the count: one wrap at most.)
-        Some(if back > self.head {
+        if back > self.head {
             self.head + self.geo.count - back
         } else {
             self.head - back
-        })
+        }
     }
 
     /// Sector sequence of the sector at `index`, if it is in use.

@@ -279,10 +279,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // is a function of its own.)
         let mut seq = self.log.tail_seq();
         while seq <= self.log.head_seq() {
-            let idx = self
-                .log
-                .sector_index_of_seq(seq)
-                .ok_or(fail!(LogicBug, "ring"))?;
+            // (In use: from the tail up to the head.)
+            let idx = self.log.sector_index_of_seq(seq);
             if !self.log.header_seq_is(idx, seq)? {
                 return Err(self.log.parked().at(
                     fail!(Corrupted, "a sector in use has a wrong or missing header"),

@@ -333,10 +333,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Sectors at the tail end whose header does not carry the sequence
         // the ring expects were being reopened when power failed: free.
         while self.log.tail_seq() < self.log.head_seq() {
-            let idx = self
-                .log
-                .sector_index_of_seq(self.log.tail_seq())
-                .ok_or(fail!(LogicBug, "tail outside the ring"))?;
+            // (In use: the tail is below the head here.)
+            let idx = self.log.sector_index_of_seq(self.log.tail_seq());
             if self.log.header_seq_is(idx, self.log.tail_seq())? {
                 break;
             }
@@ -358,10 +356,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // its header back.
         let mut seq = self.log.tail_seq();
         while seq < self.log.head_seq() {
-            let idx = self
-                .log
-                .sector_index_of_seq(seq)
-                .ok_or(fail!(LogicBug, "ring"))?;
+            // (In use: from the tail up to below the head.)
+            let idx = self.log.sector_index_of_seq(seq);
             // The first 12 bytes (magic, version, flags, sequence) tell a
             // sector that was wiped or is not this ring's; the rest (erase
             // count, checkpoint, CRC) matter only for the head, which the
