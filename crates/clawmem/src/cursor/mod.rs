@@ -330,6 +330,26 @@ pub(crate) fn read_id<F: NorFlash>(
 /// length, the id and the CRC-32 of uid and id.
 const NAME_META_MAX: usize = BATCH_FIXED as usize + 1 + MAX_SESSION_ID_BYTES + 4;
 
+/// The session id in `m`, the start of a session's first batch (the
+/// fixed part, the id's length, the id and the CRC-32 of `uid` and the
+/// id), if its length is 1 to [`MAX_SESSION_ID_BYTES`], it lies in `m`
+/// and that CRC checks out: [`BatchMeta::sound_id`]'s and [`start_name`]'s
+/// one check.
+#[inline(never)]
+fn checked_id(m: &[u8], uid: u32) -> Option<&[u8]> {
+    let at = BATCH_FIXED as usize + 1;
+    let k = usize::from(*m.get(at - 1)?);
+    if k == 0 || k > MAX_SESSION_ID_BYTES {
+        return None;
+    }
+    let id = m.get(at..at + k)?;
+    let crc = m.get(at + k..)?.first_chunk()?;
+    let mut d = crate::layout::CRC.digest();
+    d.update(&uid.to_le_bytes());
+    d.update(id);
+    (d.finalize() == u32::from_le_bytes(*crc)).then_some(id)
+}
+
 /// The name a session's first batch at `addr` carries, checked by the CRC-32
 /// of the uid and the id written after it: `(uid, id length)` with the id in
 /// `out`, or `None` when the name cannot be recovered.
@@ -353,19 +373,11 @@ pub(crate) fn start_name<F: NorFlash>(
 ) -> Result<Option<(u32, usize)>, Fail> {
     let name = |m: &[u8; NAME_META_MAX], out: &mut [u8; MAX_SESSION_ID_BYTES]| {
         let uid = uid.unwrap_or_else(|| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
-        let at = BATCH_FIXED as usize;
-        let k = usize::from(m[at]);
-        if k == 0 || k > MAX_SESSION_ID_BYTES {
+        let id = checked_id(m, uid)?;
+        if core::str::from_utf8(id).is_err() {
             return None;
         }
-        let (id, rest) = m[at + 1..].split_at(k);
-        let mut d = crate::layout::CRC.digest();
-        d.update(&uid.to_le_bytes());
-        d.update(id);
-        let crc = rest.first_chunk().map(|c| u32::from_le_bytes(*c));
-        if Some(d.finalize()) != crc || core::str::from_utf8(id).is_err() {
-            return None;
-        }
+        let k = id.len();
         out[..k].copy_from_slice(id);
         Some((uid, k))
     };
@@ -521,19 +533,15 @@ impl BatchMeta {
             .get(BATCH_FIXED as usize + 1..BATCH_FIXED as usize + 1 + n)
     }
 
-    /// Whether the CRC-32 of the uid and the id (written after the id)
-    /// checks out.
-    #[inline(never)]
-    pub fn id_ok(&self) -> bool {
-        let Some(id) = self.id() else { return false };
-        let at = BATCH_FIXED as usize + 1 + id.len();
-        let mut d = crate::layout::CRC.digest();
-        d.update(&self.fixed.uid.to_le_bytes());
-        d.update(id);
-        match self.bytes.get(at..).and_then(|c| c.first_chunk()) {
-            Some(c) => d.finalize() == u32::from_le_bytes(*c),
-            None => false,
+    /// The id bytes, if the batch starts its session and the CRC-32 of
+    /// the uid and the id (written after the id) checks out.
+    /// ([`read_with`](Self::read_with) checked the id's length of a batch
+    /// with an id, as `checked_id` does again.)
+    pub fn sound_id(&self) -> Option<&[u8]> {
+        if self.fixed.flags & BATCH_HAS_ID == 0 {
+            return None;
         }
+        checked_id(&self.bytes, self.fixed.uid)
     }
 
     /// The record descriptor at `at` in the meta (from

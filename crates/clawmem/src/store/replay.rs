@@ -101,8 +101,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // records are lost (its CRC fails when read).
                     let mut id = [0u8; MAX_SESSION_ID_BYTES];
                     s.uid = uid;
-                    let name = match meta.id() {
-                        Some(x) if meta.id_ok() => {
+                    let name = match meta.sound_id() {
+                        Some(x) => {
                             s.records = u16::from(meta.fixed.count);
                             s.size = added;
                             x
