@@ -127,8 +127,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.sessions.swap_remove(i);
                     }
                 } else {
-                    self.warm_uid(uid, true)?;
-                    if let Some(s) = uid_mut(&mut self.sessions, uid) {
+                    if let Some(s) = self.warm_uid(uid, true)? {
                         // A batch whose back pointer does not lead to the head is
                         // damaged (or follows a damaged one): it still becomes the
                         // head, and a read finds the chain again by scanning the
@@ -160,13 +159,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let at = addr + CHUNK_HEADER_LEN;
                 let name = id.split_at_mut(n).0;
                 self.log.io().read_stream_after(at, BASE_FIXED, name)?;
-                self.warm_uid(b.fixed.uid, true)?;
                 // A base is written for a session that exists: its name is
                 // the one the table has (the base's copy is not trusted
                 // unchecked); a base for an unknown session is damage. A
                 // cold session's name is checked once the directory's
                 // entry is read.
-                let Some(known) = uid_mut(&mut self.sessions, b.fixed.uid) else {
+                let Some(known) = self.warm_uid(b.fixed.uid, true)? else {
                     // A session base for no known session.
                     return Err(Skip);
                 };
@@ -224,8 +222,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.remove_uid(uid);
                     return Ok(());
                 }
-                self.warm_uid(uid, false)?;
-                if let Some(s) = uid_mut(&mut self.sessions, uid) {
+                if let Some(s) = self.warm_uid(uid, false)? {
                     s.flags |= FLAG_BLOCKED;
                     s.dirty = true;
                 }
@@ -267,21 +264,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// of the scan fills the stubs in (`resolve_stubs`), so that a mount
     /// reads the directory once, not once a session. `raise`: the batch
     /// names the uid as its own (a session's batch or base), so the next
-    /// uid is past it.
-    fn warm_uid(&mut self, uid: u32, raise: bool) -> Result<(), Fail> {
+    /// uid is past it. The session in the table, if it is there (or has a
+    /// stub there now): the replay's one lookup of the uid after it.
+    fn warm_uid(&mut self, uid: u32, raise: bool) -> Result<Option<&mut Session>, Fail> {
         if raise {
             self.next_uid = self.next_uid.max(uid.wrapping_add(1));
         }
-        if self.index_of(uid).is_some() || !self.may_be_cold(uid) {
-            return Ok(());
+        if self.index_of(uid).is_none() && self.may_be_cold(uid) {
+            let stub = Session {
+                uid,
+                dirty: true,
+                dir: DIR_STUB,
+                ..Session::EMPTY
+            };
+            Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), stub)?;
         }
-        let stub = Session {
-            uid,
-            dirty: true,
-            dir: DIR_STUB,
-            ..Session::EMPTY
-        };
-        Self::upsert_session(&mut self.sessions, &mut self.dir, self.log.parked(), stub)
+        Ok(uid_mut(&mut self.sessions, uid))
     }
 
     /// The session of a sound batch (meta `meta`) whose uid the mount has
