@@ -311,14 +311,17 @@ impl<F: NorFlash> Log<F> {
             }
         }
         let mut valid_end = pos;
-        // Where writing goes on after a torn write (module docs, "Torn
-        // head"); `None` after damage seals the head.
-        let mut resume = None;
         let last_sound = match last {
             Some(c) if checked.0 == c.address => checked.1,
             Some(c) => self.crc_ok(&c)?,
             None => true,
         };
+        // Where writing may go on after a torn write (module docs, "Torn
+        // head"), if everything from there to the sector's end is erased
+        // (`u32::MAX`: nowhere, damage seals the head), and the batch
+        // sequence number the next chunk then takes at least (0: any).
+        let mut from = u32::MAX;
+        let mut skip = 0;
         if let (Some(c), false) = (last, last_sound) {
             valid_end = c.address;
             drop_torn(&mut checkpoints, c.address);
@@ -329,15 +332,10 @@ impl<F: NorFlash> Log<F> {
             // length rotted at rest, or a random tear, that ends short of
             // programmed bytes). The next chunk's sequence number skips one,
             // so that every later walk and scan checks this one's CRC.
-            if let Some(skip) = c.header.seq.checked_add(2) {
-                // (`at_end`: the walk ended at erased space, not at damage.)
-                if at_end
-                    && pos == c.address + geo.chunk_size(c.header.len)
-                    && pos < sector_end
-                    && self.erased(pos, sector_end - pos)?
-                {
-                    self.next_seq = self.next_seq.max(skip);
-                    resume = Some(pos);
+            // (`at_end`: the walk ended at erased space, not at damage.)
+            if let Some(s) = c.header.seq.checked_add(2) {
+                if at_end && pos == c.address + geo.chunk_size(c.header.len) {
+                    (from, skip) = (pos, s);
                 }
             }
         } else if let Some(at) = torn_piece {
@@ -349,12 +347,14 @@ impl<F: NorFlash> Log<F> {
             // A header that crosses into the next piece (write units of 1
             // or 2 B) may have been torn by that piece's program: sealed.
             let piece_end = (at / STAGE as u32 + 1) * STAGE as u32;
-            if at + CHUNK_HEADER_LEN <= piece_end
-                && piece_end < sector_end
-                && self.erased(piece_end, sector_end - piece_end)?
-            {
-                resume = Some(piece_end);
+            if at + CHUNK_HEADER_LEN <= piece_end {
+                from = piece_end;
             }
+        }
+        let mut resume = None;
+        if from < sector_end && self.erased(from, sector_end - from)? {
+            self.next_seq = self.next_seq.max(skip);
+            resume = Some(from);
         }
         match resume {
             // (A head whose own header rotted stays sealed.)
