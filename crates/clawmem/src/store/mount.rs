@@ -451,7 +451,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // Damage at rest: find the next sound chunk after the
                         // last one applied, so that the damage stays confined.
                         let from = last_start.map_or(pos, |a| a) + self.log.geo().write;
-                        self.note_scan_damage(pending.map_or(pos, |(a, _)| a));
+                        self.note_scan_damage(pending.map_or(pos, |(a, _)| a), 0);
                         match self.log.resync(sector, from)? {
                             Some(p) if p != pos => {
                                 self.mount_report.ignored_batches += 1;
@@ -507,8 +507,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // a suspect one. One that fails is left out, and the walk goes
                 // on at the next sound chunk after its start.
                 if (is_last_in_sector && c.header.is_last() || suspect) && !self.log.crc_ok(&c)? {
-                    self.mount_report.ignored_batches += 1;
-                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
+                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a), 1);
                     pending = None;
                     lookahead = None;
                     match self.log.resync(sector, c.address + self.log.geo().write)? {
@@ -524,14 +523,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     pending.is_some_and(|(_, h)| h.seq == c.header.seq && h.kind == c.header.kind);
                 if c.header.is_first() && !continues {
                     if let Some((a, _)) = pending {
-                        self.mount_report.ignored_batches += 1;
-                        self.note_scan_damage(a);
+                        self.note_scan_damage(a, 1);
                     }
                     pending = Some((c.address, c.header));
                 } else if !continues {
                     // A continuation of nothing: a first chunk whose flags
                     // rotted, or the rest of a batch left out.
-                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a));
+                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a), 0);
                     pending = None;
                     continue;
                 }
@@ -545,8 +543,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                                 scanned_bytes = 0;
                             }
                         } else if self.apply(addr, &h).is_err() {
-                            self.note_scan_damage(addr);
-                            self.mount_report.ignored_batches += 1;
+                            self.note_scan_damage(addr, 1);
                         }
                     }
                 }

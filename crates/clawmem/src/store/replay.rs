@@ -365,9 +365,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Remembers where the scan first left a chunk out for damage since the
     /// last memory record (one damaged batch can be met more than once: its
-    /// first chunk, then its continuation).
+    /// first chunk, then its continuation), and counts the `ignored`
+    /// batches (0 or 1) it left out there.
     #[inline(never)]
-    pub(super) fn note_scan_damage(&mut self, at: u32) {
+    pub(super) fn note_scan_damage(&mut self, at: u32, ignored: u32) {
+        self.mount_report.ignored_batches += ignored;
         if self.scan_damaged == NO_ADDR {
             self.scan_damaged = at;
         }
