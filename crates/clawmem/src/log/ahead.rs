@@ -98,7 +98,7 @@ impl<F: NorFlash> Log<F> {
         } else {
             next
         };
-        let count = self.erase_free(index)?;
+        let count = self.erase_counted(index, 1)?;
         // (`k` is below ERASE_AHEAD: erase_ahead_due.)
         if let Some(slot) = self.ahead_counts.get_mut(k as usize) {
             *slot = count;

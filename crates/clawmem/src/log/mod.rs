@@ -281,12 +281,6 @@ impl<F: NorFlash> Log<F> {
         &mut self.flash.dev
     }
 
-    /// The flash with its parked error parts, for what writes to the flash
-    /// beside the log (format's and mount's erases).
-    pub fn dev(&mut self) -> &mut Dev<F> {
-        &mut self.flash
-    }
-
     /// What the errors met could not carry, for the public error.
     pub fn parked(&mut self) -> &mut Parked<F::Error> {
         &mut self.flash.parked
@@ -393,8 +387,7 @@ impl<F: NorFlash> Log<F> {
                 return Ok(());
             }
         }
-        let start = self.geo.sector_start(index);
-        self.flash.erase(start, start + self.geo.sector)
+        self.erase_sector(index)
     }
 
     /// The flash, given back.
@@ -474,15 +467,22 @@ impl<F: NorFlash> Log<F> {
         }
     }
 
-    /// Erases free sector `index`; returns the erase count its next header
-    /// carries (its old header's + 1, else the head's + 1).
-    fn erase_free(&mut self, index: u32) -> Result<u32, Fail> {
+    /// Erases sector `index` whole (no header is written).
+    #[inline(never)]
+    pub fn erase_sector(&mut self, index: u32) -> Result<(), Fail> {
+        let start = self.geo.sector_start(index);
+        self.flash.erase(start, start + self.geo.sector)
+    }
+
+    /// Erases sector `index`; returns the erase count its next header
+    /// carries: its old header's + 1, else the head's + `bump` (a free
+    /// sector's: 1; a wiped one's: 0).
+    fn erase_counted(&mut self, index: u32, bump: u32) -> Result<u32, Fail> {
         let erase_count = match self.io().sector_header(index)? {
             SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
-            _ => self.head_erase_count.saturating_add(1),
+            _ => self.head_erase_count.saturating_add(bump),
         };
-        let start = self.geo.sector_start(index);
-        self.flash.erase(start, start + self.geo.sector)?;
+        self.erase_sector(index)?;
         Ok(erase_count)
     }
 
@@ -542,7 +542,7 @@ impl<F: NorFlash> Log<F> {
             self.erased_ahead -= 1;
             count
         } else {
-            self.erase_free(index)?
+            self.erase_counted(index, 1)?
         };
         let start = self.geo.sector_start(index);
         let seq = self.head_seq.wrapping_add(1);
@@ -571,12 +571,7 @@ impl<F: NorFlash> Log<F> {
         if index == self.head {
             return Err(fail!(LogicBug, "wiping the head sector"));
         }
-        let erase_count = match self.io().sector_header(index)? {
-            SectorHeader::Valid { erase_count, .. } => erase_count.saturating_add(1),
-            _ => self.head_erase_count,
-        };
-        let start = self.geo.sector_start(index);
-        self.flash.erase(start, start + self.geo.sector)?;
+        let erase_count = self.erase_counted(index, 0)?;
         match self.seq_of_sector(index) {
             Some(seq) => self.write_sector_header(index, seq, erase_count),
             None => Ok(()),

@@ -165,9 +165,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         for i in (1..log.geo().count).rev() {
             let h = log.io().sector_header(i)?;
             if matches!(h, SectorHeader::Valid { .. } | SectorHeader::Newer { .. }) {
-                let start = log.geo().sector_start(i);
-                let end = start + log.geo().sector;
-                log.dev().erase(start, end)?;
+                log.erase_sector(i)?;
             }
         }
         log.open_next_sector()
@@ -377,9 +375,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // in it: scrub looks at every sector.)
                 self.mount_report.damaged_headers += 1;
             } else {
-                let start = self.log.geo().sector_start(idx);
-                let end = start + self.log.geo().sector;
-                self.log.dev().erase(start, end)?;
+                self.log.erase_sector(idx)?;
                 let erase_count = self.log.head_erase_count();
                 self.log.write_sector_header(idx, seq, erase_count)?;
             }
