@@ -141,29 +141,30 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
                 .at(fail!(Corrupted, "session base header is invalid"), addr)
         })?,
     };
-    let layout = |io: &mut Io<'_, F>, f: BaseFixed| {
+    // The layout `f` gives (where the CHDX header, the entries and the
+    // CRCs start), and whether the bytes after the last entry look like
+    // one: a record count too low by damage puts the CRCs where entries
+    // are, and the bytes after the last entry are CRCs, which look like an
+    // entry only by chance (1 in thousands). If they do, a flipped bit is
+    // looked for.
+    let capacity = io.geo.capacity();
+    let probe = |io: &mut Io<'_, F>, f: BaseFixed| -> Result<((u32, u32, u32), bool), Fail> {
         let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
         let entries = io.stream_advance(hdr_at, CHDX_HEADER_SIZE as u32);
         let crcs = io.stream_advance(entries, f.count * CHDX_ENTRY_SIZE as u32);
-        (hdr_at, entries, crcs)
-    };
-    // A record count too low by damage puts the CRCs where entries are:
-    // the bytes after the last entry are CRCs, and look like an entry only
-    // by chance (1 in thousands). If they do, a flipped bit is looked for.
-    let capacity = io.geo.capacity();
-    let entry_like = |io: &mut Io<'_, F>, crcs: u32| -> Result<bool, Fail> {
         let mut e = [0u8; CHDX_ENTRY_SIZE];
         io.read_stream(crcs, &mut e)?;
         let e = RawEntry::decode(&e);
-        Ok(e.check_fields(0).is_ok() && e.length >= 2 && e.offset < capacity)
+        let like = e.check_fields(0).is_ok() && e.length >= 2 && e.offset < capacity;
+        Ok(((hdr_at, entries, crcs), like))
     };
-    let (mut hdr_at, mut entries, mut crcs) = layout(io, f);
+    let ((mut hdr_at, mut entries, mut crcs), like) = probe(io, f)?;
     let mut f = f;
-    if entry_like(io, crcs)? {
+    if like {
         // (`fixed` is not needed after this: corrected in place.)
         if let Some(g) = corrected(io, &mut fixed)?.filter(|g| g.count != f.count) {
-            let (h2, e2, c2) = layout(io, g);
-            if !entry_like(io, c2)? {
+            let ((h2, e2, c2), like2) = probe(io, g)?;
+            if !like2 {
                 (f, hdr_at, entries, crcs) = (g, h2, e2, c2);
             }
         }
