@@ -737,6 +737,17 @@ impl RecPos {
         skip: [0; CHAIN_CAP.div_ceil(32)],
     };
 
+    /// On to the first record of the next chain segment; the segment left.
+    /// (No meta is held in a base's segment, nor once reading one failed:
+    /// clearing it there changes nothing.)
+    fn next_segment(&mut self) -> usize {
+        let seg = self.segment;
+        self.segment += 1;
+        self.index = 0;
+        self.meta = None;
+        seg
+    }
+
     /// Skips chain segment `k` from now on (its batch failed its check).
     pub fn skip_segment(&mut self, k: usize) {
         if k < CHAIN_CAP {
@@ -766,22 +777,18 @@ impl RecPos {
                 return Ok(None);
             };
             if self.skip[seg / 32] & (1 << (seg % 32)) != 0 {
-                self.segment += 1;
-                self.index = 0;
-                self.meta = None;
+                self.next_segment();
                 continue;
             }
             // One record built for both kinds of segment.
             let (kind, format, len, at, crc, offset) = if self.segment == 0 && self.root_is_base {
                 let Some(b) = self.base.get() else {
                     // The base itself is unreadable: its records are lost.
-                    self.segment += 1;
-                    self.index = 0;
-                    return Ok(Some(RecordInfo::damaged(0)));
+                    // (Segment 0.)
+                    return Ok(Some(RecordInfo::damaged(self.next_segment())));
                 };
                 if self.index >= b.fixed.count {
-                    self.segment += 1;
-                    self.index = 0;
+                    self.next_segment();
                     continue;
                 }
                 let mut e = [0u8; CHDX_ENTRY_SIZE];
@@ -824,9 +831,7 @@ impl RecPos {
                         Err(_) => {
                             // The batch's meta is damaged: its records are lost.
                             self.degraded = true;
-                            let seg = self.segment;
-                            self.segment += 1;
-                            return Ok(Some(RecordInfo::damaged(seg)));
+                            return Ok(Some(RecordInfo::damaged(self.next_segment())));
                         }
                     },
                 };
@@ -839,9 +844,7 @@ impl RecPos {
                         (kind, format, len, body, None, offset)
                     }
                     None => {
-                        self.segment += 1;
-                        self.meta = None;
-                        self.index = 0;
+                        self.next_segment();
                         continue;
                     }
                 }
