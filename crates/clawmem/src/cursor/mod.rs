@@ -436,6 +436,33 @@ fn descriptor(meta: &[u8], at: usize) -> Option<(RecordType, BackendFormat, u32,
     Some((kind, format, len, next))
 }
 
+/// Where the meta of a batch with fixed part `fixed` ends and where its
+/// record descriptors start, from its first `avail` bytes in `bytes`: the
+/// id's length checked (1 to [`MAX_SESSION_ID_BYTES`]), and every record
+/// descriptor it announces decoded, each with a body; `None` if any is not
+/// ([`BatchMeta::read_with`]).
+fn meta_extent(bytes: &[u8], avail: usize, fixed: &BatchFixed) -> Option<(usize, usize)> {
+    let mut at = BATCH_FIXED as usize;
+    if fixed.flags & BATCH_HAS_ID != 0 {
+        let n = *bytes.get(at)? as usize;
+        if n == 0 || n > MAX_SESSION_ID_BYTES {
+            return None;
+        }
+        at += 1 + n + 4;
+    }
+    let records_at = at;
+    // (`avail` is within `bytes`.)
+    let announced = bytes.get(..avail).unwrap_or_default();
+    for _ in 0..fixed.count {
+        let (_, _, len, next) = descriptor(announced, at)?;
+        if len == 0 {
+            return None;
+        }
+        at = next;
+    }
+    Some((at, records_at))
+}
+
 /// A batch's parsed meta.
 #[derive(Clone, Copy)]
 pub(crate) struct BatchMeta {
@@ -463,63 +490,48 @@ impl BatchMeta {
         h: &crate::layout::ChunkHeader,
     ) -> Result<BatchMeta, Fail> {
         let mut bytes = [0u8; BATCH_META_MAX];
-        let bad = |io: &mut Io<'_, F>| {
-            io.parked()
-                .at(fail!(Corrupted, "session batch meta is invalid"), addr)
-        };
-        if h.kind != SESSION_BATCH || !h.is_first() {
-            return Err(bad(io));
-        }
-        // A single-chunk batch is read no further than its payload; a
-        // multi-chunk batch's meta may continue in the next sector, and
-        // bytes read past the meta are ignored by the parse.
-        let limit = if h.is_last() {
-            (BATCH_META_MAX as u32).min(h.len) as usize
-        } else {
-            BATCH_META_MAX
-        };
-        let head = (BATCH_FIXED as usize + 1).min(limit);
-        io.read_stream(addr + CHUNK_HEADER_LEN, bytes.split_at_mut(head).0)?;
-        // Decoded once: the second read below starts after the fixed part.
-        let fixed = bytes
-            .get(..head)
-            .and_then(BatchFixed::decode)
-            .ok_or_else(|| bad(io))?;
-        let id_len = if fixed.flags & BATCH_HAS_ID != 0 {
-            1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
-        } else {
-            0
-        };
-        let avail = (BATCH_FIXED as usize + id_len + 6 * usize::from(fixed.count)).min(limit);
-        if avail > head {
-            io.read_stream_after(
-                addr + CHUNK_HEADER_LEN,
-                head as u32,
-                &mut bytes[head..avail],
-            )?;
-        }
-        let mut at = BATCH_FIXED as usize;
-        if fixed.flags & BATCH_HAS_ID != 0 {
-            let n = *bytes.get(at).ok_or_else(|| bad(io))? as usize;
-            if n == 0 || n > crate::session::MAX_SESSION_ID_BYTES {
-                return Err(bad(io));
+        // (Every check that fails ends at the one error below.)
+        let mut parsed = None;
+        if h.kind == SESSION_BATCH && h.is_first() {
+            // A single-chunk batch is read no further than its payload; a
+            // multi-chunk batch's meta may continue in the next sector, and
+            // bytes read past the meta are ignored by the parse.
+            let limit = if h.is_last() {
+                (BATCH_META_MAX as u32).min(h.len) as usize
+            } else {
+                BATCH_META_MAX
+            };
+            let head = (BATCH_FIXED as usize + 1).min(limit);
+            io.read_stream(addr + CHUNK_HEADER_LEN, bytes.split_at_mut(head).0)?;
+            // Decoded once: the second read below starts after the fixed
+            // part.
+            if let Some(fixed) = bytes.get(..head).and_then(BatchFixed::decode) {
+                let id_len = if fixed.flags & BATCH_HAS_ID != 0 {
+                    1 + usize::from(bytes[BATCH_FIXED as usize]) + 4
+                } else {
+                    0
+                };
+                let avail =
+                    (BATCH_FIXED as usize + id_len + 6 * usize::from(fixed.count)).min(limit);
+                if avail > head {
+                    io.read_stream_after(
+                        addr + CHUNK_HEADER_LEN,
+                        head as u32,
+                        &mut bytes[head..avail],
+                    )?;
+                }
+                parsed = meta_extent(&bytes, avail, &fixed).map(|(len, at)| (fixed, len, at));
             }
-            at += 1 + n + 4;
         }
-        let records_at = at;
-        // (`avail` is within `bytes`.)
-        let announced = bytes.get(..avail).unwrap_or_default();
-        for _ in 0..fixed.count {
-            let (_, _, len, next) = descriptor(announced, at).ok_or_else(|| bad(io))?;
-            if len == 0 {
-                return Err(bad(io));
-            }
-            at = next;
-        }
+        let Some((fixed, len, records_at)) = parsed else {
+            return Err(io
+                .parked()
+                .at(fail!(Corrupted, "session batch meta is invalid"), addr));
+        };
         Ok(BatchMeta {
             fixed,
             bytes,
-            len: at,
+            len,
             records_at,
         })
     }
