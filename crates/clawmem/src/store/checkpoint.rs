@@ -537,9 +537,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         interval - interval / 8
     }
 
+    /// Sessions in the table changed since the newest checkpoint: those a
+    /// delta carries (one count for its length and its writer).
+    fn dirty_count(&self) -> usize {
+        self.sessions.iter().filter(|s| s.dirty).count()
+    }
+
     /// Length of the delta checkpoint that would be written now.
     fn delta_len(&self) -> u32 {
-        let dirty = self.sessions.iter().filter(|s| s.dirty).count();
+        let dirty = self.dirty_count();
         let deleted = self.deleted_since_delta().len();
         self.checkpoint_len_with(CKPT_DELTA_FIXED + dirty * SESSION_ENCODED + deleted * 4)
     }
@@ -595,7 +601,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         let count = if delta {
-            self.sessions.iter().filter(|s| s.dirty).count()
+            self.dirty_count()
         } else {
             self.sessions.len() + cold
         };
