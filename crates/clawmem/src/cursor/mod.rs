@@ -259,8 +259,15 @@ fn correct_fixed<F: NorFlash>(
     fixed: &mut [u8],
 ) -> Result<Option<()>, Fail> {
     let mut scratch = [0u8; 64];
-    Ok(single_flip(io, addr, h, fixed.len(), &mut scratch)?
-        .map(|(byte, bit)| fixed[byte] ^= 1 << bit))
+    Ok(
+        single_flip(io, addr, h, fixed.len(), &mut scratch)?.map(|(byte, bit)| {
+            // (In `fixed`: the flip lies among its bytes, as asked; no
+            // out-of-line index.)
+            if let Some(x) = fixed.get_mut(byte) {
+                *x ^= 1 << bit;
+            }
+        }),
+    )
 }
 
 /// The one flipped bit among the first `within` payload bytes of the first
@@ -423,7 +430,11 @@ pub(crate) fn start_name<F: NorFlash>(
     let Some((byte, bit)) = flip else {
         return Ok(None);
     };
-    m[first + byte] ^= 1 << bit;
+    // (In `m`: the flip lies among the NAME_META_MAX - first bytes asked
+    // for after `first`; no out-of-line index.)
+    if let Some(x) = m.get_mut(first + byte) {
+        *x ^= 1 << bit;
+    }
     Ok(name(&m, out))
 }
 
