@@ -75,17 +75,6 @@ const MIN_CHUNK_PAYLOAD: u32 = 16;
 /// can take it back ([`Log::settle_ahead`]).
 const NOTE_ROOM: u32 = CHUNK_HEADER_LEN + 1;
 
-/// The payload bytes of the next chunk of a batch with `left` bytes to
-/// write, where `room` bytes are left in the sector; `None` if that is too
-/// little to start a chunk in (the batch goes on in the next sector).
-/// [`Log::plan`]'s and [`Log::write_batch`]'s one rule.
-fn chunk_fits(room: u32, left: u32) -> Option<u32> {
-    if room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
-        return None;
-    }
-    Some(left.min(room - CHUNK_HEADER_LEN).min(CHUNK_PAYLOAD_MAX))
-}
-
 /// Where a chunk lies and what its header says.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ChunkAt {
@@ -452,14 +441,17 @@ impl<F: NorFlash> Log<F> {
         let mut start = None;
         loop {
             let room = self.geo.sector_start(sector) + self.geo.sector - pos;
-            // (Only a batch's first chunk can find too little room: every
-            // later one starts a sector.)
-            if let Some(n) = chunk_fits(room, left) {
-                let first = *start.get_or_insert(pos);
-                left -= n;
-                if left == 0 {
-                    return (first, opened);
-                }
+            if start.is_none() && room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
+                opened += 1;
+                sector = self.geo.next(sector);
+                pos = self.geo.first_chunk(sector);
+                continue;
+            }
+            let first = *start.get_or_insert(pos);
+            let n = left.min(room - CHUNK_HEADER_LEN).min(CHUNK_PAYLOAD_MAX);
+            left -= n;
+            if left == 0 {
+                return (first, opened);
             }
             opened += 1;
             sector = self.geo.next(sector);
@@ -664,11 +656,13 @@ impl<F: NorFlash> Log<F> {
         let mut first_addr = 0;
         loop {
             let room = self.head_room();
-            let Some(n) = chunk_fits(room, len - offset) else {
+            let left = len - offset;
+            if room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
                 self.batch_bytes += room;
                 self.open_next_sector()?;
                 continue;
-            };
+            }
+            let n = left.min(room - CHUNK_HEADER_LEN).min(CHUNK_PAYLOAD_MAX);
             let mut flags = 0;
             if offset == 0 {
                 flags |= CHUNK_FIRST;
