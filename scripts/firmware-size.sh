@@ -334,7 +334,8 @@ if [ "$by_source" = 1 ]; then
         return p
     }
     /^[0-9a-f]+ <.*>:$/ {
-        flush(hex($1)); fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn); src = "?"; next
+        flush(hex($1)); fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn)
+        src = (fn in outlined) ? "outlined by LLVM (no source line)" : "?"; next
     }
     /^; \// { src = substr($0, 3); sub(/:[0-9]+$/, "", src); src = short(src); next }
     /^ *[0-9a-f]+:[ \t]/ { a = $1; sub(/:$/, "", a); a = hex(a); flush(a); at = a; have = 1 }
