@@ -63,7 +63,9 @@ bash scripts/sessions-only.sh
 step "firmware example (examples/firmware, outside the workspace): build and size report"
 # The 32 KiB budget (--enforce) is not met yet (issue 11): until it is, a
 # ceiling at today's figure, rounded up to 256 B, keeps the engine from
-# growing. Lower it when the code shrinks. (Raised from 70912: by the scrub
+# growing. Lower it when the code shrinks. (Since the eighth round the
+# report also counts the outlined code only the engine calls, 790 B then.)
+# (Raised from 70912: by the scrub
 # that moves only what shares a copy's sector, 638 B, which a nearly full
 # store needs, as the old one relocated every older sector and answered
 # Full; and by format 3's upgrade of version 2 images and 255-byte ids and
@@ -112,7 +114,7 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # in registers instead of a bool or an Option through memory, 836 B.)
 # --by-source adds the engine code by source file, from a second build with
 # line tables (the script fails if that build's code differs).
-bash scripts/firmware-size.sh --ceiling 71168 --by-source
+bash scripts/firmware-size.sh --ceiling 70912 --by-source
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of
