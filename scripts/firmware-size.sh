@@ -34,7 +34,8 @@
 # inlined from core, heapless or another file counts where it was written:
 # `?` on a Result in core's result.rs, a heapless push in heapless's vec,
 # so the table shows what the engine's generic and inlined library code
-# costs beside its own files.
+# costs beside its own files; a second table lists the lines of core and
+# the dependencies that cost the engine most.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -317,7 +318,7 @@ if [ "$by_source" = 1 ]; then
     echo
     echo "== engine code by source file (line tables; inlined code counts in the file it was written in)"
     "$OBJDUMP" -d --no-show-raw-insn -C "$lines_elf" | outlined_engine >"$tmp/outlined-lines"
-    "$OBJDUMP" -d -l --no-show-raw-insn -C "$lines_elf" | awk -v root="$PWD/" '
+    "$OBJDUMP" -d -l --no-show-raw-insn -C "$lines_elf" | awk -v root="$PWD/" -v out="$tmp" '
     FILENAME == ARGV[1] { outlined[$0] = 1; next }
     function hex(s,   v, i) {
         v = 0
@@ -325,7 +326,15 @@ if [ "$by_source" = 1 ]; then
         return v
     }
     function engine(n) { return n ~ /^clawmem_firmware::api::/ || n ~ /clawmem::/ || (n in outlined) }
-    function flush(a) { if (have && engine(fn)) by[src] += a - at; have = 0 }
+    # An instruction counts where it was written: the source line in force
+    # when it was met (at_src, at_line), not the one a marker after it names.
+    function flush(a) {
+        if (have && engine(at_fn)) {
+            by[at_src] += a - at
+            if (at_src ~ /^std: / || at_src ~ /^[a-z_-]+-[0-9.]+: /) by_line[at_src ":" at_line] += a - at
+        }
+        have = 0
+    }
     function short(p) {
         if (index(p, root "crates/clawmem/src/") == 1) return substr(p, length(root "crates/clawmem/src/") + 1)
         if (index(p, root "examples/firmware/src/") == 1) return "example: " substr(p, length(root "examples/firmware/src/") + 1)
@@ -337,10 +346,22 @@ if [ "$by_source" = 1 ]; then
         flush(hex($1)); fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn)
         src = (fn in outlined) ? "outlined by LLVM (no source line)" : "?"; next
     }
-    /^; \// { src = substr($0, 3); sub(/:[0-9]+$/, "", src); src = short(src); next }
-    /^ *[0-9a-f]+:[ \t]/ { a = $1; sub(/:$/, "", a); a = hex(a); flush(a); at = a; have = 1 }
-    END { for (s in by) if (by[s] >= 16) printf "%d %s\n", by[s], s }' "$tmp/outlined-lines" - |
-        sort -rn | awk '{ s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
+    /^; \// {
+        src = substr($0, 3); line = src; sub(/^.*:/, "", line); sub(/:[0-9]+$/, "", src)
+        src = short(src); next
+    }
+    /^ *[0-9a-f]+:[ \t]/ {
+        a = $1; sub(/:$/, "", a); a = hex(a); flush(a)
+        at = a; at_fn = fn; at_src = src; at_line = line; have = 1
+    }
+    END {
+        for (s in by) if (by[s] >= 16) printf "%d %s\n", by[s], s > (out "/by-file")
+        for (s in by_line) if (by_line[s] >= 64) printf "%d %s\n", by_line[s], s > (out "/by-line")
+    }' "$tmp/outlined-lines" -
+    sort -rn "$tmp/by-file" | awk '{ s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
+    echo
+    echo "== the lines of core and the dependencies that the engine inlines most (64 B or more)"
+    sort -rn "$tmp/by-line" | awk 'NR <= 20 { s = $1; $1 = ""; printf "  %8d B %s\n", s, $0 }'
 fi
 
 echo
