@@ -52,26 +52,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         now: u32,
         replace: bool,
     ) -> Result<Stored, Error<F::Error>> {
-        let mut stored = Stored::fresh();
-        let r = self.mem_store_into(&mut stored, input, now, replace);
-        self.surface(r).map(|()| stored)
-    }
-
-    /// [`memory_store`](Self::memory_store) with the engine's error, into
-    /// `stored` ([`Stored::fresh`]; no answer moved through the result).
-    pub(crate) fn mem_store_into(
-        &mut self,
-        stored: &mut Stored,
-        input: &ItemInput<'_>,
-        now: u32,
-        replace: bool,
-    ) -> Result<(), Fail> {
-        let id = ItemId::new(self.mem.next_id);
-        stored
-            .item
-            .build(id, input, now, self.config.memory.label_limit)
-            .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
-        self.mem_store_new(stored, replace)
+        self.mem_store_surfaced(input, (now, now, 0), replace)
     }
 
     /// Stores an item carried over from another store (an ESP-Claw
@@ -86,37 +67,45 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         updated_at: u32,
         access_count: u16,
     ) -> Result<Stored, Error<F::Error>> {
+        let times = (created_at, updated_at, access_count);
+        self.mem_store_surfaced(input, times, false)
+    }
+
+    /// [`memory_store`](Self::memory_store) and
+    /// [`memory_import`](Self::memory_import), compiled once:
+    /// [`Self::mem_store_new`] into a fresh answer, with the public error.
+    #[inline(never)]
+    fn mem_store_surfaced(
+        &mut self,
+        input: &ItemInput<'_>,
+        times: (u32, u32, u16),
+        replace: bool,
+    ) -> Result<Stored, Error<F::Error>> {
         let mut stored = Stored::fresh();
-        let r = self.mem_import_into(&mut stored, input, created_at, updated_at, access_count);
+        let r = self.mem_store_new(&mut stored, input, times, replace);
         self.surface(r).map(|()| stored)
     }
 
-    /// [`memory_import`](Self::memory_import) with the engine's error, into
-    /// `stored` ([`Stored::fresh`]; no answer moved through the result).
-    pub(crate) fn mem_import_into(
+    /// The common part of a store and an import: builds `stored.item`
+    /// from `input` as a new item with the next id, created, updated and
+    /// accessed as `times` says (a store: now, now, 0), and stores it;
+    /// `stored` says what was done (on a duplicate, its item becomes the
+    /// existing one). The item stays in the caller's frame; its put copies
+    /// it into work slot [`MERGED`].
+    #[inline(always)]
+    fn mem_store_new(
         &mut self,
         stored: &mut Stored,
         input: &ItemInput<'_>,
-        created_at: u32,
-        updated_at: u32,
-        access_count: u16,
+        times: (u32, u32, u16),
+        replace: bool,
     ) -> Result<(), Fail> {
         let id = ItemId::new(self.mem.next_id);
-        stored
-            .item
-            .build(id, input, created_at, self.config.memory.label_limit)
+        let item = &mut stored.item;
+        item.build(id, input, times.0, self.config.memory.label_limit)
             .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
-        stored.item.set_updated_at(updated_at);
-        stored.item.set_access_count(access_count);
-        self.mem_store_new(stored, false)
-    }
-
-    /// The common part of storing `stored.item`, a new item with the next
-    /// id: `stored` says what was done (on a duplicate, its item becomes the
-    /// existing one). The item stays in the caller's frame; its put copies
-    /// it into work slot [`MERGED`].
-    #[inline(never)]
-    pub(super) fn mem_store_new(&mut self, stored: &mut Stored, replace: bool) -> Result<(), Fail> {
+        item.set_updated_at(times.1);
+        item.set_access_count(times.2);
         let item = &stored.item;
         self.mem_active(OP)?;
         if self.mem_duplicate(item, None)? {
