@@ -195,18 +195,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The active item with this id.
     pub fn memory_get(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
+        self.mem_item_surfaced(id, false)
+    }
+
+    /// [`memory_get`](Self::memory_get) and, with `forget`,
+    /// [`memory_forget`](Self::memory_forget), compiled once: the item
+    /// copied into the answer (the one copy on the caller's stack), with
+    /// the public error.
+    #[inline(never)]
+    fn mem_item_surfaced(&mut self, id: ItemId, forget: bool) -> Result<Item, Error<F::Error>> {
         let mut item = Item::empty();
-        let r = self.mem_get_into(id, &mut item);
+        let r = self.mem_get_into(id, &mut item, forget);
         self.surface(r).map(|()| item)
     }
 
     /// [`memory_get`](Self::memory_get) with the engine's error, the item
-    /// copied into `item` (no item moved through the result); also the
-    /// first step of [`memory_forget`](Self::memory_forget) (compiled once).
-    #[inline(never)]
-    pub(crate) fn mem_get_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
+    /// copied into `item` (no item moved through the result); with
+    /// `forget`, then forgets it as [`memory_forget`](Self::memory_forget)
+    /// does.
+    #[inline(always)]
+    fn mem_get_into(&mut self, id: ItemId, item: &mut Item, forget: bool) -> Result<(), Fail> {
         self.mem_load_active(id, 0)?;
         item.clone_from(self.slot(0));
+        if forget {
+            self.mem_forget_record(id.get(), Priority::Maintenance)?;
+            self.stage_touch(item);
+            self.mem_maybe_compact()?;
+        }
         Ok(())
     }
 
@@ -742,19 +757,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: atomic.
     pub fn memory_forget(&mut self, id: ItemId) -> Result<Item, Error<F::Error>> {
-        let mut item = Item::empty();
-        let r = self.mem_forget_into(id, &mut item);
-        self.surface(r).map(|()| item)
-    }
-
-    /// [`memory_forget`](Self::memory_forget) with the forgotten item
-    /// copied into `item`, the one copy on the caller's stack.
-    #[inline(never)]
-    fn mem_forget_into(&mut self, id: ItemId, item: &mut Item) -> Result<(), Fail> {
-        self.mem_get_into(id, item)?;
-        self.mem_forget_record(id.get(), Priority::Maintenance)?;
-        self.stage_touch(item);
-        self.mem_maybe_compact()
+        self.mem_item_surfaced(id, true)
     }
 
     /// The newest version of an item: `id` itself if active, else the
