@@ -286,15 +286,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         &mut self,
         mut f: impl FnMut(&str, u16),
     ) -> Result<usize, Error<F::Error>> {
-        let r = self.memory_catalog_dyn(&mut f);
+        let r = self.memory_catalog_dyn(&mut |l, refs| {
+            f(l, refs);
+            Ok(())
+        });
         self.surface(r)
     }
 
     /// [`memory_catalog`](Self::memory_catalog), compiled once whatever the
-    /// caller's closure.
+    /// caller's closure; an error of `f` ends it.
     pub(super) fn memory_catalog_dyn(
         &mut self,
-        f: &mut dyn FnMut(&str, u16),
+        f: &mut dyn FnMut(&str, u16) -> Result<(), Fail>,
     ) -> Result<usize, Fail> {
         self.mem_active(OP)?;
         let n = self.mem_catalog_from_index(f)?;
@@ -302,17 +305,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Ok(n as usize);
         }
         // No catalog in the index (none yet, or it did not fit): count the
-        // labels of every active item, oldest item first. The labels' hashes
-        // go to the scratch area in that order; a label is emitted where its
-        // hash first appears, with the number of times it appears.
+        // labels of every active item, oldest item first.
         sort_active(&mut self.work.borrow_mut().active[OP], &by_id);
-        // Pass 0 gathers the hashes, pass 1 emits (one walk of the items
-        // for both).
+        self.mem_label_walk(true, f)
+    }
+
+    /// Calls `f` with each label of the items of active set [`OP`] in its
+    /// order, once, where it first appears; returns how many. With
+    /// `counted`, `f` gets the number of times the label appears (two
+    /// walks of the items: the first gathers the labels' hashes); without,
+    /// a number of no meaning (one walk). An error of `f` ends the walk.
+    /// The labels' hashes go to the scratch area in the order they appear
+    /// (it holds every label of a full active set, `SCRATCH_BYTES`' bound;
+    /// past it, a label is emitted unless one of the hashes kept is its).
+    /// The one walk of the catalog counted from the items and of the
+    /// labels a recall's unknown-label reply lists.
+    #[inline(never)]
+    pub(super) fn mem_label_walk(
+        &mut self,
+        counted: bool,
+        f: &mut dyn FnMut(&str, u16) -> Result<(), Fail>,
+    ) -> Result<usize, Fail> {
         let cap = SCRATCH_BYTES / 4;
         let mut hashes = 0;
         let mut emitted = 0;
-        let mut pos = 0;
-        for pass in 0..2 {
+        // Pass 0 gathers the hashes, pass 1 emits; uncounted, pass 1 does
+        // both: a label's hash is kept when it is the next one to keep.
+        for pass in usize::from(!counted)..2 {
+            let mut pos = 0;
             for k in 0..self.work.borrow_mut().active[OP].len() {
                 if !self.mem_load_entry(OP, k)? {
                     continue;
@@ -321,21 +341,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 for l in w.items[0].labels() {
                     let h = fnv1a32(l.as_bytes());
                     let b = &mut w.scratch;
-                    if pass == 0 {
-                        if hashes < cap {
-                            set_word(b, hashes, h);
-                            hashes += 1;
-                        }
-                        continue;
-                    }
+                    // The hashes of the labels before this one.
                     let here = pos.min(hashes);
+                    if hashes == pos && hashes < cap {
+                        set_word(b, hashes, h);
+                        hashes += 1;
+                    }
                     pos += 1;
-                    if find_word(b, here, 1, h).is_some() {
+                    if pass == 0 || find_word(b, here, 1, h).is_some() {
                         continue;
                     }
                     let refs = (0..hashes).filter(|&x| word(b, x) == h).count() as u16;
                     emitted += 1;
-                    f(l, refs);
+                    f(l, refs)?;
                 }
             }
         }
@@ -352,7 +370,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     pub(super) fn mem_catalog_from_index(
         &mut self,
-        f: &mut dyn FnMut(&str, u16),
+        f: &mut dyn FnMut(&str, u16) -> Result<(), Fail>,
     ) -> Result<u32, Fail> {
         let root = self.mem.root;
         if root == NO_ADDR {
@@ -424,7 +442,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 None => 0,
             };
             if refs + change > 0 {
-                f(text, (refs + change) as u16);
+                f(text, (refs + change) as u16)?;
                 emitted += 1;
             }
             pos += 1 + n as u32 + 2;
@@ -444,7 +462,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 .iter()
                 .find(|l| fnv1a32(l.as_bytes()) == x.hash)
             {
-                f(l, x.change as u16);
+                f(l, x.change as u16)?;
                 emitted += 1;
             }
         }
@@ -518,13 +536,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let sep = if first { 0 } else { 2 };
             if cut || available.len() + sep + l.len() > 60 {
                 cut = true;
-                return;
+                return Ok(());
             }
             if !first {
                 let _ = available.push_str(", ");
             }
             first = false;
             let _ = available.push_str(l);
+            Ok(())
         })?;
         if cut {
             let _ = available.push_str("...");
@@ -849,6 +868,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.memory_catalog_dyn(&mut |l, _| {
             any = true;
             failed |= writeln!(w, "- {l}").is_err();
+            Ok(())
         })?;
         if !any {
             failed |= w.write_str(crate::memory::CATALOG_EMPTY_LINE).is_err();
@@ -880,6 +900,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             any_label = true;
             failed |= writeln!(w, "- {l} (refs={refs})").is_err();
+            Ok(())
         })?;
         if any_label {
             failed |= w.write_char('\n').is_err();

@@ -136,6 +136,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                             Some(k) if places[k] == 0 => places[k] = place,
                             _ => {}
                         }
+                        Ok(())
                     })?;
                 }
                 for &id in chunk {
@@ -189,31 +190,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Writes the labels of the active items in list order, each once, as
     /// comma-separated JSON strings: the catalog ESP-Claw's recall checks
-    /// labels against. The labels seen go to the scratch area by hash.
+    /// labels against.
     fn mem_list_labels_json(&mut self, w: &mut dyn fmt::Write) -> Result<(), Fail> {
         self.mem_active_listed()?;
-        let cap = SCRATCH_BYTES / 4;
-        let mut seen = 0;
-        for k in 0..self.work.borrow_mut().active[OP].len() {
-            if !self.mem_load_entry(OP, k)? {
-                continue;
+        let mut first = true;
+        self.mem_label_walk(false, &mut |l, _| {
+            if !first {
+                wr(w.write_char(','))?;
             }
-            let work: &mut Work = self.work.borrow_mut();
-            for l in work.items[0].labels() {
-                let h = fnv1a32(l.as_bytes());
-                if find_word(&work.scratch, seen, 1, h).is_some() {
-                    continue;
-                }
-                if seen > 0 {
-                    wr(w.write_char(','))?;
-                }
-                wr(crate::text::write_json_string(w, l))?;
-                if seen < cap {
-                    set_word(&mut work.scratch, seen, h);
-                    seen += 1;
-                }
-            }
-        }
+            first = false;
+            wr(crate::text::write_json_string(w, l))
+        })?;
         Ok(())
     }
 }
