@@ -88,10 +88,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// The common part of a store and an import: builds `stored.item`
     /// from `input` as a new item with the next id, created, updated and
-    /// accessed as `times` says (a store: now, now, 0), and stores it;
-    /// `stored` says what was done (on a duplicate, its item becomes the
-    /// existing one). The item stays in the caller's frame; its put copies
-    /// it into work slot [`MERGED`].
+    /// accessed as `times` says (a store: now, now, 0), and stores it
+    /// ([`Self::mem_store_core`]).
     #[inline(always)]
     fn mem_store_new(
         &mut self,
@@ -106,16 +104,46 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
         item.set_updated_at(times.1);
         item.set_access_count(times.2);
-        let item = &stored.item;
         self.mem_active(OP)?;
-        if self.mem_duplicate(item, None)? {
+        self.mem_store_core(stored, (0, 0), replace)
+    }
+
+    /// The common part of a store, an import and an update, once
+    /// `stored.item` is built as a new item with the next id and active set
+    /// [`OP`] is read: `stored` says what was done (on a duplicate, its item
+    /// becomes the existing one). A store has lineage `origin` (0, 0); an
+    /// update's, (the item it replaces, the first id of its lineage), and
+    /// that item is not a duplicate, and is forgotten after the put (or
+    /// the duplicate found) in either case. Only a store's duplicate ends
+    /// here with nothing written. The item stays in the caller's frame;
+    /// its put copies it into work slot [`MERGED`].
+    #[inline(never)]
+    fn mem_store_core(
+        &mut self,
+        stored: &mut Stored,
+        origin: Lineage,
+        replace: bool,
+    ) -> Result<(), Fail> {
+        // Ids start at 1: 0 is no item.
+        let old = origin.0;
+        let skip = if old == 0 { None } else { Some(old) };
+        if self.mem_duplicate(&stored.item, skip)? {
             stored.item.clone_from(self.slot(0));
             stored.changed = false;
-            return Ok(());
+            if old == 0 {
+                return Ok(());
+            }
+        } else {
+            self.mem_room_for_one()?;
+            self.mem.next_id = self.mem.next_id.wrapping_add(1);
+            self.mem_put(&stored.item, origin, Priority::User)?;
         }
-        self.mem_room_for_one()?;
-        self.mem.next_id = self.mem.next_id.wrapping_add(1);
-        self.mem_put(item, (0, 0), Priority::User)?;
+        if old != 0 {
+            self.mem_forget_record(old, Priority::User)?;
+        }
+        // An update's stage note gets the resulting item's labels only, as
+        // `cap_memory_update_execute` notes them: not the old item's.
+        let item = &stored.item;
         self.stage_touch(item);
         let mut replaced = 0;
         if replace {
@@ -725,49 +753,44 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         patch: &ItemInput<'_>,
         now: u32,
     ) -> Result<Option<Stored>, Error<F::Error>> {
-        let r = self.memory_update_inner(id, patch, now);
-        self.surface(r)
+        let mut out = Some(Stored::fresh());
+        let r = self.mem_update_into(&mut out, id, patch, now);
+        self.surface(r).map(|()| out)
     }
 
-    /// [`memory_update`](Self::memory_update) with the engine's error.
-    pub(crate) fn memory_update_inner(
+    /// [`memory_update`](Self::memory_update) with the engine's error,
+    /// into `out` (a fresh answer, which becomes `None` if the patch
+    /// changes nothing; no answer moved through the result).
+    fn mem_update_into(
         &mut self,
+        out: &mut Option<Stored>,
         id: ItemId,
         patch: &ItemInput<'_>,
         now: u32,
-    ) -> Result<Option<Stored>, Fail> {
+    ) -> Result<(), Fail> {
         // The old item waits in the operation's own slot, apart from the
         // one the duplicate check reads, until the new item's put takes it.
         let (_, old_root) = self.mem_load_active(id, MERGED)?;
         let root = if old_root == 0 { id.get() } else { old_root };
         let new_id = ItemId::new(self.mem.next_id);
-        let mut new = Item::empty();
+        let Some(stored) = out else {
+            return Ok(());
+        };
         let changed = self
             .slot(MERGED)
-            .update_into(patch, new_id, now, self.config.memory.label_limit, &mut new)
+            .update_into(
+                patch,
+                new_id,
+                now,
+                self.config.memory.label_limit,
+                &mut stored.item,
+            )
             .map_err(|_| fail!(InvalidInput, "memory content is empty"))?;
         if !changed {
-            return Ok(None);
+            *out = None;
+            return Ok(());
         }
-        let dup = self.mem_duplicate(&new, Some(id.get()))?;
-        if dup {
-            // The answer is the existing item.
-            new.clone_from(self.slot(0));
-        } else {
-            self.mem_room_for_one()?;
-            self.mem.next_id = self.mem.next_id.wrapping_add(1);
-            self.mem_put(&new, (id.get(), root), Priority::User)?;
-        }
-        self.mem_forget_record(id.get(), Priority::User)?;
-        // The stage note gets the resulting item's labels only, as
-        // `cap_memory_update_execute` notes them: not the old item's.
-        self.stage_touch(&new);
-        self.mem_maybe_compact()?;
-        Ok(Some(Stored {
-            item: new,
-            changed: !dup,
-            replaced: 0,
-        }))
+        self.mem_store_core(stored, (id.get(), root), false)
     }
 
     /// Forgets an active item: appends a tombstone. Its content stays on
