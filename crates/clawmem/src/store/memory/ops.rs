@@ -15,11 +15,15 @@ pub(super) struct Marks([u32; ACTIVE_CAP.div_ceil(32)]);
 
 impl Marks {
     pub(super) const NONE: Marks = Marks([0; ACTIVE_CAP.div_ceil(32)]);
+    /// Marks entry `k` (one out-of-line copy: it is marked in four places).
+    #[inline(never)]
     pub(super) fn set(&mut self, k: usize) {
         if let Some(w) = self.0.get_mut(k / 32) {
             *w |= 1 << (k % 32);
         }
     }
+    /// Whether entry `k` is marked (out of line, as [`Marks::set`]).
+    #[inline(never)]
     pub(super) fn get(&self, k: usize) -> bool {
         self.0.get(k / 32).is_some_and(|w| w & (1 << (k % 32)) != 0)
     }
