@@ -495,14 +495,6 @@ pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
 }
 
 /// Writes `v` little-endian at `at` (caller guarantees bounds).
-#[cfg(feature = "memory")]
-pub(crate) fn put_u16(b: &mut [u8], at: usize, v: u16) {
-    if let [x, y] = &mut b[at..at + 2] {
-        [*x, *y] = v.to_le_bytes();
-    }
-}
-
-/// Writes `v` little-endian at `at` (caller guarantees bounds).
 pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
     if let [w, x, y, z] = &mut b[at..at + 4] {
         [*w, *x, *y, *z] = v.to_le_bytes();

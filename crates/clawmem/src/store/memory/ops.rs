@@ -211,27 +211,33 @@ impl LabelDelta {
 }
 
 /// Adds one reference to `label` in the catalog encoded in `buf[..len]`;
-/// the new length, or `None` if it does not fit.
+/// the new length, or `None` if it does not fit (in [`CATALOG_MAX`] or in
+/// `buf`).
 #[inline(never)]
 pub(super) fn catalog_add(buf: &mut [u8], len: usize, label: &str) -> Option<usize> {
+    let l = label.as_bytes();
     let mut p = 0;
     while p < len {
-        let n = buf[p] as usize;
-        if &buf[p + 1..p + 1 + n] == label.as_bytes() {
-            let refs = crate::layout::u16_at(buf, p + 1 + n).saturating_add(1);
-            crate::layout::put_u16(buf, p + 1 + n, refs);
+        // An entry: its length byte, the label, then its references.
+        let at = p + 1 + usize::from(*buf.get(p)?);
+        let (entry, rest) = buf.get_mut(p + 1..at + 2)?.split_at_mut(at - p - 1);
+        if entry == l {
+            let refs = u16::from_le_bytes([rest[0], rest[1]]).saturating_add(1);
+            rest.copy_from_slice(&refs.to_le_bytes());
             return Some(len);
         }
-        p += 3 + n;
+        p = at + 2;
     }
-    let need = 3 + label.len();
-    if len + need > CATALOG_MAX || label.len() > u8::MAX as usize {
+    let end = len + 3 + l.len();
+    if end > CATALOG_MAX || l.len() > u8::MAX as usize {
         return None;
     }
-    buf[len] = label.len() as u8;
-    buf[len + 1..len + 1 + label.len()].copy_from_slice(label.as_bytes());
-    crate::layout::put_u16(buf, len + 1 + label.len(), 1);
-    Some(len + need)
+    let (n, rest) = buf.get_mut(len..end)?.split_first_mut()?;
+    *n = l.len() as u8;
+    let (text, refs) = rest.split_at_mut(l.len());
+    text.copy_from_slice(l);
+    refs.copy_from_slice(&1u16.to_le_bytes());
+    Some(end)
 }
 
 /// The kind of a put with lineage `origin`: a plain put without one.
@@ -402,7 +408,40 @@ impl<F: NorFlash> Payload<F> for IndexPayload<'_> {
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use super::{IdCoder, LabelDelta, PACKED_ID_MAX};
+    use super::{catalog_add, IdCoder, LabelDelta, CATALOG_MAX, PACKED_ID_MAX};
+
+    #[test]
+    fn catalog_add_counts_labels_in_their_order_until_full() {
+        let mut b = [0u8; CATALOG_MAX + 8];
+        let mut len = 0;
+        for l in ["tea", "city", "tea", "tea"] {
+            len = catalog_add(&mut b, len, l).unwrap();
+        }
+        assert_eq!(&b[..len], b"\x03tea\x03\x00\x04city\x01\x00");
+        // Full: a new label that does not fit is refused, and the catalog
+        // is left as it was; a label it has still counts.
+        let mut full = [0u8; CATALOG_MAX + 8];
+        let mut n = 0;
+        for k in 0..CATALOG_MAX / 8 {
+            let l = [
+                b'a' + (k % 26) as u8,
+                b'a' + (k / 26) as u8,
+                b'x',
+                b'y',
+                b'z',
+            ];
+            n = catalog_add(&mut full, n, core::str::from_utf8(&l).unwrap()).unwrap();
+        }
+        assert_eq!(n, CATALOG_MAX);
+        let before = full;
+        assert_eq!(catalog_add(&mut full, n, "new"), None);
+        assert_eq!(full, before);
+        assert_eq!(catalog_add(&mut full, n, "aaxyz"), Some(n));
+        assert_eq!(&full[6..8], &[2, 0]);
+        // A buffer shorter than the catalog's bound: refused, not a panic.
+        assert_eq!(catalog_add(&mut [0u8; 4], 0, "tea"), None);
+        assert_eq!(catalog_add(&mut [0u8; 256 + 3], 0, &"x".repeat(256)), None);
+    }
 
     #[test]
     fn label_delta_words_keep_their_fields() {
