@@ -111,12 +111,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// The common part of a store, an import and an update, once
     /// `stored.item` is built as a new item with the next id and active set
     /// [`OP`] is read: `stored` says what was done (on a duplicate, its item
-    /// becomes the existing one). A store has lineage `origin` (0, 0); an
-    /// update's, (the item it replaces, the first id of its lineage), and
-    /// that item is not a duplicate, and is forgotten after the put (or
-    /// the duplicate found) in either case. Only a store's duplicate ends
-    /// here with nothing written. The item stays in the caller's frame;
-    /// its put copies it into work slot [`MERGED`].
+    /// becomes the existing one). A store has lineage `origin` (0, 0). An
+    /// update's is (the item it replaces, the first id of its lineage):
+    /// the duplicate check passes over the replaced item, which is
+    /// forgotten after the put, or after the duplicate is found. Only a
+    /// store's duplicate ends here with nothing written. The item stays in
+    /// the caller's frame; its put copies it into work slot [`MERGED`].
     #[inline(never)]
     fn mem_store_core(
         &mut self,
