@@ -569,51 +569,38 @@ impl Item {
                 }
                 *len = check_len(n, max, field)?;
             }
-        } else {
-            match (flags >> F_SOURCE_SHIFT) & 3 {
-                0 => {
-                    r.sized_text(
-                        self.source.as_mut_view(),
-                        0,
-                        SOURCE_MAX_BYTES,
-                        ItemField::Source,
-                    )?;
-                }
-                code => {
-                    let name = SOURCE_CODES
-                        .get(usize::from(code) - 1)
-                        .ok_or(DecodeError::ReservedFlags(flags))?;
-                    copy_text(self.source.as_mut_view(), name);
+        }
+        // The four texts in one loop, in field order: version 1 reads the
+        // label count before them and each text by its length above;
+        // version 2 reads the label count before the keywords, each text
+        // after its own length (the content's is one less), a coded
+        // source by name and referenced keywords below.
+        let whole = flags & F_KEYWORDS_WHOLE != 0;
+        let mut label_count = 0;
+        for (k, (&(max, field), &len)) in V1_TEXTS.iter().zip(&lens).enumerate() {
+            if k == if v1 { 0 } else { 3 } {
+                label_count = r.u8()?;
+                if usize::from(label_count) > MAX_SUMMARY_LABELS {
+                    return Err(DecodeError::TooManyLabels(label_count));
                 }
             }
-            // The content is 1..=256 bytes: never longer than it can be.
-            r.sized_text(
-                self.content.as_mut_view(),
-                1,
-                CONTENT_MAX_BYTES,
-                ItemField::Content,
-            )?;
-            r.sized_text(self.tags.as_mut_view(), 0, TAGS_MAX_BYTES, ItemField::Tags)?;
+            let code = (flags >> F_SOURCE_SHIFT) & 3;
+            let out = self.text_mut(k);
+            if v1 {
+                r.text(out, len, field)?;
+            } else if k == 0 && code != 0 {
+                let name = SOURCE_CODES
+                    .get(usize::from(code) - 1)
+                    .ok_or(DecodeError::ReservedFlags(flags))?;
+                copy_text(out, name);
+            } else if k == 3 && !whole {
+                out.clear();
+            } else {
+                // The content is 1..=256 bytes: never longer than it can be.
+                r.sized_text(out, usize::from(k == 1), max, field)?;
+            }
         }
-        let label_count = r.u8()?;
-        if usize::from(label_count) > MAX_SUMMARY_LABELS {
-            return Err(DecodeError::TooManyLabels(label_count));
-        }
-        self.keywords.clear();
-        if v1 {
-            let [s, c, t, k] = lens;
-            r.text(self.source.as_mut_view(), s, ItemField::Source)?;
-            r.text(self.content.as_mut_view(), c, ItemField::Content)?;
-            r.text(self.tags.as_mut_view(), t, ItemField::Tags)?;
-            r.text(self.keywords.as_mut_view(), k, ItemField::Keywords)?;
-        } else if flags & F_KEYWORDS_WHOLE != 0 {
-            r.sized_text(
-                self.keywords.as_mut_view(),
-                0,
-                KEYWORDS_MAX_BYTES,
-                ItemField::Keywords,
-            )?;
-        } else {
+        if !v1 && !whole {
             let pieces = (flags >> F_PIECES_SHIFT) & 3;
             for k in 0..pieces {
                 let out = self.keywords.as_mut_view();
@@ -660,6 +647,18 @@ impl Item {
         Ok(())
     }
 
+    /// The text field `k` in [`V1_TEXTS`]' order (source, content, tags,
+    /// keywords), as a view: one decode step for all four.
+    #[inline(never)]
+    fn text_mut(&mut self, k: usize) -> &mut StringView {
+        match k {
+            0 => self.source.as_mut_view(),
+            1 => self.content.as_mut_view(),
+            2 => self.tags.as_mut_view(),
+            _ => self.keywords.as_mut_view(),
+        }
+    }
+
     /// The item invariants every version checks last.
     fn check_invariants(&self) -> Result<(), DecodeError> {
         if self.source.is_empty() {
@@ -692,7 +691,8 @@ fn check_labels(labels: &[Label]) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// The capacities and names of a version 1 item's texts, in header order.
+/// The capacities and names of an item's four texts, in the order both
+/// versions write them (a version 1 header's lengths, the texts of either).
 const V1_TEXTS: [(usize, ItemField); 4] = [
     (SOURCE_MAX_BYTES, ItemField::Source),
     (CONTENT_MAX_BYTES, ItemField::Content),
