@@ -48,19 +48,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.log
                     .io()
                     .read_stream(addr + CHUNK_HEADER_LEN, b.split_at_mut(n).0)?;
+                let prev = u32_at(&b, 0);
                 if let Some(f) = fixed {
                     // The item's id follows prev (and the lineage words of
                     // a put that has them) and the encoding's version and
                     // flags bytes.
                     let id = u32_at(&b, f as usize + 2);
                     self.mem.next_id = self.mem.next_id.max(id.wrapping_add(1));
+                    if prev == UNCHAINED {
+                        // A merge or relocation copy: the index after it,
+                        // if it landed, points at it.
+                        return Ok(());
+                    }
                 }
-                if fixed.is_some() && u32_at(&b, 0) == UNCHAINED {
-                    // A merge or relocation copy: the index after it, if it
-                    // landed, points at it.
-                    return Ok(());
-                }
-                let prev = u32_at(&b, 0);
                 if prev != self.mem.head {
                     if self.mem_lost_link(prev, addr)? {
                         // The chain goes on through a record damaged at
@@ -83,11 +83,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.log
                             .io()
                             .read_stream(self.scan_damaged + CHUNK_HEADER_LEN, &mut f)?;
-                        self.mem_rooted_at(
-                            self.scan_damaged,
-                            self.log.tail_seq(),
-                            self.mem.next_id.max(u32_at(&f, 4)),
-                        );
+                        self.mem_rooted_at(self.scan_damaged, self.log.tail_seq(), u32_at(&f, 4));
                         self.mount_report.salvaged_memory_index = true;
                     } else {
                         // A memory record does not follow the memory chain.
@@ -131,11 +127,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 self.scan_damaged = NO_ADDR;
                 self.mount_report.salvaged_memory_index = false;
-                self.mem_rooted_at(
-                    addr,
-                    u32_at(&b, 12).min(sector_seq),
-                    self.mem.next_id.max(u32_at(&b, 4)),
-                );
+                self.mem_rooted_at(addr, u32_at(&b, 12).min(sector_seq), u32_at(&b, 4));
             }
             _ => {}
         }

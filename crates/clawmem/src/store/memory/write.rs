@@ -436,17 +436,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         let (addr, _) = self.log.write_batch(MEM_INDEX, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
-        self.mem_rooted_at(addr, oldest, self.mem.next_id);
+        self.mem_rooted_at(addr, oldest, 0);
         Ok(1)
     }
 
     /// The chain rooted at the new index at `addr`
     /// ([`MemState::rooted_at`]), with no repaired links (those were all
-    /// before it): compiled once.
+    /// before it), and the next id at least `next_id` (ids never go back):
+    /// compiled once.
     #[inline(never)]
     pub(super) fn mem_rooted_at(&mut self, addr: u32, oldest: u32, next_id: u32) {
         self.mem_links.clear();
-        self.mem = MemState::rooted_at(addr, oldest, next_id);
+        self.mem = MemState::rooted_at(addr, oldest, self.mem.next_id.max(next_id));
     }
 
     /// The entry of active set `lvl` with the smallest id above `after`
