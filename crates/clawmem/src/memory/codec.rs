@@ -283,20 +283,6 @@ impl<'a> Reader<'a> {
         out.clear();
         out.push_str(text).map_err(|_| DecodeError::TooLong(field))
     }
-
-    /// A text field after its `u8` length (plus `bias`), which must be at
-    /// most `max`, into `out` (compiled once for every such field).
-    #[inline(never)]
-    fn sized_text(
-        &mut self,
-        out: &mut heapless::string::StringView,
-        bias: usize,
-        max: usize,
-        field: ItemField,
-    ) -> Result<(), DecodeError> {
-        let len = check_len(usize::from(self.u8()?) + bias, max, field)?;
-        self.text(out, len, field)
-    }
 }
 
 fn check_len(len: usize, max: usize, field: ItemField) -> Result<usize, DecodeError> {
@@ -574,8 +560,9 @@ impl Item {
         // label count before them and each text by its length above;
         // version 2 reads the label count before the keywords, each text
         // after its own length (the content's is one less), a coded
-        // source by name and referenced keywords below.
-        let whole = flags & F_KEYWORDS_WHOLE != 0;
+        // source by name and referenced keywords below. (Version 1's flags
+        // are 0: no source code; its keywords are whole.)
+        let whole = v1 || flags & F_KEYWORDS_WHOLE != 0;
         let mut label_count = 0;
         for (k, (&(max, field), &len)) in V1_TEXTS.iter().zip(&lens).enumerate() {
             if k == if v1 { 0 } else { 3 } {
@@ -586,9 +573,7 @@ impl Item {
             }
             let code = (flags >> F_SOURCE_SHIFT) & 3;
             let out = self.text_mut(k);
-            if v1 {
-                r.text(out, len, field)?;
-            } else if k == 0 && code != 0 {
+            if k == 0 && code != 0 {
                 let name = SOURCE_CODES
                     .get(usize::from(code) - 1)
                     .ok_or(DecodeError::ReservedFlags(flags))?;
@@ -596,11 +581,17 @@ impl Item {
             } else if k == 3 && !whole {
                 out.clear();
             } else {
-                // The content is 1..=256 bytes: never longer than it can be.
-                r.sized_text(out, usize::from(k == 1), max, field)?;
+                // Version 2: a u8 length before the text (the content's one
+                // less: 1..=256 bytes, never longer than it can be).
+                let len = if v1 {
+                    len
+                } else {
+                    check_len(usize::from(r.u8()?) + usize::from(k == 1), max, field)?
+                };
+                r.text(out, len, field)?;
             }
         }
-        if !v1 && !whole {
+        if !whole {
             let pieces = (flags >> F_PIECES_SHIFT) & 3;
             for k in 0..pieces {
                 let out = self.keywords.as_mut_view();
