@@ -289,8 +289,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`Self::mem_keys`] put them in the scratch area) from entries `i`
     /// and `j` on, `j` after `i`, in the order of a loop over `i` with one
     /// over `j` inside it: the one search of both merge loops.
-    #[inline(never)]
+    #[inline(always)]
     fn mem_same_key(&self, lvl: usize, i: usize, j: usize) -> Option<(usize, usize)> {
+        match self.mem_same_key_word(lvl, i, j) {
+            usize::MAX => None,
+            w => Some((w & 0xFFFF, w >> 16)),
+        }
+    }
+
+    /// [`Self::mem_same_key`] as a word, `i | j << 16` (`usize::MAX`:
+    /// none; both are below [`ACTIVE_CAP`], the set's capacity), returned
+    /// in a register.
+    #[inline(never)]
+    fn mem_same_key_word(&self, lvl: usize, i: usize, j: usize) -> usize {
+        const _: () = assert!(ACTIVE_CAP <= 0xFFFF);
         let work: &Work = self.work.borrow();
         let n = work.active[lvl].len();
         let (mut i, mut j) = (i, j);
@@ -301,11 +313,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             let ki = word(&work.scratch, i);
             if ki != 0 && ki == word(&work.scratch, j) {
-                return Some((i, j));
+                return i | j << 16;
             }
             j += 1;
         }
-        None
+        usize::MAX
     }
 
     /// How many merges a compaction of active set `lvl` would write (at
