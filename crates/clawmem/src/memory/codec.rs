@@ -530,22 +530,30 @@ impl Item {
         if flags & if v1 { 0xFF } else { 0x80 } != 0 {
             return Err(DecodeError::ReservedFlags(flags));
         }
-        let present = if v1 { F_UPDATED | F_ACCESS } else { flags };
+        // Version 1 as the version 2 flags that read it: updated_at and
+        // access_count present, the keywords whole, the source written out.
+        let flags = if v1 {
+            F_UPDATED | F_ACCESS | F_KEYWORDS_WHOLE
+        } else {
+            flags
+        };
         self.id = ItemId::new(r.u32()?);
         self.created_at = r.u32()?;
-        self.updated_at = if present & F_UPDATED != 0 {
+        self.updated_at = if flags & F_UPDATED != 0 {
             r.u32()?
         } else {
             self.created_at
         };
-        self.access_count = if present & F_ACCESS != 0 {
+        self.access_count = if flags & F_ACCESS != 0 {
             let b = r.take(2)?;
             u16::from_le_bytes([b[0], b[1]])
         } else {
             0
         };
         // Version 1: the lengths of source, content, tags and keywords.
-        let mut lens = [0usize; 4];
+        // (Each checked against its capacity, which the const assertions
+        // above bound by its length field: `u16`s.)
+        let mut lens = [0u16; 4];
         if v1 {
             for (k, (len, &(max, field))) in lens.iter_mut().zip(&V1_TEXTS).enumerate() {
                 // The content's length is a u16, the others a u8.
@@ -553,18 +561,18 @@ impl Item {
                 if k == 1 {
                     n |= usize::from(r.u8()?) << 8;
                 }
-                *len = check_len(n, max, field)?;
+                *len = check_len(n, max, field)? as u16;
             }
         }
         // The four texts in one loop, in field order: version 1 reads the
         // label count before them and each text by its length above;
         // version 2 reads the label count before the keywords, each text
         // after its own length (the content's is one less), a coded
-        // source by name and referenced keywords below. (Version 1's flags
-        // are 0: no source code; its keywords are whole.)
-        let whole = v1 || flags & F_KEYWORDS_WHOLE != 0;
+        // source by name and referenced keywords below.
+        let whole = flags & F_KEYWORDS_WHOLE != 0;
         let mut label_count = 0;
-        for (k, (&(max, field), &len)) in V1_TEXTS.iter().zip(&lens).enumerate() {
+        for k in 0..4 {
+            let (max, field) = V1_TEXTS[k];
             if k == if v1 { 0 } else { 3 } {
                 label_count = r.u8()?;
                 if usize::from(label_count) > MAX_SUMMARY_LABELS {
@@ -584,7 +592,7 @@ impl Item {
                 // Version 2: a u8 length before the text (the content's one
                 // less: 1..=256 bytes, never longer than it can be).
                 let len = if v1 {
-                    len
+                    usize::from(lens[k])
                 } else {
                     check_len(usize::from(r.u8()?) + usize::from(k == 1), max, field)?
                 };
