@@ -561,27 +561,33 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     ///
     /// Power loss: until the checkpoint commits, the previous one (which is
     /// never reclaimed before a newer one exists) stays in force.
+    #[inline(always)]
     pub(super) fn write_checkpoint_with(&mut self, p: Priority) -> Result<(), Fail> {
+        self.write_checkpoint_as(p, true)
+    }
+
+    /// Writes a full checkpoint (needed before its predecessor's sector is
+    /// released).
+    #[inline(always)]
+    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Fail> {
+        self.write_checkpoint_as(p, false)
+    }
+
+    /// Writes a checkpoint: a delta when `may_delta` and that is smaller
+    /// ([`write_checkpoint_with`](Self::write_checkpoint_with)), else a
+    /// full one ([`write_full_checkpoint`](Self::write_full_checkpoint)).
+    /// (One body for both: the choice is a word.)
+    #[inline(never)]
+    pub(super) fn write_checkpoint_as(&mut self, p: Priority, may_delta: bool) -> Result<(), Fail> {
         let mut len = self.checkpoint_len();
         let mut delta = false;
-        if self.full_checkpoint != NO_ADDR && self.deltas_since_full < DELTAS_PER_FULL {
+        if may_delta && self.full_checkpoint != NO_ADDR && self.deltas_since_full < DELTAS_PER_FULL
+        {
             let delta_len = self.delta_len();
             if delta_len < len {
                 (len, delta) = (delta_len, true);
             }
         }
-        self.write_checkpoint_kind(p, delta, len)
-    }
-
-    /// Writes a full checkpoint (needed before its predecessor's sector is
-    /// released).
-    pub(super) fn write_full_checkpoint(&mut self, p: Priority) -> Result<(), Fail> {
-        let len = self.checkpoint_len();
-        self.write_checkpoint_kind(p, false, len)
-    }
-
-    /// Writes a delta or a full checkpoint, `len` bytes long.
-    fn write_checkpoint_kind(&mut self, p: Priority, delta: bool, len: u32) -> Result<(), Fail> {
         self.ensure_room(len, p)?;
         // A full checkpoint lists the cold sessions too, copied from the
         // directory as it is written: every checkpoint of it is checked

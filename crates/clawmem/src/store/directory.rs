@@ -586,10 +586,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let dirty = self.sessions.iter().filter(|s| s.dirty).count();
         // (Without a directory, RAM cannot let any session go before a full
         // checkpoint makes one.)
-        match self.dir.len > 0 && dirty > 0 && !self.dir.delta_cold.is_full() {
-            true => self.write_checkpoint_with(p),
-            false => self.write_full_checkpoint(p),
-        }
+        let may_delta = self.dir.len > 0 && dirty > 0 && !self.dir.delta_cold.is_full();
+        self.write_checkpoint_as(p, may_delta)
     }
 
     /// A free slot in the table without writing: a clean session goes
