@@ -218,20 +218,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             self.dir.clear();
             self.deleted_since_full.clear();
         }
-        // The sessions, the deletions and the objects, in that order, read
-        // by one loop. (The objects go straight to the table: a damaged
-        // checkpoint leaves the state to be loaded again, or rebuilt by a
-        // scan of the ring, whichever way.)
+        // The sessions, the deletions, the objects and the memory state, in
+        // that order, read by one loop. (The objects go straight to the
+        // table: a damaged checkpoint leaves the state to be loaded again,
+        // or rebuilt by a scan of the ring, whichever way.)
         self.objects.clear();
         let deleted_end = count + deleted_count;
-        for k in 0..deleted_end + objects {
-            let mut b = [0u8; SESSION_ENCODED];
+        let objects_end = deleted_end + objects;
+        // (Each part is read over the bytes it uses before they are used.)
+        let mut b = [0u8; SESSION_ENCODED];
+        for k in 0..objects_end + 1 {
             let n = if k < count {
                 SESSION_ENCODED
             } else if k < deleted_end {
                 4
-            } else {
+            } else if k < objects_end {
                 OBJ_ENCODED
+            } else {
+                MEM_STATE_ENCODED
             };
             if !r.read(&mut io, b.split_at_mut(n).0)? {
                 return Ok(0);
@@ -250,8 +254,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // Cold: found in the directory when it is used.
                     self.dir.note_unloaded(s);
                 }
-            } else if k < deleted_end {
-                // (Applied by the first pass.)
+            } else if k < deleted_end || k == objects_end {
+                // (Deletions: applied by the first pass; the memory state:
+                // decoded below.)
             } else {
                 let slot = ObjectSlot {
                     ty: b[0],
@@ -266,13 +271,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let _ = self.objects.push(slot);
             }
         }
-        let mut m = [0u8; MEM_STATE_ENCODED];
-        if !r.read(&mut io, &mut m)? || !r.finish() {
-            return Ok(0);
-        }
-        let Some(mem) = MemState::decode(&m) else {
+        let Some(mem) = b.first_chunk().and_then(MemState::decode) else {
             return Ok(0);
         };
+        if !r.finish() {
+            return Ok(0);
+        }
         match delta {
             true => {
                 if !self.dir.push_delta(addr) {
@@ -539,7 +543,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Sessions in the table changed since the newest checkpoint: those a
     /// delta carries (one count for its length and its writer).
-    fn dirty_count(&self) -> usize {
+    pub(super) fn dirty_count(&self) -> usize {
         self.sessions.iter().filter(|s| s.dirty).count()
     }
 

@@ -583,11 +583,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// when there are some and RAM can name one more as cold, else (or
     /// without a directory) a full one, after which every session can go.
     pub(super) fn clean_table(&mut self, p: Priority) -> Result<(), Fail> {
-        let dirty = self.sessions.iter().filter(|s| s.dirty).count();
-        // (Without a directory, RAM cannot let any session go before a full
-        // checkpoint makes one.)
-        let may_delta = self.dir.len > 0 && dirty > 0 && !self.dir.delta_cold.is_full();
-        self.write_checkpoint_as(p, may_delta)
+        self.write_checkpoint_as(p, self.cleans_by_delta())
+    }
+
+    /// Whether the checkpoint [`clean_table`](Self::clean_table) writes may
+    /// be a delta: there are changed sessions and RAM can name one more as
+    /// cold. (Without a directory, RAM cannot let any session go before a
+    /// full checkpoint makes one.)
+    pub(super) fn cleans_by_delta(&self) -> bool {
+        self.dir.len > 0 && self.dirty_count() > 0 && !self.dir.delta_cold.is_full()
     }
 
     /// A free slot in the table without writing: a clean session goes
