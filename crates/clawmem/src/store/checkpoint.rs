@@ -625,28 +625,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             true => deleted_after(&self.deleted_since_full, self.deleted_written),
             false => &[],
         };
-        let mut fixed = [
-            u32::from(version) | (self.objects.len() as u32) << 8 | (count as u32 & 0xFFFF) << 16,
-            self.next_uid,
-            self.log.tail_seq(),
-            self.log.next_seq(),
-            waste,
-            waste_seq,
-            self.log.checkpoint(),
-            (deleted.len() as u32 & 0xFFFF) | ((self.deltas_since_full + 1) & 0xFFFF) << 16,
-        ];
-        let mut fixed_len = CKPT_FIXED + CKPT_WASTE;
-        if waste == 0 {
-            // No waste part: the delta part moves up over it.
-            (fixed[4], fixed[5]) = (fixed[6], fixed[7]);
-            fixed_len = CKPT_FIXED;
-        }
-        if delta {
-            fixed_len += CKPT_DELTA_FIXED;
-        }
+        // (Words of the waste part: 2, or 0 when the delta part moves up
+        // over it.)
+        let w = 2 * usize::from(waste != 0);
         let mut payload = CheckpointPayload {
-            fixed,
-            fixed_len,
+            fixed: [
+                u32::from(version)
+                    | (self.objects.len() as u32) << 8
+                    | (count as u32 & 0xFFFF) << 16,
+                self.next_uid,
+                self.log.tail_seq(),
+                self.log.next_seq(),
+                waste,
+                waste_seq,
+                0,
+                0,
+            ],
+            fixed_len: CKPT_FIXED + 4 * w + if delta { CKPT_DELTA_FIXED } else { 0 },
             sessions: &self.sessions,
             only_dirty: delta,
             count,
@@ -662,6 +657,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             next_cold: 0,
             entry: [0; SESSION_ENCODED],
         };
+        // The delta part (written only in a delta), after the waste part.
+        payload.fixed[4 + w] = self.log.checkpoint();
+        payload.fixed[5 + w] =
+            (deleted.len() as u32 & 0xFFFF) | ((self.deltas_since_full + 1) & 0xFFFF) << 16;
         let before = self.log.written()[crate::layout::kind::usage_slot(kind::CHECKPOINT)];
         let (addr, _) = self.log.write_batch(kind::CHECKPOINT, &mut payload)?;
         if delta {
