@@ -393,15 +393,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         (d.full_count + d.delta_cold.len() as u32).saturating_sub(taken)
     }
 
-    /// The view a [`ColdCursor`] reads past.
-    fn dir_view(&self) -> DirView<'_> {
-        DirView {
-            dir: &self.dir,
-            hot: &self.sessions,
-            deleted: &self.deleted_since_full,
-        }
-    }
-
     /// The next cold session of a pass, in `c.cur`, and where its version
     /// is; 0 at the end ([`ColdCursor::next`]).
     #[inline(never)]
@@ -453,10 +444,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         if let Want::Uid(uid) = want {
             // Only a session below the full checkpoint's next uid, or one
-            // with its version in a delta, can be cold.
-            let v = self.dir_view();
-            if !(uid < self.dir.full_next_uid && v.cold_in_full(uid) || self.dir.in_delta_cold(uid))
-            {
+            // with its version in a delta, can be cold. (The one caller
+            // asks for a uid a pass over the cold sessions gave: never one
+            // in the table.)
+            if !self.may_be_cold(uid) {
                 return Ok(usize::MAX);
             }
         }
