@@ -265,7 +265,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     seq: u32_at(&b, 12),
                     len: u32_at(&b, 16),
                 };
-                if !matches!(slot.ty, OBJ_CHAT_MAP | OBJ_PROFILE) || u32_at(&b, 0) >> 8 != 0 {
+                // (The type, then three zero bytes: one word.)
+                let ty = u32_at(&b, 0);
+                if ty != u32::from(OBJ_CHAT_MAP) && ty != u32::from(OBJ_PROFILE) {
                     return Ok(0);
                 }
                 let _ = self.objects.push(slot);
