@@ -258,19 +258,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // (Deletions: applied by the first pass; the memory state:
                 // decoded below.)
             } else {
-                let slot = ObjectSlot {
-                    ty: b[0],
-                    key: u32_at(&b, 4),
-                    addr: u32_at(&b, 8),
-                    seq: u32_at(&b, 12),
-                    len: u32_at(&b, 16),
-                };
                 // (The type, then three zero bytes: one word.)
                 let ty = u32_at(&b, 0);
                 if ty != u32::from(OBJ_CHAT_MAP) && ty != u32::from(OBJ_PROFILE) {
                     return Ok(0);
                 }
-                let _ = self.objects.push(slot);
+                let _ = self.objects.push(ObjectSlot {
+                    ty: ty as u8,
+                    key: u32_at(&b, 4),
+                    addr: u32_at(&b, 8),
+                    seq: u32_at(&b, 12),
+                    len: u32_at(&b, 16),
+                });
             }
         }
         let Some(mem) = b.first_chunk().and_then(MemState::decode) else {

@@ -153,8 +153,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
             None => data,
         };
-        let k = key.to_le_bytes();
-        let head: [u8; OBJ_FIXED as usize] = [ty, 0, 0, 0, k[0], k[1], k[2], k[3]];
+        // The type, three zero bytes and the key: two little-endian words.
+        let head: [u8; OBJ_FIXED as usize] = (u64::from(ty) | u64::from(key) << 32).to_le_bytes();
         let mut payload = Slices([&head[..], data]);
         // Not `write_prepared`: the payload borrows the work area.
         let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
