@@ -191,11 +191,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         while self.next_session_word(&mut i, &mut cold)? != 0 {
             let s = &cold.cur;
             let mut buf = [0u8; MAX_SESSION_ID_BYTES];
-            let Some(n) = self.session_id(s, &mut buf)? else {
-                lost += 1;
-                continue;
-            };
-            let Ok(id) = core::str::from_utf8(&buf[..n]) else {
+            // (A name `session_id` gives is UTF-8: it checked.)
+            let name = self.session_id(s, &mut buf)?;
+            let Some(id) = name.and_then(|n| core::str::from_utf8(buf.get(..n)?).ok()) else {
                 lost += 1;
                 continue;
             };
