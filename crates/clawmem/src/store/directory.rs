@@ -329,11 +329,15 @@ pub(super) fn sessions_of<F: NorFlash>(
 ) -> Result<u32, Fail> {
     let mut fixed = [0u8; CKPT_FIXED];
     io.read_stream(addr + CHUNK_HEADER_LEN, &mut fixed)?;
-    let extra = match fixed[0] {
-        CKPT_FULL_WASTE => CKPT_WASTE,
-        CKPT_DELTA => CKPT_DELTA_FIXED,
-        CKPT_DELTA_WASTE => CKPT_WASTE + CKPT_DELTA_FIXED,
-        _ => 0,
+    // Past the first version: 1 a delta (its part), 2 the cut waste, 3
+    // both; each part is 8 bytes. (Anything else is no checkpoint's, and
+    // has none.)
+    const _: () = assert!(CKPT_WASTE == 8 && CKPT_DELTA_FIXED == 8);
+    const _: () = assert!(CKPT_DELTA == 2 && CKPT_FULL_WASTE == 3 && CKPT_DELTA_WASTE == 4);
+    let past = fixed[0].wrapping_sub(1);
+    let extra = match past < 4 {
+        true => 8 * usize::from((past >> 1) + (past & 1)),
+        false => 0,
     };
     *count = u32::from(u16_at(&fixed, 2));
     Ok(io.stream_advance(addr + CHUNK_HEADER_LEN, (CKPT_FIXED + extra) as u32))

@@ -116,21 +116,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         // Maintenance writes a due checkpoint beside the one a collection
         // may write.
-        let (sectors, bytes) = match p {
-            Priority::Gc => return 0,
-            Priority::Maintenance => (self.reserve_gc, ckpt),
-            Priority::User | Priority::History => {
-                let bytes = 2 * ckpt + index();
-                (
-                    self.reserve_gc + self.reserve_maintenance,
-                    match p {
-                        Priority::History => bytes + knowledge(),
-                        _ => bytes,
-                    },
-                )
+        // (Each priority below adds to the one above it.)
+        if p == Priority::Gc {
+            return 0;
+        }
+        let (mut sectors, mut bytes) = (self.reserve_gc, ckpt);
+        if p != Priority::Maintenance {
+            sectors += self.reserve_maintenance;
+            bytes += ckpt + index();
+            if p == Priority::History {
+                bytes += knowledge();
             }
-        };
-        sectors + bytes.div_ceil(space) + self.cut_slack() - self.cut_slack_used()
+        }
+        sectors + bytes.div_ceil(space) + self.cut_slack_left()
     }
 
     /// The cut slack this partition keeps: [`CUT_SLACK`], or none on one of
@@ -142,15 +140,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
-    /// Sectors of [`CUT_SLACK`] that a cut's waste takes until the ring
-    /// collects it: the bytes the last mount found spent by a cut write
+    /// Sectors of the cut slack ([`cut_slack`](Self::cut_slack)) left free
+    /// of a cut's waste until the ring collects it. The waste takes the
+    /// sectors of the bytes the last mount found spent by a cut write
     /// (`note_cut_waste`), and a sector for the few bytes by which the
-    /// writes redone after it may be laid out otherwise.
-    fn cut_slack_used(&self) -> u32 {
-        let unit = self.log.geo().sector_payload_space() - CHUNK_HEADER_LEN;
+    /// writes redone after it may be laid out otherwise: at least one
+    /// sector, which is the whole slack ([`CUT_SLACK`] is one sector).
+    fn cut_slack_left(&self) -> u32 {
+        const _: () = assert!(CUT_SLACK == 1);
         match self.cut_waste_now() {
-            (0, _) => 0,
-            (waste, _) => (waste / unit + 1).min(self.cut_slack()),
+            (0, _) => self.cut_slack(),
+            _ => 0,
         }
     }
 
