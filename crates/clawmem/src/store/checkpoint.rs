@@ -714,11 +714,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         self.log.set_checkpoint(addr);
+        let dir = if full { DIR_FULL } else { DIR_DELTA };
         for s in self.sessions.iter_mut() {
-            if full {
-                s.dir = DIR_FULL;
-            } else if s.dirty {
-                s.dir = DIR_DELTA;
+            if full || s.dirty {
+                s.dir = dir;
             }
             s.dirty = false;
         }
