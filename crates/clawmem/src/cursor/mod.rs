@@ -489,21 +489,39 @@ pub(crate) struct BatchMeta {
 }
 
 impl BatchMeta {
-    /// Reads and parses the meta of the batch whose first chunk is `addr`.
-    pub fn read<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<BatchMeta, Fail> {
+    /// No meta (a placeholder that [`read`](Self::read) fills in place).
+    pub const EMPTY: BatchMeta = BatchMeta {
+        fixed: BatchFixed {
+            uid: 0,
+            prev: 0,
+            count: 0,
+            flags: 0,
+        },
+        bytes: [0; BATCH_META_MAX],
+        len: 0,
+        records_at: 0,
+    };
+
+    /// Reads and parses, in place (no meta moved through a `Result`), the
+    /// meta of the batch whose first chunk is `addr`. On an error `self`
+    /// holds nothing usable.
+    pub fn read<F: NorFlash>(&mut self, io: &mut Io<'_, F>, addr: u32) -> Result<(), Fail> {
         let h = read_first_chunk(io, addr, Some(SESSION_BATCH))?;
-        Self::read_with(io, addr, &h)
+        self.read_with(io, addr, &h)
     }
 
     /// [`read`](Self::read) with the first chunk's header already read.
     /// Reads only the meta: the fixed part, then exactly the id and the
     /// record descriptors it announces (at most 6 bytes each).
     pub fn read_with<F: NorFlash>(
+        &mut self,
         io: &mut Io<'_, F>,
         addr: u32,
         h: &crate::layout::ChunkHeader,
-    ) -> Result<BatchMeta, Fail> {
-        let mut bytes = [0u8; BATCH_META_MAX];
+    ) -> Result<(), Fail> {
+        // (Bytes past those read stay 0, whatever `self` held.)
+        let bytes = &mut self.bytes;
+        *bytes = [0u8; BATCH_META_MAX];
         // (Every check that fails ends at the one error below.)
         let mut parsed = None;
         if h.kind == SESSION_BATCH && h.is_first() {
@@ -534,7 +552,7 @@ impl BatchMeta {
                         &mut bytes[head..avail],
                     )?;
                 }
-                parsed = meta_extent(&bytes, avail, &fixed).map(|(len, at)| (fixed, len, at));
+                parsed = meta_extent(bytes, avail, &fixed).map(|(len, at)| (fixed, len, at));
             }
         }
         let Some((fixed, len, records_at)) = parsed else {
@@ -542,12 +560,8 @@ impl BatchMeta {
                 .parked()
                 .at(fail!(Corrupted, "session batch meta is invalid"), addr));
         };
-        Ok(BatchMeta {
-            fixed,
-            bytes,
-            len,
-            records_at,
-        })
+        (self.fixed, self.len, self.records_at) = (fixed, len, records_at);
+        Ok(())
     }
 
     /// The id bytes, if the batch starts its session.
@@ -845,21 +859,28 @@ impl RecPos {
             } else {
                 let meta = match self.meta {
                     Some(ref meta) => meta,
-                    None => match BatchMeta::read(io, addr) {
-                        Ok(meta) => {
-                            self.body_offset = meta.len as u32;
-                            // In a batch, `index` is where the next record
-                            // descriptor is in the meta.
-                            self.index = meta.records_at as u32;
-                            self.meta.insert(meta)
+                    None => {
+                        // Read in place (a meta moved in was copied whole).
+                        let meta = self.meta.insert(BatchMeta::EMPTY);
+                        match meta.read(io, addr) {
+                            Ok(()) => {
+                                self.body_offset = meta.len as u32;
+                                // In a batch, `index` is where the next record
+                                // descriptor is in the meta.
+                                self.index = meta.records_at as u32;
+                                meta
+                            }
+                            Err(e) => {
+                                self.meta = None;
+                                if e.kind() == Kind::Flash {
+                                    return Err(e);
+                                }
+                                // The batch's meta is damaged: its records are lost.
+                                self.degraded = true;
+                                return Ok(Some(RecordInfo::damaged(self.next_segment())));
+                            }
                         }
-                        Err(e) if e.kind() == Kind::Flash => return Err(e),
-                        Err(_) => {
-                            // The batch's meta is damaged: its records are lost.
-                            self.degraded = true;
-                            return Ok(Some(RecordInfo::damaged(self.next_segment())));
-                        }
-                    },
+                    }
                 };
                 match meta.record_at(self.index as usize) {
                     Some((kind, format, len, next)) => {

@@ -81,10 +81,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         match h.kind {
             SESSION_BATCH => {
-                // (Used where it is: moved out of the `Result`, the meta
-                // was copied whole, and the frame held it twice.)
-                let read = BatchMeta::read_with(&mut self.log.io(), addr, h);
-                let meta = read.as_ref().map_err(|_| Skip)?;
+                // (Read in place: moved out of a `Result`, the meta was
+                // copied whole, and the frame held it twice.)
+                let mut meta = BatchMeta::EMPTY;
+                meta.read_with(&mut self.log.io(), addr, h)
+                    .map_err(|_| Skip)?;
+                let meta = &meta;
                 let uid = meta.fixed.uid;
                 let added = meta.bodies_len() + u32::from(meta.fixed.count);
                 if added > geo.capacity() {
@@ -308,16 +310,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 s.oldest = s.oldest.min(seq);
             }
             let sound = self.log.verify(root)?.is_some();
-            // (Read where it is used: moved out of the `Result`, wrapped in
-            // an `Option` or read into a variable set in one branch only,
-            // the meta was copied whole, and the frame held it twice.)
+            // (Read in place, where it is used: moved out of a `Result`,
+            // wrapped in an `Option` or read into a variable set in one
+            // branch only, the meta was copied whole, and the frame held it
+            // twice.)
+            let mut read_meta = BatchMeta::EMPTY;
             let read = match sound {
-                true => BatchMeta::read(&mut self.log.io(), root),
+                true => read_meta.read(&mut self.log.io(), root),
                 // (Not read: any error stands for it.)
                 false => Err(Fail::NOT_FORMATTED),
             };
-            let m = match &read {
-                Ok(m) => Some(m),
+            let m = match read {
+                Ok(()) => Some(&read_meta),
                 Err(_) if sound => return Err(Skip),
                 Err(_) => None,
             };
