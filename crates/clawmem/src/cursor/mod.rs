@@ -288,13 +288,13 @@ fn single_flip<F: NorFlash>(
     if addr + geo.chunk_size(h.len) > geo.sector_end(addr) {
         return Ok(None);
     }
-    let mut d = ChunkHeader::crc_start(h.kind, h.flags, h.len, h.seq);
-    // The chunk lies in its sector: its stream is its bytes.
-    digest_stream(io, &mut d, addr + CHUNK_HEADER_LEN, h.len, scratch)?;
+    // The chunk lies in its sector: its stream is its bytes (the same
+    // reads).
+    let crc = io.chunk_crc(addr, h, scratch)?;
     // The CRC covers 8 header bytes, then the payload.
     let to = 8 + within.min(h.len as usize);
     Ok(
-        crate::layout::crc_single_bit_error(d.finalize() ^ h.crc, 8 + h.len as usize, 8, to)
+        crate::layout::crc_single_bit_error(crc ^ h.crc, 8 + h.len as usize, 8, to)
             .map(|(byte, bit)| (byte - 8, bit)),
     )
 }

@@ -200,8 +200,23 @@ impl<F: NorFlash> Io<'_, F> {
         Ok(self.chunk_crc_ok_word(address, h, scratch)? != 0)
     }
     /// [`Io::chunk_crc_ok`] as a word, 1 or 0: returned in registers, a bool through memory.
-    #[inline(never)]
+    /// (Inline: the out-of-line call is [`Io::chunk_crc`]'s, no deeper.)
+    #[inline(always)]
     pub(super) fn chunk_crc_ok_word(
+        &mut self,
+        address: u32,
+        h: &ChunkHeader,
+        scratch: &mut [u8],
+    ) -> Result<u32, Fail> {
+        Ok(u32::from(self.chunk_crc(address, h, scratch)? == h.crc))
+    }
+
+    /// The CRC-32 of the chunk at `address` with header `h`, its 8 header
+    /// bytes then its payload, read through `scratch` as the bytes after
+    /// its header (not a payload stream): what [`Io::chunk_crc_ok`] compares
+    /// with `h.crc`, and what the flipped-bit search (`cursor`) takes apart.
+    #[inline(never)]
+    pub(crate) fn chunk_crc(
         &mut self,
         address: u32,
         h: &ChunkHeader,
@@ -218,7 +233,7 @@ impl<F: NorFlash> Io<'_, F> {
             at += n as u32;
             left -= n as u32;
         }
-        Ok(u32::from(d.finalize() == h.crc))
+        Ok(d.finalize())
     }
 
     /// Whether `len` bytes at `address` are all 0xFF, as a word (1 or 0;
