@@ -132,24 +132,11 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
         index <= u64::from(total) && u64::from(f.size) >= 2 * u64::from(f.count)
     };
     let decoded = |fixed: &[u8; BASE_FIXED as usize]| BaseFixed::decode(fixed).filter(fits);
-    // Damaged at rest: one flipped bit of the fixed part that explains the
-    // first chunk's CRC is corrected if the result holds together.
-    let corrected = |io: &mut Io<'_, F>, fixed: &mut [u8; BASE_FIXED as usize]| {
-        Ok::<_, Fail>(correct_fixed(io, addr, &h, fixed)?.and_then(|()| decoded(fixed)))
-    };
-    let f = match decoded(&fixed) {
-        Some(f) => f,
-        None => corrected(io, &mut fixed)?.ok_or_else(|| {
-            io.parked()
-                .at(fail!(Corrupted, "session base header is invalid"), addr)
-        })?,
-    };
-    // The layout `f` gives (where the CHDX header, the entries and the
-    // CRCs start), and whether the bytes after the last entry look like
-    // one: a record count too low by damage puts the CRCs where entries
-    // are, and the bytes after the last entry are CRCs, which look like an
-    // entry only by chance (1 in thousands). If they do, a flipped bit is
-    // looked for.
+    // The layout a fixed part gives (where the CHDX header, the entries
+    // and the CRCs start), and whether the bytes after the last entry look
+    // like one: a record count too low by damage puts the CRCs where
+    // entries are, and the bytes after the last entry are CRCs, which look
+    // like an entry only by chance (1 in thousands).
     let capacity = io.geo.capacity();
     let probe = |io: &mut Io<'_, F>, f: BaseFixed| -> Result<((u32, u32, u32), bool), Fail> {
         let hdr_at = io.stream_advance(payload, BASE_FIXED + u32::from(f.id_len));
@@ -161,17 +148,38 @@ pub(crate) fn read_base<F: NorFlash>(io: &mut Io<'_, F>, addr: u32) -> Result<Ba
         let like = e.check_fields(0).is_ok() && e.length >= 2 && e.offset < capacity;
         Ok(((hdr_at, entries, crcs), like))
     };
-    let ((mut hdr_at, mut entries, mut crcs), like) = probe(io, f)?;
-    let mut f = f;
-    if like {
-        // (`fixed` is not needed after this: corrected in place.)
-        if let Some(g) = corrected(io, &mut fixed)?.filter(|g| g.count != f.count) {
-            let ((h2, e2, c2), like2) = probe(io, g)?;
-            if !like2 {
-                (f, hdr_at, entries, crcs) = (g, h2, e2, c2);
+    // Damaged at rest: one flipped bit of the fixed part that explains the
+    // first chunk's CRC is corrected (in `fixed`, in place) if the result
+    // holds together. That is tried when the fixed part does not hold
+    // together as read, and when the layout it gives looks like one with
+    // too low a record count; the corrected layout is then taken if its
+    // count differs and it does not look so. (One loop for the three
+    // steps, at most one round each.)
+    let mut cand = decoded(&fixed);
+    let mut best: Option<(BaseFixed, (u32, u32, u32))> = None;
+    let mut corrected_once = false;
+    for _ in 0..4 {
+        match cand {
+            Some(g) if best.is_none_or(|(f, _)| g.count != f.count) => {
+                let (at, like) = probe(io, g)?;
+                let first = best.is_none();
+                if first || !like {
+                    best = Some((g, at));
+                }
+                if !first || !like {
+                    break;
+                }
             }
+            None if best.is_none() && !corrected_once => corrected_once = true,
+            _ => break,
         }
+        cand = correct_fixed(io, addr, &h, &mut fixed)?.and_then(|()| decoded(&fixed));
     }
+    let Some((f, (hdr_at, entries, crcs))) = best else {
+        return Err(io
+            .parked()
+            .at(fail!(Corrupted, "session base header is invalid"), addr));
+    };
     let mut b = [0u8; CHDX_HEADER_SIZE];
     io.read_stream(hdr_at, &mut b)?;
     let header_ok = crate::chdx::check_header(&b).is_ok();
