@@ -738,21 +738,23 @@ impl ChatSessions {
     /// `/session new [name]`: adds a session named `name`, or the first unused
     /// `default_NN`, and makes it current. Returns its alias.
     pub fn new_session(&mut self, name: Option<&Alias>) -> Result<Alias, SessionError> {
-        if self.aliases.len() >= MAX_SESSIONS_PER_CHAT {
+        // One alias is made (the name's copy, or the first unused default)
+        // and moved: into the error if the name is taken, else into the map.
+        let alias = match name {
+            _ if self.aliases.len() >= MAX_SESSIONS_PER_CHAT => None,
+            Some(alias) => Some(alias.clone()),
+            None => self.first_unused_default(),
+        };
+        let Some(alias) = alias else {
+            return Err(SessionError::TooManySessions);
+        };
+        // A default is unused by construction; only a name can be taken.
+        if name.is_some() && self.contains(alias.as_str()) {
+            return Err(SessionError::AlreadyExists(alias));
+        }
+        if self.aliases.push(alias).is_err() {
             return Err(SessionError::TooManySessions);
         }
-        let alias = match name {
-            Some(alias) if self.contains(alias.as_str()) => {
-                return Err(SessionError::AlreadyExists(alias.clone()))
-            }
-            Some(alias) => alias.clone(),
-            None => self
-                .first_unused_default()
-                .ok_or(SessionError::TooManySessions)?,
-        };
-        self.aliases
-            .push(alias)
-            .map_err(|_| SessionError::TooManySessions)?;
         self.current = self.aliases.len() - 1;
         // The alias just added, cloned once.
         Ok(self.current().clone())
