@@ -300,7 +300,7 @@ impl<'j, 'a> StrChars<'j, 'a> {
         let (code, width) = match first {
             0xD800..=0xDBFF => {
                 let next = at + 6;
-                if self.json.bytes.get(next..next + 2) != Some(b"\\u") {
+                if !matches!(self.json.bytes.get(next..), Some([b'\\', b'u', ..])) {
                     return self.json.bad(at, JsonErrorKind::LoneSurrogate);
                 }
                 let second = self.hex4(next + 2)?;
@@ -595,22 +595,18 @@ impl<'a> Json<'a> {
         if self.byte(quote_at) != Some(b'"') {
             return Some(false);
         }
-        // Compared as UTF-8: equal encodings are equal characters, and ASCII
-        // case folding leaves the bytes of other characters (0x80 and up)
-        // alone. The string's characters are read as far as they match, and
-        // one past `expected`.
+        // Compared character by character; ASCII case folding leaves other
+        // characters alone. The string's characters are read as far as they
+        // match, and one past `expected`.
         let mut chars = StrChars::new(self, quote_at)?;
-        let mut rest = expected.as_bytes();
+        let mut want = expected.chars();
         while let Some(got) = chars.next_char()? {
-            let mut buf = [0u8; 4];
-            let got = got.encode_utf8(&mut buf).as_bytes();
-            match rest.split_at_checked(got.len()) {
-                Some((want, tail)) if want == got => rest = tail,
-                Some((want, tail)) if ignore_case && want.eq_ignore_ascii_case(got) => rest = tail,
+            match want.next() {
+                Some(w) if w == got || (ignore_case && w.eq_ignore_ascii_case(&got)) => {}
                 _ => return Some(false),
             }
         }
-        Some(rest.is_empty())
+        Some(want.next().is_none())
     }
 
     /// The value of the first member of the object at `object_at` named

@@ -418,3 +418,24 @@ fn degrade_word_says_what_degrade_assistant_final_says() {
         }
     }
 }
+
+#[test]
+fn names_and_strings_compare_character_by_character() {
+    let doc = JsonValue::parse(
+        r#"{"Ké\u00e9":"é😀","ab":"A","\u00c9":"x","é":"é","k":"é","e":"a"}"#.as_bytes(),
+    )
+    .unwrap();
+    // ASCII case is ignored in names, other characters must be equal.
+    assert!(doc.member("kÉé").is_none());
+    assert!(doc.member("kéé").unwrap().is_string("é😀"));
+    assert!(!doc.member("kéé").unwrap().is_string("é😀x"));
+    assert!(!doc.member("kéé").unwrap().is_string("é"));
+    assert!(!doc.member("AB").unwrap().is_string("a"));
+    assert!(doc.member("ab").unwrap().is_string("A"));
+    assert!(doc.member("É").unwrap().is_string("x"));
+    assert!(doc.member("é").unwrap().is_string("é"));
+    // A one-byte character never matches a longer one, nor the reverse.
+    assert!(!doc.member("k").unwrap().is_string("e"));
+    assert!(!doc.member("e").unwrap().is_string("é"));
+    assert!(doc.member("ka").is_none());
+}
