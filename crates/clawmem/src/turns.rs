@@ -213,20 +213,22 @@ impl<const N: usize> PlanBuilder<N> {
     }
 
     /// Remembers the turn being closed if it is completed and has tools.
+    // Out of line: `push` and `finish` call it.
+    #[inline(never)]
     fn close_turn(&mut self) {
         if !self.current_completed || self.current_tools.tool_records == 0 || N == 0 {
             return;
         }
+        // The slot after the newest kept turn: a free one while the ring
+        // is not full, else the oldest (`kept_len == N`, `kept_head < N`),
+        // which it replaces.
+        let slot = (self.kept_head + self.kept_len) % N;
+        if let Some(entry) = self.kept.get_mut(slot) {
+            *entry = self.current_tools;
+        }
         if self.kept_len < N {
-            let slot = (self.kept_head + self.kept_len) % N;
-            if let Some(entry) = self.kept.get_mut(slot) {
-                *entry = self.current_tools;
-            }
             self.kept_len += 1;
         } else {
-            if let Some(entry) = self.kept.get_mut(self.kept_head) {
-                *entry = self.current_tools;
-            }
             self.kept_head = (self.kept_head + 1) % N;
         }
     }
