@@ -279,10 +279,13 @@ impl fmt::Display for ChdxError {
             ChdxError::PartialEntry { trailing_bytes } => {
                 write!(f, "ends with a partial entry of {trailing_bytes} bytes")
             }
+            // (A byte is written as a u16: one integer writer less.)
             ChdxError::BadRecordType { found, .. } => {
+                let found = u16::from(found);
                 write!(f, "invalid record type {found} (expected 1 to 4)")
             }
             ChdxError::BadBackendFormat { found, .. } => {
+                let found = u16::from(found);
                 write!(f, "invalid backend format {found} (expected 0 to 3)")
             }
             ChdxError::NoEntriesForData { data_size_bytes } => {
