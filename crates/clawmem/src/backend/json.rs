@@ -595,18 +595,22 @@ impl<'a> Json<'a> {
         if self.byte(quote_at) != Some(b'"') {
             return Some(false);
         }
-        // Compared character by character; ASCII case folding leaves other
-        // characters alone. The string's characters are read as far as they
-        // match, and one past `expected`.
+        // Compared as UTF-8: equal encodings are equal characters, and ASCII
+        // case folding leaves the bytes of other characters (0x80 and up)
+        // alone. The string's characters are read as far as they match, and
+        // one past `expected`.
         let mut chars = StrChars::new(self, quote_at)?;
-        let mut want = expected.chars();
+        let mut rest = expected.as_bytes();
         while let Some(got) = chars.next_char()? {
-            match want.next() {
-                Some(w) if w == got || (ignore_case && w.eq_ignore_ascii_case(&got)) => {}
+            let mut buf = [0u8; 4];
+            let got = got.encode_utf8(&mut buf).as_bytes();
+            match rest.split_at_checked(got.len()) {
+                Some((want, tail)) if want == got => rest = tail,
+                Some((want, tail)) if ignore_case && want.eq_ignore_ascii_case(got) => rest = tail,
                 _ => return Some(false),
             }
         }
-        Some(want.next().is_none())
+        Some(rest.is_empty())
     }
 
     /// The value of the first member of the object at `object_at` named
