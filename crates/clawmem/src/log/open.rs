@@ -107,7 +107,9 @@ impl<F: NorFlash> Log<F> {
         // winner's CRC; if that fails, a second pass checks every header.
         let mut newest: Option<(u32, u32, u32, u32)> = None;
         let mut all_erased = true;
-        let mut best: Option<(u32, u32, u16)> = None;
+        // The winner of the first pass: its index (`NO_ADDR`: none yet),
+        // sequence and version.
+        let mut best = (NO_ADDR, 0u32, 0u16);
         // (Every header is read, or the open fails.)
         report.sector_headers = geo.count;
         for i in 0..geo.count {
@@ -140,12 +142,12 @@ impl<F: NorFlash> Log<F> {
                 }
                 continue;
             }
-            if version >= crate::layout::MIN_FORMAT_VERSION && best.is_none_or(|(_, s, _)| seq > s)
-            {
-                best = Some((i, seq, version));
+            if version >= crate::layout::MIN_FORMAT_VERSION && (best.0 == NO_ADDR || seq > best.1) {
+                best = (i, seq, version);
             }
         }
-        if let Some((i, seq, _)) = best {
+        if best.0 != NO_ADDR {
+            let (i, seq, _) = best;
             if let SectorHeader::Valid {
                 seq: s,
                 erase_count,
@@ -158,7 +160,7 @@ impl<F: NorFlash> Log<F> {
                 }
             }
         }
-        if newest.is_none() && best.is_some() {
+        if newest.is_none() && best.0 != NO_ADDR {
             report.sector_headers += geo.count;
             for i in 0..geo.count {
                 if let SectorHeader::Valid {
@@ -229,7 +231,8 @@ impl<F: NorFlash> Log<F> {
         let mut at_end = false;
         // The walk ended at a header that does not decode (torn or
         // rotted) with no sound chunk after it, at this address.
-        let mut torn_piece: Option<u32> = None;
+        // (`NO_ADDR`: the walk ended otherwise.)
+        let mut torn_piece = NO_ADDR;
         loop {
             match self.slot_at(head, pos)? {
                 Slot::Chunk(c) => {
@@ -305,7 +308,7 @@ impl<F: NorFlash> Log<F> {
                         pos = p;
                         continue;
                     }
-                    torn_piece = Some(pos);
+                    torn_piece = pos;
                     break;
                 }
             }
@@ -338,7 +341,8 @@ impl<F: NorFlash> Log<F> {
                     (from, skip) = (pos, s);
                 }
             }
-        } else if let Some(at) = torn_piece {
+        } else if torn_piece != NO_ADDR {
+            let at = torn_piece;
             // Damage with no sound chunk after it: a header torn in its
             // chunk's first program piece (a later piece is only written
             // after the header's has landed), so nothing past the end of
@@ -351,17 +355,16 @@ impl<F: NorFlash> Log<F> {
                 from = piece_end;
             }
         }
-        let mut resume = None;
-        if from < sector_end && self.erased(from, sector_end - from)? {
+        // Writing goes on at `from`.
+        let resume = from < sector_end && self.erased(from, sector_end - from)?;
+        if resume {
             self.next_seq = self.next_seq.max(skip);
-            resume = Some(from);
-        }
-        match resume {
             // (A head whose own header rotted stays sealed.)
-            Some(_) if !report.sealed_head => report.resumed_head = true,
-            Some(_) => {}
-            None if torn_piece.is_some() || !last_sound => report.sealed_head = true,
-            None => {}
+            if !report.sealed_head {
+                report.resumed_head = true;
+            }
+        } else if torn_piece != NO_ADDR || !last_sound {
+            report.sealed_head = true;
         }
         let head_checkpoint = checkpoints[1];
         // A head of an older format takes no more writes: the first write
@@ -369,7 +372,7 @@ impl<F: NorFlash> Log<F> {
         // refuses the image from then on rather than misread what this one
         // wrote. Nothing is written here (a store only read stays as it is).
         let version = match best {
-            Some((i, _, v)) if i == head => v,
+            (i, _, v) if i == head => v,
             _ => {
                 let mut v = [0u8; 2];
                 self.io().read(geo.sector_start(head) + 4, &mut v)?;
@@ -384,8 +387,8 @@ impl<F: NorFlash> Log<F> {
         }
         if report.sealed_head || older {
             pos = sector_end;
-        } else if let Some(r) = resume {
-            pos = r;
+        } else if resume {
+            pos = from;
         }
         self.write_pos = pos;
         // 3. Sectors erased ahead (version 8 on): the head's last chunk, if
