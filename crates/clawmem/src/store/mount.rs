@@ -431,7 +431,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // The slot after the current chunk, read once for both the
             // "last in its sector" test and the next step.
             let mut lookahead: Option<Slot> = None;
-            let mut last_start: Option<u32> = None;
+            // (`NO_ADDR`: none yet in this sector.)
+            let mut last_start = NO_ADDR;
             loop {
                 if sector == self.log.head() && pos >= head_end {
                     break;
@@ -446,7 +447,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     Slot::Damaged => {
                         // Damage at rest: find the next sound chunk after the
                         // last one applied, so that the damage stays confined.
-                        let from = last_start.map_or(pos, |a| a) + self.log.geo().write;
+                        let from = match last_start {
+                            NO_ADDR => pos,
+                            a => a,
+                        } + self.log.geo().write;
                         self.note_scan_damage(pending.map_or(pos, |(a, _)| a), 0);
                         match self.log.resync(sector, from)? {
                             Some(p) if p != pos => {
@@ -458,7 +462,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         }
                     }
                 };
-                last_start = Some(pos);
+                last_start = pos;
                 let next = pos + self.log.geo().chunk_size(c.header.len);
                 // Batch sequence numbers grow by one from chunk to chunk
                 // within a sector: a chunk followed by anything else may
