@@ -196,9 +196,29 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.mem_apply(addr, h, sector_seq)?;
                 return Ok(());
             }
-            OBJECT => {
+            OBJECT | SESSION_DELETE | SESSION_BLOCK => {
+                // An object's fixed part, or a deletion's or a block's uid
+                // (its first 4 bytes): one read for the three.
                 let mut b = [0u8; OBJ_FIXED as usize];
-                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                let n = if h.kind == OBJECT {
+                    OBJ_FIXED as usize
+                } else {
+                    4
+                };
+                let fixed = b.split_at_mut(n).0;
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, fixed)?;
+                if h.kind != OBJECT {
+                    let uid = u32_at(&b, 0);
+                    if h.kind == SESSION_DELETE {
+                        self.remove_uid(uid);
+                        return Ok(());
+                    }
+                    if let Some(s) = self.warm_uid(uid, false)? {
+                        s.flags |= FLAG_BLOCKED;
+                        s.dirty = true;
+                    }
+                    return Ok(());
+                }
                 let slot = ObjectSlot {
                     ty: b[0],
                     key: u32_at(&b, 4),
@@ -214,20 +234,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     return Err(Skip);
                 }
                 self.upsert_object(slot)?;
-                return Ok(());
-            }
-            SESSION_DELETE | SESSION_BLOCK => {
-                let mut b = [0u8; 4];
-                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
-                let uid = u32::from_le_bytes(b);
-                if h.kind == SESSION_DELETE {
-                    self.remove_uid(uid);
-                    return Ok(());
-                }
-                if let Some(s) = self.warm_uid(uid, false)? {
-                    s.flags |= FLAG_BLOCKED;
-                    s.dirty = true;
-                }
                 return Ok(());
             }
             _ => return Ok(()),
