@@ -411,9 +411,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Applies every committed batch from `from` to `head_end` in the head
     /// sector.
     /// Returns the first chunk of a batch left uncommitted at the head, if
-    /// any.
+    /// any (`NO_ADDR`: none; a word comes back in registers).
     #[inline(never)]
-    fn scan(&mut self, from: u32, head_end: u32) -> Result<Option<u32>, Fail> {
+    fn scan(&mut self, from: u32, head_end: u32) -> Result<u32, Fail> {
         let mut pos = from;
         let mut sector = self.log.geo().sector_of(from);
         // A multi-chunk batch being followed: (first chunk, header).
@@ -556,7 +556,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         // The next checkpoint is due as if no remount had happened.
         self.bytes_since_checkpoint = scanned_bytes;
-        Ok(pending.map(|(a, _)| a))
+        Ok(pending.map_or(NO_ADDR, |(a, _)| a))
     }
 
     /// Mount: what a cut spent at the head, from the first chunk of a
@@ -568,12 +568,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// `collectable`).
     /// They add to what earlier cuts spent, if the ring has not collected
     /// that yet (the checkpoint loaded says). `true` if a cut spent any.
-    fn note_cut_waste(&mut self, uncommitted: Option<u32>, head_valid_end: u32) -> bool {
+    /// (`uncommitted`: `NO_ADDR` if none.)
+    fn note_cut_waste(&mut self, uncommitted: u32, head_valid_end: u32) -> bool {
         let torn = self.mount_report.sealed_head || self.mount_report.resumed_head;
         let from = match uncommitted {
-            Some(a) => a,
-            None if torn => head_valid_end,
-            None => return false,
+            NO_ADDR if torn => head_valid_end,
+            NO_ADDR => return false,
+            a => a,
         };
         let geo = self.log.geo();
         let Some(seq) = self.seq_at(from) else {
