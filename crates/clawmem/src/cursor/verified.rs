@@ -16,19 +16,20 @@ use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
 use crate::log::Io;
 
 /// Verifies every chunk of the batch at `addr`: CRCs, continuation headers,
-/// and the commit (`LAST`) flag. Returns the batch's payload length.
+/// and the commit (`LAST`) flag. Returns the batch's payload length, or
+/// `u32::MAX` if a check fails (no batch is that long; a word comes back
+/// in registers).
 pub(crate) fn verify_batch<F: NorFlash>(
     io: &mut Io<'_, F>,
     addr: u32,
     scratch: &mut [u8],
-) -> Result<Option<u32>, Fail> {
+) -> Result<u32, Fail> {
     let first = match io.chunk_header(addr)? {
         Some(h) if h.is_first() => h,
-        _ => return Ok(None),
+        _ => return Ok(u32::MAX),
     };
     let rounds = io.geo.count + 1;
-    let total = batch_walk(io, addr, &first, Some(scratch), rounds)?;
-    Ok((total != u32::MAX).then_some(total))
+    batch_walk(io, addr, &first, Some(scratch), rounds)
 }
 
 /// Reads a batch's payload from start to end once, checking every chunk's

@@ -380,7 +380,7 @@ impl<F: NorFlash> Log<F> {
     #[inline(never)]
     fn verify_word(&mut self, addr: u32) -> Result<u32, Fail> {
         let (mut io, buf) = self.io_buf();
-        Ok(verify_batch(&mut io, addr, buf)?.unwrap_or(u32::MAX))
+        verify_batch(&mut io, addr, buf)
     }
 
     /// The name the session's first batch at `addr` carries, corrected
