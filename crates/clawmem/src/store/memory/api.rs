@@ -717,11 +717,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         set_word(rec, 0, prev);
         set_word(rec, 1, now);
         pack_ids(&work.active[OP], &mut rec[8..]);
-        let mut payload =
-            crate::log::Slices([&self.work.borrow().scratch[ACCESS_AT..ACCESS_AT + n]]);
-        let (addr, _) = self.log.write_batch(MEM_ACCESS_PACKED, &mut payload)?;
-        self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(n as u32);
-        self.mem_written(addr, n as u32, 0);
+        self.mem_write_built(n as u32, MEM_ACCESS_PACKED, true)?;
         // Read back through the (possibly relocated) active set: the access
         // record is applied there. The matched ids stay in the scratch
         // area, which nothing below writes until the last one is read.

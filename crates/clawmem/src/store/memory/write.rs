@@ -12,7 +12,7 @@
 //! lands.
 
 use super::*;
-use super::{MEM_FORGET, MEM_INDEX};
+use super::{MEM_ACCESS_PACKED, MEM_FORGET, MEM_INDEX};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Makes room in the chain for one more record.
@@ -85,21 +85,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let prev = if chained { self.mem_prev() } else { UNCHAINED };
         let w: &mut Work = self.work.borrow_mut();
         let (len, kind) = put_encode(&mut w.enc, prev, origin, &w.items[slot])?;
-        self.mem_put_encoded(len, kind, chained)
+        self.mem_write_built(len, kind, chained)
     }
 
-    /// Writes the put of kind `kind` encoded in the work area, `len` bytes.
-    pub(super) fn mem_put_encoded(
+    /// Writes the record of kind `kind` built in the work area, `len`
+    /// bytes: a put encoded in `enc`, or a recall's access record
+    /// ([`MEM_ACCESS_PACKED`], no change counted) built in the scratch area
+    /// at [`ACCESS_AT`]; the one write of both, compiled once.
+    pub(super) fn mem_write_built(
         &mut self,
         len: u32,
         kind: u8,
         chained: bool,
     ) -> Result<u32, Fail> {
-        let mut payload = crate::log::Slices([&self.work.borrow().enc[..len as usize]]);
+        let w: &Work = self.work.borrow();
+        let access = kind == MEM_ACCESS_PACKED;
+        let built = if access {
+            w.scratch.split_at(ACCESS_AT).1
+        } else {
+            &w.enc[..]
+        };
+        // `len` fits: the put's was encoded in `enc`, and the access
+        // record's bound is `SCRATCH_BYTES`' (`mod.rs`).
+        let part = built.split_at(built.len().min(len as usize)).0;
+        let mut payload = crate::log::Slices([part]);
         let (addr, _) = self.log.write_batch(kind, &mut payload)?;
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(len);
         if chained {
-            self.mem_written(addr, len, 1);
+            self.mem_written(addr, len, u16::from(!access));
         } else {
             self.mem.oldest = self.mem.oldest.min(self.log.head_seq_of(addr));
         }
