@@ -330,6 +330,13 @@ impl Active {
         }
     }
 
+    /// Whether this entry goes before `other` in eviction order
+    /// ([`ItemRank::eviction_cmp`]), compiled once.
+    #[inline(never)]
+    pub(super) fn evicted_before(&self, other: &Active) -> bool {
+        self.rank().eviction_cmp(&other.rank()).is_lt()
+    }
+
     pub(super) fn rank(&self) -> ItemRank {
         ItemRank {
             id: ItemId::new(self.id),

@@ -313,12 +313,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     // would evict first then goes now, so that every read
                     // still answers and the next store writes a sound index.
                     if full {
-                        if let Some(k) = self.mem_lowest(lvl) {
-                            let out = &mut self.work.borrow_mut().active[lvl];
-                            if out[k].rank().eviction_cmp(&a.rank()).is_lt() {
-                                out[k] = a;
-                            }
-                        }
+                        self.mem_over_lowest(lvl, &a);
                     }
                 }
                 MEM_FORGET => {

@@ -221,14 +221,32 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
+    /// With active set `lvl` full, `a` in place of the entry to evict
+    /// first ([`Self::mem_lowest`]) if that one goes before it.
+    #[inline(never)]
+    pub(super) fn mem_over_lowest(&mut self, lvl: usize, a: &Active) {
+        let k = self.mem_lowest_word(lvl);
+        let out = &mut self.work.borrow_mut().active[lvl];
+        if let Some(x) = out.get_mut(k) {
+            if x.evicted_before(a) {
+                *x = *a;
+            }
+        }
+    }
+
     /// [`Self::mem_lowest`] as a word (`usize::MAX` for an empty set),
     /// compiled once.
     #[inline(never)]
     fn mem_lowest_word(&self, lvl: usize) -> usize {
         let set = &self.work.borrow().active[lvl];
-        (0..set.len())
-            .min_by(|&x, &y| set[x].rank().eviction_cmp(&set[y].rank()))
-            .unwrap_or(usize::MAX)
+        // The first of the lowest, as `min_by` takes it.
+        let mut lowest = usize::MAX;
+        for (k, a) in set.iter().enumerate() {
+            if set.get(lowest).is_none_or(|b| a.evicted_before(b)) {
+                lowest = k;
+            }
+        }
+        lowest
     }
 
     /// Compacts: applies access deltas, drops tombstones, merges items with
