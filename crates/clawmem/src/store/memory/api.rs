@@ -667,11 +667,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut hits = Marks::NONE;
         let want = labels.iter().fold(0u16, |b, l| b | label_bloom(l));
         for k in 0..self.work.borrow_mut().active[OP].len() {
-            let a = self.work.borrow_mut().active[OP][k];
-            if !every && a.bloom & want == 0 {
+            let bloom = self.work.borrow().active[OP][k].bloom;
+            if !every && bloom & want == 0 {
                 continue;
             }
-            if !self.mem_load_ok_in(&a, 0)? {
+            if !self.mem_load_entry(OP, k)? {
                 continue;
             }
             let mut hit = every;

@@ -394,21 +394,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Ok(lineage)
     }
 
-    /// [`mem_load_in`](Self::mem_load_in), `false` for a damaged item.
-    #[inline(always)]
-    pub(super) fn mem_load_ok_in(&mut self, a: &Active, slot: usize) -> Result<bool, Fail> {
-        Ok(self.mem_load_ok_in_word(a, slot)? != 0)
-    }
-
-    /// [`Self::mem_load_ok_in`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
-    #[inline(never)]
-    fn mem_load_ok_in_word(&mut self, a: &Active, slot: usize) -> Result<u32, Fail> {
-        let r = self.mem_load_in(a, slot);
-        Ok(u32::from(self.mem_tolerate(r)?.is_some()))
-    }
-
     /// Entry `k` of active set `lvl` loaded as
-    /// [`mem_load_ok_in`](Self::mem_load_ok_in) loads it, into slot 0.
+    /// [`mem_load_in`](Self::mem_load_in) loads it, into slot 0; `false`
+    /// for a damaged item.
     #[inline(always)]
     pub(super) fn mem_load_entry(&mut self, lvl: usize, k: usize) -> Result<bool, Fail> {
         Ok(self.mem_load_entry_word(lvl, k, 0)? != 0)
@@ -442,7 +430,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         slot: usize,
     ) -> Result<u32, Fail> {
         let a = self.work.borrow().active[lvl][k];
-        self.mem_load_ok_in_word(&a, slot)
+        let r = self.mem_load_in(&a, slot);
+        Ok(u32::from(self.mem_tolerate(r)?.is_some()))
     }
 
     /// Damage at rest confined to the record it hit: `Ok(None)` (counted)
