@@ -387,13 +387,21 @@ impl Item {
         if buf.len() < needed {
             return Err(EncodeError::BufferTooSmall { needed });
         }
+        Ok(self.encode_fitting(buf))
+    }
+
+    /// [`Item::encode`] into a `buf` the caller knows holds
+    /// [`Item::encoded_len`] bytes (the store's put, whose buffer holds the
+    /// largest item): writes the bytes that fit (all of them) and returns
+    /// the encoding's length.
+    pub(crate) fn encode_fitting(&self, buf: &mut [u8]) -> usize {
         let mut sink = Sink {
             dst: Dst::Write(buf),
             pos: 0,
             same: true,
         };
         self.emit(&mut sink);
-        Ok(sink.pos)
+        sink.pos
     }
 
     /// Whether `bytes` is exactly this item's version 2 encoding.

@@ -278,9 +278,9 @@ pub(super) fn put_encode(
     let out = enc
         .get_mut(fixed..)
         .ok_or(fail!(LogicBug, "put buffer too small"))?;
-    let n = item
-        .encode(out)
-        .map_err(|_| fail!(LogicBug, "item larger than its encoding"))?;
+    // [`put_len`] checked the item's length, and `enc` holds the largest
+    // put: the whole encoding fits (no second count of it).
+    let n = item.encode_fitting(out);
     Ok((fixed as u32 + n as u32, kind))
 }
 
