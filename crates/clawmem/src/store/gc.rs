@@ -304,7 +304,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         // The sector sequence at which something is first met.
         let met = |seq: u32| seq.max(tail);
-        let end = tail + self.log.used_sectors().saturating_sub(1);
+        // The head: the log keeps the tail at or before it (`max` holds
+        // the run's end at the tail even if it did not).
+        let end = self.log.head_seq().max(tail);
         let mut t = tail;
         loop {
             if room >= want {
