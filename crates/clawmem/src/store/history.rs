@@ -201,6 +201,17 @@ impl core::fmt::Debug for HistoryStream {
     }
 }
 
+/// Adds to `total` what a history read returns of each record it is given
+/// (its header and body), leaving out a length beyond `capacity` (damage):
+/// one closure for [`Store::history_len`] and a rescan's count.
+fn held_counter(capacity: u32, total: &mut usize) -> impl FnMut(u8, RecordType, u32) + '_ {
+    move |_, _, len| {
+        if len <= capacity {
+            *total += HIST_HEADER + len as usize;
+        }
+    }
+}
+
 /// A record a stream gives: its kind, format and body length.
 type Given = (RecordType, BackendFormat, usize);
 
@@ -440,11 +451,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         // rather than count its records damaged.
                         let capacity = self.log.geo().capacity();
                         let mut held = 0usize;
-                        self.walk_records(&mut c.recs, 0, &mut |_, _, len| {
-                            if len <= capacity {
-                                held += HIST_HEADER + len as usize;
-                            }
-                        })?;
+                        self.walk_records(&mut c.recs, 0, &mut held_counter(capacity, &mut held))?;
                         needed = needed.max(held);
                         if buf.len() < needed {
                             return Err(self.log.parked().buffer_too_small(needed));
@@ -493,11 +500,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     fn history_len(&mut self, i: usize) -> Result<usize, Fail> {
         let capacity = self.log.geo().capacity();
         let mut total = 0usize;
-        self.each_record(i, 1, &mut |_, _, len| {
-            if len <= capacity {
-                total += HIST_HEADER + len as usize;
-            }
-        })?;
+        self.each_record(i, 1, &mut held_counter(capacity, &mut total))?;
         Ok(total)
     }
 
