@@ -130,7 +130,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
     /// `false`, with nothing written, if the base would exceed `budget`
-    /// payload bytes or the free sectors.
+    /// payload bytes or the free sectors. (Inside a collection, `in_gc`
+    /// set: what [`rewrite_base_within`](Self::rewrite_base_within) does
+    /// there, called straight.)
     #[inline(always)]
     pub(super) fn rewrite_base_gc(
         &mut self,
@@ -138,7 +140,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         budget: u64,
     ) -> Result<bool, Fail> {
-        Ok(self.rewrite_base_within(i, Keep::All, None, embed, Priority::Gc, budget)? != 0)
+        Ok(self.rewrite_base_now(i, Keep::All, None, embed, budget)? != 0)
     }
 
     /// [`rewrite_base`](Self::rewrite_base) within `budget`, as a word (1
