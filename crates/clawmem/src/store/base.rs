@@ -116,6 +116,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// the base (relocation); the others are referenced where they are.
     /// (Inside a collection, a base that does not fit is not written and
     /// not an error.)
+    #[inline(never)]
     pub(super) fn rewrite_base(
         &mut self,
         i: usize,
@@ -124,39 +125,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         p: Priority,
     ) -> Result<(), Fail> {
-        self.rewrite_base_within(i, keep, summary, embed, p, u64::MAX)?;
-        Ok(())
-    }
-
-    /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
-    /// `false`, with nothing written, if the base would exceed `budget`
-    /// payload bytes or the free sectors. (Inside a collection, `in_gc`
-    /// set: what [`rewrite_base_within`](Self::rewrite_base_within) does
-    /// there, called straight.)
-    #[inline(always)]
-    pub(super) fn rewrite_base_gc(
-        &mut self,
-        i: usize,
-        embed: Embed,
-        budget: u64,
-    ) -> Result<bool, Fail> {
-        Ok(self.rewrite_base_now(i, Keep::All, None, embed, budget)? != 0)
-    }
-
-    /// [`rewrite_base`](Self::rewrite_base) within `budget`, as a word (1
-    /// or 0; see `Io::chunk_crc_ok_word`).
-    #[inline(never)]
-    fn rewrite_base_within(
-        &mut self,
-        i: usize,
-        keep: Keep<'_>,
-        summary: Option<Record<'_>>,
-        embed: Embed,
-        p: Priority,
-        budget: u64,
-    ) -> Result<u32, Fail> {
         if self.in_gc {
-            return self.rewrite_base_now(i, keep, summary, embed, budget);
+            self.rewrite_base_now(i, keep, summary, embed, u64::MAX)?;
+            return Ok(());
         }
         // Make room first, for the largest base this can be: collecting
         // garbage may relocate this very session, so nothing is read before.
@@ -176,16 +147,31 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // which moves others in the table.
         let i = self.index_of(s.uid).ok_or(Fail::NOT_FOUND)?;
         self.in_gc = true;
-        let result = self.rewrite_base_now(i, keep, summary, embed, budget);
+        let result = self.rewrite_base_now(i, keep, summary, embed, u64::MAX);
         self.in_gc = false;
-        match result {
-            Ok(0) => Err(self.log.parked().full(estimate, 0)),
-            r => r,
+        match result? {
+            0 => Err(self.log.parked().full(estimate, 0)),
+            _ => Ok(()),
         }
     }
 
-    /// [`rewrite_base_within`](Self::rewrite_base_within) with no garbage
-    /// collection: 0 if the room or `budget` is short, else 1.
+    /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
+    /// `false`, with nothing written, if the base would exceed `budget`
+    /// payload bytes or the free sectors. (Inside a collection, `in_gc`
+    /// set: what `rewrite_base` does there, with a budget.)
+    #[inline(always)]
+    pub(super) fn rewrite_base_gc(
+        &mut self,
+        i: usize,
+        embed: Embed,
+        budget: u64,
+    ) -> Result<bool, Fail> {
+        Ok(self.rewrite_base_now(i, Keep::All, None, embed, budget)? != 0)
+    }
+
+    /// [`rewrite_base`](Self::rewrite_base) with no garbage collection,
+    /// within `budget` payload bytes: 0 if the room or `budget` is short,
+    /// else 1 (a word; see `Io::chunk_crc_ok_word`).
     fn rewrite_base_now(
         &mut self,
         i: usize,
