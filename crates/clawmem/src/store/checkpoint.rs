@@ -171,12 +171,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(r) = reader.as_mut() else {
             return Ok(0);
         };
-        // The fixed part, then the waste part at `WASTE_AT` (zero when the
-        // checkpoint has none) and the delta part at `DELTA_AT`.
-        const WASTE_AT: usize = CKPT_FIXED;
-        const DELTA_AT: usize = WASTE_AT + CKPT_WASTE;
-        let mut fixed = [0u8; DELTA_AT + CKPT_DELTA_FIXED];
-        if !r.read(&mut io, fixed.split_at_mut(CKPT_FIXED).0)? {
+        let mut fixed = [0u8; CKPT_FIXED];
+        if !r.read(&mut io, &mut fixed)? {
             return Ok(0);
         }
         let count = u16_at(&fixed, 2) as usize;
@@ -188,20 +184,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if past & !2 != 0 || objects > MAX_OBJECTS {
             return Ok(0);
         }
-        // A checkpoint of format 8 and before says no waste. The waste
-        // part and the delta part follow one another: one read of both
-        // (none when there is neither).
+        // A checkpoint of format 8 and before says no waste.
+        let mut waste = [0u8; CKPT_WASTE];
         let with_waste = past != 0;
-        let from = DELTA_AT - if with_waste { CKPT_WASTE } else { 0 };
-        let to = DELTA_AT + if delta { CKPT_DELTA_FIXED } else { 0 };
-        // (In bounds: `from` and `to` are at most the buffer's length.)
-        let parts = fixed.get_mut(from..to).unwrap_or_default();
-        if !r.read(&mut io, parts)? {
+        if with_waste && !r.read(&mut io, &mut waste)? {
             return Ok(0);
         }
         let mut deleted_count = 0;
         if delta {
-            deleted_count = u16_at(&fixed, DELTA_AT + 4) as usize;
+            let mut d = [0u8; CKPT_DELTA_FIXED];
+            if !r.read(&mut io, &mut d)? {
+                return Ok(0);
+            }
+            deleted_count = u16_at(&d, 4) as usize;
             if deleted_count > DELETED_MAX {
                 return Ok(0);
             }
@@ -292,8 +287,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             false => self.dir.set_full(addr, count as u32, u32_at(&fixed, 4)),
         }
         self.mem = mem;
-        self.cut_waste = u32_at(&fixed, WASTE_AT);
-        self.cut_waste_seq = u32_at(&fixed, WASTE_AT + 4);
+        self.cut_waste = u32_at(&waste, 0);
+        self.cut_waste_seq = u32_at(&waste, 4);
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
         let oldest_possible = self.log.head_seq().saturating_sub(geo.count - 1);
