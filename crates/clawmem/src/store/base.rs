@@ -112,42 +112,38 @@ impl KeepState {
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Writes a new base for session `i` holding the records `keep` selects,
-    /// after `summary` if given. Bodies that `embed` selects are copied into
-    /// the base (relocation); the others are referenced where they are.
-    /// (Inside a collection, a base that does not fit is not written and
-    /// not an error.)
+    /// after `summary` if given, its bodies referenced where they are
+    /// (compaction, consolidation, repair; relocation is
+    /// [`rewrite_base_gc`](Self::rewrite_base_gc)).
     #[inline(never)]
     pub(super) fn rewrite_base(
         &mut self,
         i: usize,
         keep: Keep<'_>,
         summary: Option<Record<'_>>,
-        embed: Embed,
         p: Priority,
     ) -> Result<(), Fail> {
+        // Never inside a collection (a collection's rewrite is
+        // `rewrite_base_gc`; no caller of this one runs in one): making
+        // room here would collect inside it, and `in_gc` would be cleared
+        // under it.
         if self.in_gc {
-            self.rewrite_base_now(i, keep, summary, embed, u64::MAX)?;
-            return Ok(());
+            return Err(fail!(LogicBug, "a base rewritten inside a collection"));
         }
         // Make room first, for the largest base this can be: collecting
         // garbage may relocate this very session, so nothing is read before.
         let s = self.sessions[i];
-        let bodies = match embed {
-            Embed::None => 0,
-            _ => s.size,
-        };
         let estimate = BASE_FIXED
             + MAX_SESSION_ID_BYTES as u32
             + CHDX_HEADER_SIZE as u32
             + 14 * (u32::from(s.records) + 1)
-            + bodies
             + summary.map_or(0, |r| r.body.len() as u32);
         self.ensure_room(estimate, p)?;
         // Garbage collection may have dropped a session damaged at rest,
         // which moves others in the table.
         let i = self.index_of(s.uid).ok_or(Fail::NOT_FOUND)?;
         self.in_gc = true;
-        let result = self.rewrite_base_now(i, keep, summary, embed, u64::MAX);
+        let result = self.rewrite_base_now(i, keep, summary, Embed::None, u64::MAX);
         self.in_gc = false;
         match result? {
             0 => Err(self.log.parked().full(estimate, 0)),
@@ -155,10 +151,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
     }
 
-    /// [`rewrite_base`](Self::rewrite_base) during garbage collection:
-    /// `false`, with nothing written, if the base would exceed `budget`
-    /// payload bytes or the free sectors. (Inside a collection, `in_gc`
-    /// set: what `rewrite_base` does there, with a budget.)
+    /// A new base for session `i` during garbage collection (relocation,
+    /// every record kept), carrying the bodies `embed` selects: `false`,
+    /// with nothing written, if it would exceed `budget` payload bytes or
+    /// the free sectors (not an error: inside a collection, room is not
+    /// made).
     #[inline(always)]
     pub(super) fn rewrite_base_gc(
         &mut self,

@@ -28,7 +28,7 @@ use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::base::{Embed, Keep};
+use super::base::Keep;
 use super::report::HIST_HEADER;
 use super::{History, Priority, Store, Work};
 use crate::backend::{degrade_word, degraded, history_action, HistoryAction};
@@ -490,7 +490,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// is; the read still answers.
     #[inline(never)]
     fn repair_index(&mut self, i: usize) {
-        let _ = self.rewrite_base(i, Keep::All, None, Embed::None, Priority::Maintenance);
+        let _ = self.rewrite_base(i, Keep::All, None, Priority::Maintenance);
     }
 
     /// Bytes a history read of session `i` returns at most: every record's header

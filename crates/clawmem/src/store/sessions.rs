@@ -25,7 +25,7 @@ use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::base::{Embed, Keep};
+use super::base::Keep;
 use super::{Appended, Gate, Priority, SessionInfo, Store, Work};
 use crate::chdx::RecordType;
 use crate::cursor::{read_id, Records};
@@ -303,7 +303,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let index = crate::store::gc::index_len(s);
                 self.ensure_room(index + total as u32 + 64, Priority::History)?;
                 let i = self.index_of(uid).ok_or(Fail::NOT_FOUND)?;
-                self.rewrite_base(i, Keep::All, None, Embed::None, Priority::History)?;
+                self.rewrite_base(i, Keep::All, None, Priority::History)?;
             }
         } else {
             // A new session: a slot in the table (a clean session goes
@@ -429,13 +429,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if plan.kept_record_count() == plan.record_count() {
             return Ok(0);
         }
-        self.rewrite_base(
-            i,
-            Keep::Turns(&plan),
-            None,
-            Embed::None,
-            Priority::Maintenance,
-        )?;
+        self.rewrite_base(i, Keep::Turns(&plan), None, Priority::Maintenance)?;
         Ok(COMPACTED)
     }
 
@@ -477,7 +471,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             i,
             Keep::From(cut.record_index),
             Some(summary),
-            Embed::None,
             Priority::Maintenance,
         )?;
         Ok(true)
