@@ -124,9 +124,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         p: Priority,
     ) -> Result<(), Fail> {
         // Never inside a collection (a collection's rewrite is
-        // `rewrite_base_gc`; no caller of this one runs in one): making
-        // room here would collect inside it, and `in_gc` would be cleared
-        // under it.
+        // `rewrite_base_gc`; no caller of this one runs in one): room
+        // could not be made (`ensure_room` does not collect while `in_gc`
+        // is set), and `in_gc` would be cleared under the collection.
         if self.in_gc {
             return Err(fail!(LogicBug, "a base rewritten inside a collection"));
         }
