@@ -209,40 +209,13 @@ impl Geometry {
         (address | (self.sector - 1)) + 1
     }
 
-    /// The address of the byte `len` bytes further along the payload stream
-    /// that starts at `address` (the continuation's address when that byte
-    /// is in the next sector).
-    pub fn stream_advance(&self, address: u32, len: u32) -> u32 {
-        let mut address = address;
-        let mut left = len;
-        for _ in 0..self.count + 1 {
-            let room = self.sector_end(address) - address;
-            if left < room {
-                return address + left;
-            }
-            left -= room;
-            let next = self.next(self.sector_of(address));
-            address = self.first_chunk(next) + CHUNK_HEADER_LEN;
-        }
-        address
-    }
-
-    /// Whether the `len` stream bytes from `address` have one in sector
-    /// `index` (they lie in consecutive sectors, in ring order).
-    #[cfg(feature = "memory")] // a memory scrub only
-    pub fn stream_touches(&self, address: u32, len: u32, index: u32) -> bool {
-        let first = self.sector_of(address);
-        let last = self.sector_of(self.stream_advance(address, len.saturating_sub(1)));
-        let span = (last + self.count - first) % self.count;
-        (index + self.count - first) % self.count <= span
-    }
-
     /// Where the first chunk of sector `index` starts.
     pub fn first_chunk(&self, index: u32) -> u32 {
         self.sector_start(index) + self.sector_header
     }
 
-    /// The sector after `index` in ring order.
+    /// The sector physically after `index`, the first after the last: ring
+    /// order in format 9, for `log::ring` only (which every caller asks).
     pub fn next(&self, index: u32) -> u32 {
         if index + 1 == self.count {
             0
@@ -251,7 +224,8 @@ impl Geometry {
         }
     }
 
-    /// The sector before `index` in ring order.
+    /// The sector physically before `index`, the last before the first:
+    /// for `log::ring` only.
     pub fn prev(&self, index: u32) -> u32 {
         if index == 0 {
             self.count - 1

@@ -58,7 +58,7 @@ impl<F: NorFlash> Log<F> {
             self.ahead_unread = 0;
             let mut sector = self.head;
             for k in 0..self.erased_ahead {
-                sector = self.geo.next(sector);
+                sector = super::ring::next(&self.geo, sector);
                 let start = self.geo.sector_start(sector);
                 if !self.erased(start, self.geo.sector)? {
                     self.erased_ahead = k;
@@ -91,13 +91,8 @@ impl<F: NorFlash> Log<F> {
             return Ok(false);
         }
         let k = self.erased_ahead;
-        // (Below twice the count: `k` is below the free sectors.)
-        let next = self.head + 1 + k;
-        let index = if next >= self.geo.count {
-            next - self.geo.count
-        } else {
-            next
-        };
+        // (`k` is below the free sectors.)
+        let index = super::ring::after(&self.geo, self.head, 1 + k);
         let count = self.erase_counted(index, 1)?;
         // (`k` is below ERASE_AHEAD: erase_ahead_due.)
         if let Some(slot) = self.ahead_counts.get_mut(k as usize) {

@@ -148,8 +148,7 @@ impl<F: NorFlash> Io<'_, F> {
                         address,
                     ));
                 }
-                let next = self.geo.next(self.geo.sector_of(address));
-                address = self.geo.first_chunk(next) + CHUNK_HEADER_LEN;
+                address = super::ring::continued(self.geo, self.geo.sector_of(address));
             }
         }
         Ok(())
@@ -159,7 +158,7 @@ impl<F: NorFlash> Io<'_, F> {
     /// that starts at `address` (the continuation's address when that byte
     /// is in the next sector).
     pub fn stream_advance(&self, address: u32, len: u32) -> u32 {
-        self.geo.stream_advance(address, len)
+        super::ring::stream_advance(self.geo, address, len)
     }
 
     /// [`read_stream`](Self::read_stream) `skip` bytes along the stream

@@ -40,6 +40,11 @@
 //! when opened; only the erase count its old header carried is lost (the
 //! next opening counts from the head's).
 //!
+//! Ring order (`ring.rs`): which sector follows or precedes another, the
+//! sequence number a sector in use carries and where a payload stream goes
+//! on at a sector's end are answered there (format 9: the
+//! physical order; format 10 will back it with a table).
+//!
 //! The ring's position (head, tail, write position, sequence numbers, the
 //! newest checkpoint) is private to the log: the layers above read it and
 //! change it only through the steps that keep it consistent (a batch
@@ -51,9 +56,11 @@ use embedded_storage::nor_flash::NorFlash;
 mod ahead;
 mod io;
 mod open;
+pub(crate) mod ring;
 
 pub(crate) use io::{copy_from_parts, Dev, Io, Payload, Slices};
 pub(crate) use open::Opened;
+pub(crate) use ring::Ring;
 
 use crate::error::{fail, Fail, Parked};
 use crate::layout::{
@@ -355,7 +362,7 @@ impl<F: NorFlash> Log<F> {
                 return Ok(1);
             }
             match self.io().chunk_header(at)? {
-                Some(h) if !h.is_last() => at = self.geo.first_chunk(self.geo.next(sector)),
+                Some(h) if !h.is_last() => at = self.geo.first_chunk(ring::next(&self.geo, sector)),
                 _ => return Ok(0),
             }
         }
@@ -371,7 +378,7 @@ impl<F: NorFlash> Log<F> {
         // erase of it now would make that claim false.
         let mut sector = self.head;
         for _ in 0..self.erased_ahead {
-            sector = self.geo.next(sector);
+            sector = ring::next(&self.geo, sector);
             if sector == index {
                 return Ok(());
             }
@@ -400,7 +407,7 @@ impl<F: NorFlash> Log<F> {
     /// Sectors in use, tail to head inclusive.
     #[inline(never)]
     pub fn used_sectors(&self) -> u32 {
-        self.head_seq.wrapping_sub(self.tail_seq).wrapping_add(1)
+        self.ring().used()
     }
 
     /// Sectors that can be opened without reclaiming any.
@@ -413,22 +420,23 @@ impl<F: NorFlash> Log<F> {
     /// from the tail up to the head and hold that bound themselves; a
     /// sequence past the head (not in use) would count as the head's.
     pub fn sector_index_of_seq(&self, seq: u32) -> u32 {
-        let back = self.head_seq.saturating_sub(seq) % self.geo.count;
-        // (The head is below the count: one wrap at most.)
-        if back > self.head {
-            self.head + self.geo.count - back
-        } else {
-            self.head - back
-        }
+        self.ring().index_of_seq(&self.geo, seq)
     }
 
     /// Sector sequence of the sector at `index`, if it is in use.
     pub fn seq_of_sector(&self, index: u32) -> Option<u32> {
-        let back = (self.head + self.geo.count - index) % self.geo.count;
-        if back >= self.used_sectors() {
-            return None;
+        self.ring().seq_of(&self.geo, index)
+    }
+
+    /// Where the ring is ([`Ring`]: the head, its sequence and the tail's),
+    /// for the questions of ring order.
+    #[inline]
+    pub fn ring(&self) -> Ring {
+        Ring {
+            head: self.head,
+            head_seq: self.head_seq,
+            tail_seq: self.tail_seq,
         }
-        Some(self.head_seq - back)
     }
 
     /// Where a batch of `len` payload bytes would start, and how many new
@@ -443,7 +451,7 @@ impl<F: NorFlash> Log<F> {
             let room = self.geo.sector_start(sector) + self.geo.sector - pos;
             if start.is_none() && room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
                 opened += 1;
-                sector = self.geo.next(sector);
+                sector = ring::next(&self.geo, sector);
                 pos = self.geo.first_chunk(sector);
                 continue;
             }
@@ -454,7 +462,7 @@ impl<F: NorFlash> Log<F> {
                 return (first, opened);
             }
             opened += 1;
-            sector = self.geo.next(sector);
+            sector = ring::next(&self.geo, sector);
             pos = self.geo.first_chunk(sector);
         }
     }
@@ -521,7 +529,7 @@ impl<F: NorFlash> Log<F> {
         if self.free_sectors() == 0 {
             return Err(fail!(LogicBug, "opened a sector that is not free"));
         }
-        let index = self.geo.next(self.head);
+        let index = ring::next(&self.geo, self.head);
         // (A no-op but right after a mount, and never inside a batch: the
         // batch settled first.)
         self.settle_ahead()?;

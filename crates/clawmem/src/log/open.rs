@@ -195,7 +195,7 @@ impl<F: NorFlash> Log<F> {
         // holds none (its erase, if cut, leaves only older ones). It is
         // taken as the head, sealed, and kept in the ring like any sector
         // with a damaged header.
-        let next = geo.next(head);
+        let next = super::ring::next(&geo, head);
         if next != head && self.io().sector_header(next)? == SectorHeader::Invalid {
             let before = self.io().chunk_header(geo.first_chunk(head))?;
             let after = self.io().chunk_header(geo.first_chunk(next))?;
@@ -415,7 +415,7 @@ impl<F: NorFlash> Log<F> {
                 let claimed = self.ahead_said.min(ERASE_AHEAD as u32).min(geo.count - 1);
                 let mut sector = head;
                 for k in 0..claimed {
-                    sector = geo.next(sector);
+                    sector = super::ring::next(&geo, sector);
                     let at = geo.sector_start(sector);
                     if !self.erased(at, geo.sector_header)? {
                         break;
@@ -447,7 +447,7 @@ impl<F: NorFlash> Log<F> {
         let mut sector = self.head;
         let mut sector_seq = self.head_seq;
         for _ in 1..geo.count {
-            sector = geo.prev(sector);
+            sector = super::ring::prev(&geo, sector);
             sector_seq = sector_seq.wrapping_sub(1);
             if !self.header_seq_is(sector, sector_seq)? {
                 return Ok(None);

@@ -80,7 +80,7 @@ impl Ring {
             Embed::All => true,
             Embed::UpTo(seq) => self.seq_of(r.addr) <= seq,
             #[cfg(feature = "memory")]
-            Embed::Span(index) => self.geo.stream_touches(r.addr, r.len, index),
+            Embed::Span(index) => crate::log::ring::stream_touches(&self.geo, r.addr, r.len, index),
         }
     }
 }
