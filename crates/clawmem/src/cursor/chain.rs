@@ -17,7 +17,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::read_first_chunk;
 use crate::error::{fail, Fail};
 use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
-use crate::log::Io;
+use crate::log::{ring, Io, Ring};
 use crate::session::SESSION_BATCH;
 use crate::session::{BatchFixed, Session, BATCH_FIXED, CHAIN_MAX};
 
@@ -93,7 +93,7 @@ impl Chain {
         &mut self,
         io: &mut Io<'_, F>,
         s: &Session,
-        ring: RingView,
+        ring: Ring,
     ) -> Result<(), Fail> {
         let addrs = &mut self.addrs;
         addrs[0] = s.root;
@@ -101,13 +101,10 @@ impl Chain {
         self.len = n;
         let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
         let geo = *io.geo;
-        let used = ring
-            .head_seq
-            .wrapping_sub(ring.tail_seq)
-            .wrapping_add(1)
-            .min(geo.count);
+        let used = ring.used().min(geo.count);
+        // From the tail to the head.
         for k in 0..used {
-            let sector = (ring.head + geo.count - (used - 1 - k)) % geo.count;
+            let sector = ring::before(&geo, ring.head, used - 1 - k);
             let end = geo.sector_start(sector) + geo.sector;
             let mut pos = geo.first_chunk(sector);
             // After damage, chunks are trusted again from the next one whose
@@ -159,12 +156,4 @@ impl Chain {
         }
         Ok(())
     }
-}
-
-/// Where the ring is, for a rescan of the log.
-#[derive(Clone, Copy)]
-pub(crate) struct RingView {
-    pub head: u32,
-    pub head_seq: u32,
-    pub tail_seq: u32,
 }

@@ -11,13 +11,13 @@ use embedded_storage::nor_flash::NorFlash;
 
 mod chain;
 mod verified;
-pub(crate) use chain::{Chain, RingView, CHAIN_CAP};
+pub(crate) use chain::{Chain, CHAIN_CAP};
 pub(crate) use verified::{verify_batch, VerifiedReader};
 
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{fail, Fail, Kind};
 use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
-use crate::log::Io;
+use crate::log::{ring, Io, Ring};
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
     BATCH_META_MAX, MAX_SESSION_ID_BYTES,
@@ -250,7 +250,7 @@ fn continuation<F: NorFlash>(
     kind: u8,
 ) -> Result<bool, Fail> {
     let geo = *io.geo;
-    let next = geo.first_chunk(geo.next(geo.sector_of(*at)));
+    let next = geo.first_chunk(ring::next(&geo, geo.sector_of(*at)));
     match io.chunk_header(next)? {
         Some(n) if !n.is_first() && n.seq == seq && n.kind == kind => {
             (*at, *c) = (next, n);
@@ -663,7 +663,7 @@ impl Records {
         &mut self,
         io: &mut Io<'_, F>,
         s: &Session,
-        ring: Option<RingView>,
+        ring: Option<Ring>,
     ) -> Result<(), Fail> {
         let mut degraded = false;
         let chain = &mut self.chain;
@@ -714,7 +714,7 @@ impl Records {
         &mut self,
         io: &mut Io<'_, F>,
         s: &Session,
-        ring: RingView,
+        ring: Ring,
         seg: usize,
     ) -> Result<bool, Fail> {
         Ok(self.rescan_word(io, s, ring, seg)? != 0)
@@ -726,7 +726,7 @@ impl Records {
         &mut self,
         io: &mut Io<'_, F>,
         s: &Session,
-        ring: RingView,
+        ring: Ring,
         seg: usize,
     ) -> Result<u32, Fail> {
         if seg == 0 || self.scanned {

@@ -1,8 +1,8 @@
 //! The ring's order: which sector comes after or before another, which
 //! sequence number a sector in use carries, and where a batch's payload
 //! stream goes on at a sector's end. The log's own walks (placement, erase
-//! ahead, the mount's head and checkpoint walks) and every payload stream
-//! ask here.
+//! ahead, the mount's head and checkpoint walks), every payload stream,
+//! the cursors' continuations and the chain rescan ask here.
 //!
 //! Owns nothing on flash and no state of its own: [`Ring`] is the ring's
 //! position (head, its sequence, the tail's sequence), copied out of the

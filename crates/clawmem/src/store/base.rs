@@ -183,7 +183,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             geo: self.log.geo(),
         };
         let s = self.sessions[i];
-        let ring_view = self.ring_view();
+        let ring_view = self.log.ring();
         let mut recs = Records::EMPTY;
         recs.start(&mut self.log.io(), &s, Some(ring_view))?;
         // Check the batches whose bodies will be referenced or copied; a

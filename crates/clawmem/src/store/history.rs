@@ -226,7 +226,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// Starts walk `c` (made by [`HistCursor::new`]) at `s`'s first record,
     /// in place.
     fn hist_start(&mut self, c: &mut HistCursor, s: &Session) -> Result<(), Fail> {
-        let ring = self.ring_view();
+        let ring = self.log.ring();
         c.root_is_base = s.root_is_base;
         c.recs.start(&mut self.log.io(), s, Some(ring))
     }
@@ -242,7 +242,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// [`Self::hist_rescan`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
     #[inline(never)]
     fn hist_rescan_word(&mut self, c: &mut HistCursor, s: &Session) -> Result<u32, Fail> {
-        let ring = self.ring_view();
+        let ring = self.log.ring();
         let again = c.recs.rescan(&mut self.log.io(), s, ring, c.seg)?;
         if again {
             c.rewind();

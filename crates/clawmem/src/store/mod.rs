@@ -84,7 +84,7 @@ use checkpoint::DELETED_MAX;
 use memory::MemState;
 use objects::ObjectSlot;
 
-use crate::cursor::{start_name, verify_batch, Records, RingView};
+use crate::cursor::{start_name, verify_batch, Records};
 use crate::error::{fail, Error, Fail};
 use crate::log::{Log, DELTA_CHECKPOINT_SLOT};
 use crate::session::{Session, MAX_SESSION_ID_BYTES};
@@ -195,15 +195,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // Plain puts share the slot of puts (`usage_slot`).
             memory_items: of(MEM_PUT),
             memory_other: of(MEM_FORGET) + of(MEM_ACCESS) + of(MEM_INDEX),
-        }
-    }
-
-    /// The ring, for rescanning the log after damage.
-    fn ring_view(&self) -> RingView {
-        RingView {
-            head: self.log.head(),
-            head_seq: self.log.head_seq(),
-            tail_seq: self.log.tail_seq(),
         }
     }
 

@@ -510,7 +510,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         passes: u8,
         f: &mut dyn FnMut(u8, RecordType, u32),
     ) -> Result<(), Fail> {
-        let ring = self.ring_view();
+        let ring = self.log.ring();
         let mut recs = Records::EMPTY;
         recs.start(&mut self.log.io(), &self.sessions[i], Some(ring))?;
         for pass in 0..passes {
