@@ -42,7 +42,7 @@
 //!
 //! Ring order (`ring.rs`): which sector follows or precedes another, the
 //! sequence number a sector in use carries and where a payload stream goes
-//! on at a sector's end are answered there (format 9: the
+//! on at a sector's end are answered there and nowhere else (format 9: the
 //! physical order; format 10 will back it with a table).
 //!
 //! The ring's position (head, tail, write position, sequence numbers, the

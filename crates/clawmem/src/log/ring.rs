@@ -1,8 +1,9 @@
 //! The ring's order: which sector comes after or before another, which
 //! sequence number a sector in use carries, and where a batch's payload
-//! stream goes on at a sector's end. The log's own walks (placement, erase
-//! ahead, the mount's head and checkpoint walks), every payload stream,
-//! the cursors' continuations and the chain rescan ask here.
+//! stream goes on at a sector's end. Every layer asks here (the log's own
+//! walks, every payload stream, the cursors' continuations and the chain
+//! rescan, the store's mount walks, bases and scrub); none computes ring
+//! order itself.
 //!
 //! Owns nothing on flash and no state of its own: [`Ring`] is the ring's
 //! position (head, its sequence, the tail's sequence), copied out of the
@@ -64,6 +65,15 @@ impl Ring {
 #[inline]
 fn back(geo: &Geometry, head: u32, index: u32) -> u32 {
     (head + geo.count - index) % geo.count
+}
+
+/// The sequence the sector at `index` carries counted back from the head
+/// `head` of sequence `head_seq`, whether it is in use or not (0 at least:
+/// older than any). For a snapshot of the ring's head taken before a
+/// write ([`Ring::seq_of`] answers for the sectors in use now).
+#[inline]
+pub(crate) fn seq_back_from(geo: &Geometry, head: u32, head_seq: u32, index: u32) -> u32 {
+    head_seq.saturating_sub(back(geo, head, index))
 }
 
 /// The sector after `index` in ring order.
@@ -179,6 +189,7 @@ mod tests {
         for i in 0..4 {
             assert_eq!(r.seq_of(&g, i), Some(10 + i));
             assert_eq!(r.index_of_seq(&g, 10 + i), i);
+            assert_eq!(seq_back_from(&g, r.head, r.head_seq, i), 10 + i);
         }
         for i in 4..8 {
             assert_eq!(r.seq_of(&g, i), None);
@@ -211,6 +222,10 @@ mod tests {
         };
         assert_eq!(r.seq_of(&g, 3), Some(13));
         assert_eq!(r.seq_of(&g, 2), Some(20));
+        // Counted back from a head near sequence 0, a sector stops at 0.
+        assert_eq!(seq_back_from(&g, 1, 1, 7), 0);
+        assert_eq!(seq_back_from(&g, 1, 1, 0), 0);
+        assert_eq!(seq_back_from(&g, 1, 1, 1), 1);
     }
 
     #[test]

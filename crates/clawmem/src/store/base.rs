@@ -27,7 +27,7 @@ use crate::chdx::{self, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::cursor::{digest_stream, Chain, RecPos, RecordInfo, Records};
 use crate::error::{fail, Fail};
 use crate::layout::{CHUNK_HEADER_LEN, CRC};
-use crate::log::{Io, Payload};
+use crate::log::{ring, Io, Payload};
 use crate::session::SESSION_BASE;
 use crate::session::{BaseFixed, Record, BASE_FIXED, MAX_SESSION_ID_BYTES};
 use crate::turns::TurnCursor;
@@ -56,22 +56,21 @@ pub(super) enum Embed {
     Span(u32),
 }
 
-/// The ring as it was before a write, to tell a body's sector sequence.
+/// The ring's head as it was before a write, to tell a body's sector
+/// sequence (`log::ring`).
 #[derive(Clone, Copy)]
-struct Ring {
+struct HeadBefore {
     head: u32,
     head_seq: u32,
     geo: crate::layout::Geometry,
 }
 
-impl Ring {
+impl HeadBefore {
     /// The sector sequence of `addr`; 0 (older than any) for an address
     /// outside the ring, which only damage at rest can give.
     fn seq_of(&self, addr: u32) -> u32 {
-        let count = self.geo.count;
-        let idx = (addr / self.geo.sector) % count;
-        self.head_seq
-            .saturating_sub((self.head + count - idx) % count)
+        let idx = (addr / self.geo.sector) % self.geo.count;
+        ring::seq_back_from(&self.geo, self.head, self.head_seq, idx)
     }
 
     fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
@@ -80,7 +79,7 @@ impl Ring {
             Embed::All => true,
             Embed::UpTo(seq) => self.seq_of(r.addr) <= seq,
             #[cfg(feature = "memory")]
-            Embed::Span(index) => crate::log::ring::stream_touches(&self.geo, r.addr, r.len, index),
+            Embed::Span(index) => ring::stream_touches(&self.geo, r.addr, r.len, index),
         }
     }
 }
@@ -177,7 +176,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         budget: u64,
     ) -> Result<u32, Fail> {
-        let ring = Ring {
+        let ring = HeadBefore {
             head: self.log.head(),
             head_seq: self.log.head_seq(),
             geo: self.log.geo(),
@@ -401,7 +400,7 @@ struct BasePayload<'p, 'r, 'w> {
     summary: Option<Record<'r>>,
     keep: Keep<'p>,
     embed: Embed,
-    ring: Ring,
+    ring: HeadBefore,
     payload_start: u32,
     entries_at: u32,
     crcs_at: u32,

@@ -35,7 +35,7 @@ use super::memory::MemState;
 use super::{Config, MountMode, MountReport, Priority, Store, Work};
 use crate::error::{fail, Error, Fail};
 use crate::layout::{geometry, kind, ChunkHeader, SectorHeader, NO_ADDR};
-use crate::log::{Log, Opened, Slot};
+use crate::log::{ring, Log, Opened, Slot};
 
 #[cfg(any(test, feature = "by-value"))]
 impl<F: NorFlash, const MAX_SESSIONS: usize> Store<F, MAX_SESSIONS, Work> {
@@ -243,8 +243,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let reserves = Self::check_config(&geo, &config)?;
         // A format's ring: head sequence 0 and tail 1, an empty ring
         // (opening sector 0 takes sequence 1). A mount's is where
-        // `Log::open` finds it.
-        let mut log = Log::new(flash, geo, geo.count - 1, geo.capacity(), 1);
+        // `Log::open` finds it. (The head is the sector before sector 0.)
+        let mut log = Log::new(flash, geo, ring::prev(&geo, 0), geo.capacity(), 1);
         // 1. and 2.: the sector headers and the head sector (`log/open.rs`);
         // `None`: format (asked, or the partition is blank and may be).
         let opened = match mode {
@@ -311,7 +311,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 let mut tail_seq = head_seq;
                 let mut i = head;
                 for _ in 1..self.log.geo().count {
-                    let p = self.log.geo().prev(i);
+                    let p = ring::prev(&self.log.geo(), i);
                     let seq = tail_seq.wrapping_sub(1);
                     if !self.log.header_seq_is(p, seq)? {
                         break;
@@ -551,7 +551,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if sector == self.log.head() {
                 break;
             }
-            sector = self.log.geo().next(sector);
+            sector = ring::next(&self.log.geo(), sector);
             pos = self.log.geo().first_chunk(sector);
         }
         // The next checkpoint is due as if no remount had happened.
