@@ -42,8 +42,11 @@
 //!
 //! Ring order (`ring.rs`): which sector follows or precedes another, the
 //! sequence number a sector in use carries and where a payload stream goes
-//! on at a sector's end are answered there and nowhere else (format 9: the
-//! physical order; format 10 will back it with a table).
+//! on at a sector's end are answered there (format 9: the physical order;
+//! format 10 will back it with a table). A few walks still step a
+//! sequence number beside `ring::prev` (the mount's walk back, the head
+//! walk's checkpoint search) and the checkpoint reader bounds the oldest
+//! sequence as `head_seq - (count - 1)`: both hold for format 9's ring.
 //!
 //! The ring's position (head, tail, write position, sequence numbers, the
 //! newest checkpoint) is private to the log: the layers above read it and

@@ -1,9 +1,10 @@
 //! The ring's order: which sector comes after or before another, which
 //! sequence number a sector in use carries, and where a batch's payload
-//! stream goes on at a sector's end. Every layer asks here (the log's own
-//! walks, every payload stream, the cursors' continuations and the chain
-//! rescan, the store's mount walks, bases and scrub); none computes ring
-//! order itself.
+//! stream goes on at a sector's end. Every layer asks here for a sector's
+//! successor or predecessor (the log's own walks, every payload stream, the
+//! cursors' continuations and the chain rescan, the store's mount walks,
+//! bases and scrub); a few step a sequence number beside it (`log/mod.rs`
+//! says which).
 //!
 //! Owns nothing on flash and no state of its own: [`Ring`] is the ring's
 //! position (head, its sequence, the tail's sequence), copied out of the
