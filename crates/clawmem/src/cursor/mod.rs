@@ -17,7 +17,7 @@ pub(crate) use verified::{verify_batch, VerifiedReader};
 use crate::chdx::{BackendFormat, RawEntry, RecordType, CHDX_ENTRY_SIZE, CHDX_HEADER_SIZE};
 use crate::error::{fail, Fail, Kind};
 use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
-use crate::log::{ring, Io, Ring};
+use crate::log::{Io, Ring};
 use crate::session::{
     get_varint, unpack_kind, BaseFixed, BatchFixed, Session, BASE_FIXED, BATCH_FIXED, BATCH_HAS_ID,
     BATCH_META_MAX, MAX_SESSION_ID_BYTES,
@@ -250,7 +250,7 @@ fn continuation<F: NorFlash>(
     kind: u8,
 ) -> Result<bool, Fail> {
     let geo = *io.geo;
-    let next = geo.first_chunk(ring::next(&geo, geo.sector_of(*at)));
+    let next = geo.first_chunk(io.successor(geo.sector_of(*at)));
     match io.chunk_header(next)? {
         Some(n) if !n.is_first() && n.seq == seq && n.kind == kind => {
             (*at, *c) = (next, n);

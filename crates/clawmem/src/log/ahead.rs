@@ -58,7 +58,7 @@ impl<F: NorFlash> Log<F> {
             self.ahead_unread = 0;
             let mut sector = self.head;
             for k in 0..self.erased_ahead {
-                sector = super::ring::next(&self.geo, sector);
+                sector = self.to_open_after(sector);
                 let start = self.geo.sector_start(sector);
                 if !self.erased(start, self.geo.sector)? {
                     self.erased_ahead = k;
@@ -92,7 +92,7 @@ impl<F: NorFlash> Log<F> {
         }
         let k = self.erased_ahead;
         // (`k` is below the free sectors.)
-        let index = super::ring::after(&self.geo, self.head, 1 + k);
+        let index = self.opened_after_head(1 + k);
         let count = self.erase_counted(index, 1)?;
         // (`k` is below ERASE_AHEAD: erase_ahead_due.)
         if let Some(slot) = self.ahead_counts.get_mut(k as usize) {

@@ -23,6 +23,10 @@ use crate::layout::{
 pub(crate) struct Io<'a, F: NorFlash> {
     pub flash: &'a mut Dev<F>,
     pub geo: &'a Geometry,
+    /// The log's sector table (feature `sector-table`): where a stream
+    /// goes on at a sector's end.
+    #[cfg(feature = "sector-table")]
+    pub table: &'a super::ring::SectorTable,
 }
 
 /// The flash, with what the errors met on it could not carry: the
@@ -148,7 +152,7 @@ impl<F: NorFlash> Io<'_, F> {
                         address,
                     ));
                 }
-                address = super::ring::continued(self.geo, self.geo.sector_of(address));
+                address = self.continued(self.geo.sector_of(address));
             }
         }
         Ok(())
@@ -158,7 +162,31 @@ impl<F: NorFlash> Io<'_, F> {
     /// that starts at `address` (the continuation's address when that byte
     /// is in the next sector).
     pub fn stream_advance(&self, address: u32, len: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return super::ring::stream_advance_by(self.geo, address, len, |s| {
+                self.table.next(self.geo, s)
+            });
+        }
         super::ring::stream_advance(self.geo, address, len)
+    }
+
+    /// The sector after `index` in ring order: where a batch or a stream
+    /// that leaves sector `index` at its end goes on.
+    #[inline(always)]
+    pub fn successor(&self, index: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return self.table.next(self.geo, index);
+        }
+        super::ring::next(self.geo, index)
+    }
+
+    /// Where the payload stream that leaves sector `index` at its end goes
+    /// on: after its successor's header and continuation chunk header.
+    #[inline(always)]
+    pub fn continued(&self, index: u32) -> u32 {
+        self.geo.first_chunk(self.successor(index)) + CHUNK_HEADER_LEN
     }
 
     /// [`read_stream`](Self::read_stream) `skip` bytes along the stream

@@ -43,10 +43,13 @@
 //! Ring order (`ring.rs`): which sector follows or precedes another, the
 //! sequence number a sector in use carries and where a payload stream goes
 //! on at a sector's end are answered there (format 9: the physical order;
-//! format 10 will back it with a table). A few walks still step a
-//! sequence number beside `ring::prev` (the mount's walk back, the head
-//! walk's checkpoint search) and the checkpoint reader bounds the oldest
-//! sequence as `head_seq - (count - 1)`: both hold for format 9's ring.
+//! format 10 will back it with a table, which the feature `sector-table`
+//! builds: the log keeps it with every sector opened or released, and can
+//! release a sector in the middle, in RAM only so far). A few walks still
+//! step a sequence number beside `ring::prev` (the mount's walk back, the
+//! head walk's checkpoint search) and the checkpoint reader bounds the
+//! oldest sequence as `head_seq - (count - 1)`: both hold for format 9's
+//! ring.
 //!
 //! The ring's position (head, tail, write position, sequence numbers, the
 //! newest checkpoint) is private to the log: the layers above read it and
@@ -60,6 +63,8 @@ mod ahead;
 mod io;
 mod open;
 pub(crate) mod ring;
+#[cfg(all(test, feature = "sector-table"))]
+mod tests;
 
 pub(crate) use io::{copy_from_parts, Dev, Io, Payload, Slices};
 pub(crate) use open::Opened;
@@ -145,6 +150,10 @@ pub(crate) struct Log<F: NorFlash> {
     /// The most bytes written between two idle-time calls in this mount:
     /// how far ahead [`Log::erase_ahead`] looks.
     burst: u32,
+    /// Each sector's sequence (feature `sector-table`, `ring.rs`): ring
+    /// order from it rather than from the arithmetic, where it is on.
+    #[cfg(feature = "sector-table")]
+    table: ring::SectorTable,
 }
 
 /// Most sectors [`Log::erase_ahead`] keeps erased after the head: enough for
@@ -167,7 +176,7 @@ impl<F: NorFlash> Log<F> {
     // Out of line: format and mount share it.
     #[inline(never)]
     pub fn new(flash: F, geo: Geometry, head: u32, write_pos: u32, tail_seq: u32) -> Self {
-        Log {
+        let log = Log {
             flash: Dev {
                 dev: flash,
                 parked: Parked::new(),
@@ -189,7 +198,83 @@ impl<F: NorFlash> Log<F> {
             ahead_said: 0,
             idle_mark: 0,
             burst: 0,
+            #[cfg(feature = "sector-table")]
+            table: ring::SectorTable::OFF,
+        };
+        #[cfg(feature = "sector-table")]
+        let log = {
+            let mut log = log;
+            log.sync_table();
+            log
+        };
+        log
+    }
+
+    /// Sets the sector table to the ring as format 9 lays it out (a mount
+    /// that found the ring, a format), and checks it.
+    #[inline(always)]
+    fn sync_table(&mut self) {
+        #[cfg(feature = "sector-table")]
+        {
+            let ring = self.ring();
+            self.table.fill(&self.geo, &ring);
         }
+        self.check_table();
+    }
+
+    /// Checks, in debug builds with the sector table, that the table agrees
+    /// with format 9's arithmetic while no sector was released out of
+    /// order.
+    #[inline(always)]
+    fn check_table(&self) {
+        #[cfg(all(feature = "sector-table", debug_assertions))]
+        {
+            let ring = self.ring();
+            debug_assert!(
+                !self.table.on()
+                    || self.table.used() != ring.used()
+                    || self.table.agrees(&self.geo, &ring),
+                "the sector table disagrees with the ring"
+            );
+        }
+    }
+
+    /// The sector after `index` in ring order: where a batch or a stream
+    /// that leaves sector `index` at its end goes on.
+    #[cfg(feature = "memory")] // a memory scrub only
+    #[inline(always)]
+    pub fn successor(&self, index: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return self.table.next(&self.geo, index);
+        }
+        ring::next(&self.geo, index)
+    }
+
+    /// The sector the head opens after sector `index` (the head, or one it
+    /// opens before): the next free one.
+    #[inline(always)]
+    fn to_open_after(&self, index: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return self.table.next_free(&self.geo, index);
+        }
+        ring::next(&self.geo, index)
+    }
+
+    /// The `n`th sector the head opens after itself (`1 <= n`, at most
+    /// the free sectors).
+    #[inline(always)]
+    fn opened_after_head(&self, n: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            let mut sector = self.head;
+            for _ in 0..n {
+                sector = self.table.next_free(&self.geo, sector);
+            }
+            return sector;
+        }
+        ring::after(&self.geo, self.head, n)
     }
 
     /// Whether `len` bytes at `address` are all 0xFF.
@@ -203,6 +288,8 @@ impl<F: NorFlash> Log<F> {
         let mut io = Io {
             flash: &mut self.flash,
             geo: &self.geo,
+            #[cfg(feature = "sector-table")]
+            table: &self.table,
         };
         io.is_erased_word(address, len, &mut self.buf)
     }
@@ -292,6 +379,8 @@ impl<F: NorFlash> Log<F> {
             Io {
                 flash: &mut self.flash,
                 geo: &self.geo,
+                #[cfg(feature = "sector-table")]
+                table: &self.table,
             },
             &mut self.buf,
         )
@@ -306,6 +395,7 @@ impl<F: NorFlash> Log<F> {
     /// never passes the head.
     pub fn set_tail_seq(&mut self, seq: u32) {
         self.tail_seq = seq.min(self.head_seq);
+        self.sync_table();
     }
 
     /// The next batch sequence number is at least `seq` (mount: past every
@@ -326,7 +416,58 @@ impl<F: NorFlash> Log<F> {
     /// Releases the tail sector: garbage collection moved everything live
     /// out of it.
     pub fn release_tail(&mut self) {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            // The oldest sector in use; the tail then moves to the next
+            // oldest (the next sequence, but after a release in the
+            // middle).
+            if let Some(index) = self.table.index_of_seq(self.tail_seq) {
+                self.table.release(index);
+            }
+            self.tail_seq = self.table.oldest().unwrap_or(self.head_seq + 1);
+            self.check_table();
+            return;
+        }
         self.tail_seq += 1;
+    }
+
+    /// Releases sector `index` out of ring order (feature `sector-table`):
+    /// everything live in it was moved. It becomes free, the head opens it
+    /// in its turn (the first free sector after the head in physical
+    /// order), and a stream that crossed into it is dead. RAM only (stage 1
+    /// of format 10): nothing on flash says so yet, and a mount finds the
+    /// ring as format 9 lays it out. If the sector now comes among those
+    /// erased ahead of the head, the ones from it on are no longer counted
+    /// erased, and the next write takes back what a chunk said of them
+    /// ([`Log::settle_ahead`]).
+    #[cfg(feature = "sector-table")]
+    #[allow(dead_code)] // stage 2's cleaner calls it; the log's tests do now
+    pub fn release_sector(&mut self, index: u32) -> Result<(), Fail> {
+        if !self.table.on() {
+            return Err(fail!(
+                LogicBug,
+                "a release out of order without a sector table"
+            ));
+        }
+        if index == self.head || self.table.seq_of(index).is_none() {
+            return Err(fail!(
+                LogicBug,
+                "released a sector that is the head or not in use"
+            ));
+        }
+        self.table.release(index);
+        if let Some(oldest) = self.table.oldest() {
+            self.tail_seq = oldest;
+        }
+        let mut sector = self.head;
+        for k in 0..self.erased_ahead {
+            sector = self.table.next_free(&self.geo, sector);
+            if sector == index {
+                self.erased_ahead = k;
+                break;
+            }
+        }
+        Ok(())
     }
 
     #[cfg(feature = "memory")] // a memory scrub only
@@ -365,7 +506,7 @@ impl<F: NorFlash> Log<F> {
                 return Ok(1);
             }
             match self.io().chunk_header(at)? {
-                Some(h) if !h.is_last() => at = self.geo.first_chunk(ring::next(&self.geo, sector)),
+                Some(h) if !h.is_last() => at = self.geo.first_chunk(self.successor(sector)),
                 _ => return Ok(0),
             }
         }
@@ -381,7 +522,7 @@ impl<F: NorFlash> Log<F> {
         // erase of it now would make that claim false.
         let mut sector = self.head;
         for _ in 0..self.erased_ahead {
-            sector = ring::next(&self.geo, sector);
+            sector = self.to_open_after(sector);
             if sector == index {
                 return Ok(());
             }
@@ -399,6 +540,8 @@ impl<F: NorFlash> Log<F> {
         Io {
             flash: &mut self.flash,
             geo: &self.geo,
+            #[cfg(feature = "sector-table")]
+            table: &self.table,
         }
     }
 
@@ -410,6 +553,10 @@ impl<F: NorFlash> Log<F> {
     /// Sectors in use, tail to head inclusive.
     #[inline(never)]
     pub fn used_sectors(&self) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return self.table.used();
+        }
         self.ring().used()
     }
 
@@ -423,11 +570,19 @@ impl<F: NorFlash> Log<F> {
     /// from the tail up to the head and hold that bound themselves; a
     /// sequence past the head (not in use) would count as the head's.
     pub fn sector_index_of_seq(&self, seq: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if let Some(index) = self.table.index_of_seq(seq) {
+            return index;
+        }
         self.ring().index_of_seq(&self.geo, seq)
     }
 
     /// Sector sequence of the sector at `index`, if it is in use.
     pub fn seq_of_sector(&self, index: u32) -> Option<u32> {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return self.table.seq_of(index);
+        }
         self.ring().seq_of(&self.geo, index)
     }
 
@@ -454,7 +609,7 @@ impl<F: NorFlash> Log<F> {
             let room = self.geo.sector_start(sector) + self.geo.sector - pos;
             if start.is_none() && room < CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD.min(left.max(1)) {
                 opened += 1;
-                sector = ring::next(&self.geo, sector);
+                sector = self.to_open_after(sector);
                 pos = self.geo.first_chunk(sector);
                 continue;
             }
@@ -465,7 +620,7 @@ impl<F: NorFlash> Log<F> {
                 return (first, opened);
             }
             opened += 1;
-            sector = ring::next(&self.geo, sector);
+            sector = self.to_open_after(sector);
             pos = self.geo.first_chunk(sector);
         }
     }
@@ -532,7 +687,7 @@ impl<F: NorFlash> Log<F> {
         if self.free_sectors() == 0 {
             return Err(fail!(LogicBug, "opened a sector that is not free"));
         }
-        let index = ring::next(&self.geo, self.head);
+        let index = self.to_open_after(self.head);
         // (A no-op but right after a mount, and never inside a batch: the
         // batch settled first.)
         self.settle_ahead()?;
@@ -556,6 +711,9 @@ impl<F: NorFlash> Log<F> {
         self.head = index;
         self.head_seq = seq;
         self.head_erase_count = erase_count;
+        #[cfg(feature = "sector-table")]
+        self.table.set(index, seq);
+        self.check_table();
         self.write_pos = match result {
             Ok(()) => self.geo.first_chunk(index),
             Err(_) => start + self.geo.sector,
@@ -726,6 +884,8 @@ impl<F: NorFlash> Log<F> {
             let mut io = Io {
                 flash: &mut self.flash,
                 geo: &self.geo,
+                #[cfg(feature = "sector-table")]
+                table: &self.table,
             };
             let part = self.buf.split_at_mut(m).0;
             payload.fill(&mut io, offset + done, part)?;
@@ -764,6 +924,8 @@ impl<F: NorFlash> Log<F> {
                 let mut io = Io {
                     flash: &mut self.flash,
                     geo: &self.geo,
+                    #[cfg(feature = "sector-table")]
+                    table: &self.table,
                 };
                 payload.fill(&mut io, offset + lo - CHUNK_HEADER_LEN, &mut self.buf[s..e])?;
             }

@@ -213,6 +213,7 @@ impl<F: NorFlash> Log<F> {
         self.head_seq = head_seq;
         self.head_erase_count = head_erase_count;
         self.tail_seq = head_seq;
+        self.sync_table();
         // 2. The head sector: the newest checkpoint in it, and where writing
         // goes on.
         let mut pos = geo.first_chunk(head);
@@ -532,6 +533,8 @@ impl<F: NorFlash> Log<F> {
         let mut io = Io {
             flash: &mut self.flash,
             geo: &self.geo,
+            #[cfg(feature = "sector-table")]
+            table: &self.table,
         };
         io.chunk_crc_ok_word(c.address, &c.header, &mut self.buf)
     }

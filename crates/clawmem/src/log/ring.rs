@@ -19,6 +19,19 @@
 //! cleaner needs") backs these answers with a table of the sector
 //! sequences instead; the callers stay as they are.
 //!
+//! That table is [`SectorTable`] (feature `sector-table`, off by default:
+//! stage 1 of format 10, "Format 10 in stages"). With it on, the log
+//! answers from the table which sector a stream or a batch goes on in
+//! ([`Io::successor`](super::Io::successor)), which sector the head opens
+//! next (the first free one after it in physical order), a sector's
+//! sequence and how many are in use; a sector can be released out of
+//! order ([`Log::release_sector`](super::Log::release_sector), RAM only).
+//! The walks of the layers above (the cursors' ring view and chain rescan,
+//! the base's sequence of a body, the mount's walks) still use the
+//! arithmetic below, which the table agrees with while no sector was
+//! released out of order (checked in debug builds after every change of
+//! the ring); stage 4 moves them onto the table.
+//!
 //! Power loss: nothing here reads or writes flash.
 
 use crate::layout::{Geometry, CHUNK_HEADER_LEN};
@@ -111,17 +124,21 @@ pub(crate) fn before(geo: &Geometry, index: u32, n: u32) -> u32 {
     }
 }
 
-/// Where the payload stream that leaves sector `index` at its end goes on:
-/// after the next sector's header and continuation chunk header.
-#[inline]
-pub(crate) fn continued(geo: &Geometry, index: u32) -> u32 {
-    geo.first_chunk(next(geo, index)) + CHUNK_HEADER_LEN
-}
-
 /// The address of the byte `len` bytes further along the payload stream
 /// that starts at `address` (the continuation's address when that byte
 /// is in the next sector).
 pub(crate) fn stream_advance(geo: &Geometry, address: u32, len: u32) -> u32 {
+    stream_advance_by(geo, address, len, |s| next(geo, s))
+}
+
+/// [`stream_advance`] with the successor of a sector given by `next`.
+#[inline(always)]
+pub(crate) fn stream_advance_by(
+    geo: &Geometry,
+    address: u32,
+    len: u32,
+    next: impl Fn(u32) -> u32,
+) -> u32 {
     let mut address = address;
     let mut left = len;
     for _ in 0..geo.count + 1 {
@@ -130,7 +147,7 @@ pub(crate) fn stream_advance(geo: &Geometry, address: u32, len: u32) -> u32 {
             return address + left;
         }
         left -= room;
-        address = continued(geo, geo.sector_of(address));
+        address = geo.first_chunk(next(geo.sector_of(address))) + CHUNK_HEADER_LEN;
     }
     address
 }
@@ -143,6 +160,185 @@ pub(crate) fn stream_touches(geo: &Geometry, address: u32, len: u32, index: u32)
     let last = geo.sector_of(stream_advance(geo, address, len.saturating_sub(1)));
     let span = (last + geo.count - first) % geo.count;
     (index + geo.count - first) % geo.count <= span
+}
+
+/// Most sectors the [`SectorTable`] holds: 1,024 (4 MiB of 4 KiB
+/// sectors, 2 KiB of RAM). On a partition with more, the table stays off
+/// and ring order is format 9's arithmetic.
+#[cfg(feature = "sector-table")]
+pub(crate) const TABLE_SECTORS: usize = 1024;
+
+/// A [`SectorTable`] entry of a sector not in use.
+#[cfg(feature = "sector-table")]
+const FREE: u16 = u16::MAX;
+
+/// The sequence of every sector in use, by sector index (feature
+/// `sector-table`; stage 1 of format 10, `docs/DESIGN.md`, "Format 10 in
+/// stages"): what ring order becomes once a sector can be released out of
+/// order. Sequences stay consecutive as the head opens sectors; a sector
+/// released in the middle leaves a sequence that no sector carries, the
+/// stream that crossed into it is dead, and the head opens the first free
+/// sector after it in physical order.
+///
+/// Invariant: an entry is `FREE` or the sector's sequence less `base`;
+/// `used` counts the entries in use. On a format 9 ring (no release in
+/// the middle) the table is the identity map of [`Ring`], which
+/// [`SectorTable::agrees`] checks.
+#[cfg(feature = "sector-table")]
+pub(crate) struct SectorTable {
+    seq: [u16; TABLE_SECTORS],
+    base: u32,
+    used: u32,
+    /// Sectors of the partition; 0: the table is off (more than
+    /// [`TABLE_SECTORS`]).
+    count: u32,
+}
+
+#[cfg(feature = "sector-table")]
+impl SectorTable {
+    /// A table that is off until [`fill`](Self::fill).
+    pub const OFF: SectorTable = SectorTable {
+        seq: [FREE; TABLE_SECTORS],
+        base: 0,
+        used: 0,
+        count: 0,
+    };
+
+    /// Whether the table answers (the partition fits it).
+    #[inline]
+    pub fn on(&self) -> bool {
+        self.count != 0
+    }
+
+    /// Sets the table to the ring `ring` of format 9: the sectors from its
+    /// tail to its head, in physical order, carry consecutive sequences.
+    /// Off if the partition has more sectors than the table.
+    pub fn fill(&mut self, geo: &Geometry, ring: &Ring) {
+        self.seq = [FREE; TABLE_SECTORS];
+        self.used = 0;
+        self.base = ring.tail_seq;
+        self.count = if geo.count as usize <= TABLE_SECTORS {
+            geo.count
+        } else {
+            0
+        };
+        for index in 0..self.count {
+            if let Some(seq) = ring.seq_of(geo, index) {
+                self.set(index, seq);
+            }
+        }
+    }
+
+    /// The sequence of sector `index`, if it is in use.
+    #[inline]
+    pub fn seq_of(&self, index: u32) -> Option<u32> {
+        match self.seq.get(index as usize) {
+            Some(&off) if off != FREE && index < self.count => Some(self.base + u32::from(off)),
+            _ => None,
+        }
+    }
+
+    /// The sector that carries sequence `seq`, if one in use does.
+    pub fn index_of_seq(&self, seq: u32) -> Option<u32> {
+        let off = seq.checked_sub(self.base)?;
+        if off >= u32::from(FREE) {
+            return None;
+        }
+        (0..self.count).find(|&i| self.seq[i as usize] == off as u16)
+    }
+
+    /// Sectors in use.
+    #[inline]
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// Sector `index` is in use with sequence `seq` (the head opened it).
+    /// Sequences that outgrow the entries move `base` up to the oldest
+    /// sector's first.
+    pub fn set(&mut self, index: u32, seq: u32) {
+        if index >= self.count {
+            return;
+        }
+        if seq.wrapping_sub(self.base) >= u32::from(FREE) {
+            self.rebase();
+        }
+        let Some(off) = seq.checked_sub(self.base).filter(|&o| o < u32::from(FREE)) else {
+            return;
+        };
+        let slot = &mut self.seq[index as usize];
+        if *slot == FREE {
+            self.used += 1;
+        }
+        *slot = off as u16;
+    }
+
+    /// Sector `index` is no longer in use (released: everything live in it
+    /// was moved).
+    pub fn release(&mut self, index: u32) {
+        if let Some(slot) = self.seq.get_mut(index as usize) {
+            if *slot != FREE {
+                *slot = FREE;
+                self.used -= 1;
+            }
+        }
+    }
+
+    /// The oldest sequence in use (`None`: the table is empty).
+    pub fn oldest(&self) -> Option<u32> {
+        self.seq[..self.count as usize]
+            .iter()
+            .filter(|&&o| o != FREE)
+            .min()
+            .map(|&o| self.base + u32::from(o))
+    }
+
+    /// Moves `base` to the oldest sequence in use.
+    fn rebase(&mut self) {
+        let Some(oldest) = self.oldest() else {
+            return;
+        };
+        let shift = (oldest - self.base) as u16;
+        for o in self.seq.iter_mut().filter(|o| **o != FREE) {
+            *o -= shift;
+        }
+        self.base = oldest;
+    }
+
+    /// The sector after `index` in ring order: the one carrying the next
+    /// sequence, if `index` is in use and that one is (tried first in the
+    /// physical next sector); otherwise the physical next sector.
+    pub fn next(&self, geo: &Geometry, index: u32) -> u32 {
+        let physical = geo.next(index);
+        let Some(seq) = self.seq_of(index) else {
+            return physical;
+        };
+        let want = seq.wrapping_add(1);
+        if self.seq_of(physical) == Some(want) {
+            return physical;
+        }
+        self.index_of_seq(want).unwrap_or(physical)
+    }
+
+    /// The first free sector after `index` in physical order: the one the
+    /// head opens after sector `index` (`index` itself when no other is
+    /// free).
+    pub fn next_free(&self, geo: &Geometry, index: u32) -> u32 {
+        let mut at = index;
+        for _ in 0..self.count {
+            at = geo.next(at);
+            if self.seq_of(at).is_none() {
+                return at;
+            }
+        }
+        index
+    }
+
+    /// Whether the table is the identity map of `ring` (format 9's
+    /// arithmetic), as it is while no sector was released out of order.
+    pub fn agrees(&self, geo: &Geometry, ring: &Ring) -> bool {
+        !self.on() || (0..geo.count).all(|i| self.seq_of(i) == ring.seq_of(geo, i))
+    }
 }
 
 #[cfg(test)]
@@ -237,7 +433,6 @@ mod tests {
         // payload byte.
         assert_eq!(stream_advance(&g, start, 9), start + 9);
         let cont = g.first_chunk(0) + CHUNK_HEADER_LEN;
-        assert_eq!(continued(&g, 7), cont);
         assert_eq!(stream_advance(&g, start, 10), cont);
         assert_eq!(stream_advance(&g, start, 15), cont + 5);
         #[cfg(feature = "memory")]
@@ -248,5 +443,133 @@ mod tests {
             assert!(!stream_touches(&g, start, 11, 1));
             assert!(!stream_touches(&g, start, 11, 6));
         }
+    }
+
+    #[cfg(feature = "sector-table")]
+    #[test]
+    fn the_table_is_the_identity_of_format_9s_ring_on_every_geometry() {
+        let mut t = SectorTable::OFF;
+        for count in [2u32, 3, 8, 64, 1024] {
+            let g = Geometry { count, ..geo() };
+            for head in [0, 1, count / 2, count - 1] {
+                for used in [1, 2, count / 2, count] {
+                    let used = used.clamp(1, count);
+                    let r = Ring {
+                        head,
+                        head_seq: 1000 + used,
+                        tail_seq: 1001,
+                    };
+                    t.fill(&g, &r);
+                    assert!(t.on());
+                    assert!(t.agrees(&g, &r));
+                    assert_eq!(t.used(), r.used());
+                    assert_eq!(t.oldest(), Some(r.tail_seq));
+                    for seq in r.tail_seq..=r.head_seq {
+                        let i = r.index_of_seq(&g, seq);
+                        assert_eq!(t.index_of_seq(seq), Some(i));
+                        if seq < r.head_seq {
+                            assert_eq!(t.next(&g, i), next(&g, i));
+                        }
+                    }
+                    // The head opens the physically next sector, free
+                    // unless the ring is full.
+                    if used < count {
+                        assert_eq!(t.next_free(&g, head), next(&g, head));
+                    } else {
+                        assert_eq!(t.next_free(&g, head), head);
+                    }
+                }
+            }
+        }
+        // A partition larger than the table leaves it off, and then it
+        // agrees with any ring.
+        let g = Geometry {
+            count: TABLE_SECTORS as u32 + 1,
+            ..geo()
+        };
+        let r = Ring {
+            head: 5,
+            head_seq: 9,
+            tail_seq: 2,
+        };
+        t.fill(&g, &r);
+        assert!(!t.on());
+        assert!(t.agrees(&g, &r));
+    }
+
+    #[cfg(feature = "sector-table")]
+    #[test]
+    fn a_release_in_the_middle_leaves_a_hole_that_order_skips() {
+        let g = geo();
+        let mut t = SectorTable::OFF;
+        // Full ring: sectors 3..=7, 0..=2 carry 10..=17.
+        let r = Ring {
+            head: 2,
+            head_seq: 17,
+            tail_seq: 10,
+        };
+        t.fill(&g, &r);
+        assert_eq!(t.used(), 8);
+        // Sector 5 (sequence 12) is released in the middle.
+        t.release(5);
+        assert_eq!(t.used(), 7);
+        assert_eq!(t.seq_of(5), None);
+        assert_eq!(t.index_of_seq(12), None);
+        // Sector 4 (11) has no successor now: its stream into 5 is dead,
+        // and it answers the physical next sector, which is free.
+        assert_eq!(t.next(&g, 4), 5);
+        assert_eq!(t.next(&g, 6), 7);
+        // The head opens the hole, the only free sector, and gives it the
+        // next sequence; the old head's streams go on there.
+        assert_eq!(t.next_free(&g, 2), 5);
+        t.set(5, 18);
+        assert_eq!(t.next(&g, 2), 5);
+        assert_eq!(t.seq_of(5), Some(18));
+        assert_eq!(t.next_free(&g, 5), 5, "full again: nothing free");
+        // Releasing the tail (3, sequence 10) makes 11 the oldest.
+        t.release(3);
+        assert_eq!(t.oldest(), Some(11));
+        assert!(!t.agrees(
+            &g,
+            &Ring {
+                head: 5,
+                head_seq: 18,
+                tail_seq: 11
+            }
+        ));
+    }
+
+    #[cfg(feature = "sector-table")]
+    #[test]
+    fn sequences_past_the_entries_move_the_base() {
+        let g = geo();
+        let mut t = SectorTable::OFF;
+        t.fill(
+            &g,
+            &Ring {
+                head: 0,
+                head_seq: 1,
+                tail_seq: 1,
+            },
+        );
+        // Open and release round the ring far past what a u16 entry holds
+        // above the base; the answers stay exact.
+        let mut head = 0;
+        let mut seq = 1u32;
+        let mut tail = (0u32, 1u32);
+        for _ in 0..200_000u32 {
+            let at = t.next_free(&g, head);
+            seq += 1;
+            t.set(at, seq);
+            head = at;
+            if t.used() == g.count {
+                t.release(tail.0);
+                tail = (next(&g, tail.0), tail.1 + 1);
+            }
+            assert_eq!(t.seq_of(head), Some(seq));
+        }
+        assert_eq!(t.oldest(), Some(tail.1));
+        assert_eq!(t.index_of_seq(tail.1), Some(tail.0));
+        assert_eq!(t.next(&g, tail.0), next(&g, tail.0));
     }
 }

@@ -7,7 +7,6 @@
 //! is safe to cut, and calling again with the same id finishes.
 
 use super::*;
-use crate::log::ring;
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// Every put of item `id` anywhere on flash (current, relocated and
@@ -54,7 +53,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                             if h.is_last() {
                                 break;
                             }
-                            at = ring::next(&geo, at);
+                            at = self.log.successor(at);
                             let next = geo.first_chunk(at);
                             match self.log.io().chunk_header(next)? {
                                 Some(n) if n.seq == h.seq && n.kind == h.kind && !n.is_first() => {
