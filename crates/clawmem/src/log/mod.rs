@@ -222,18 +222,21 @@ impl<F: NorFlash> Log<F> {
         self.check_table();
     }
 
-    /// Checks, in debug builds with the sector table, that the table agrees
-    /// with format 9's arithmetic while no sector was released out of
-    /// order.
+    /// Checks, in debug builds with the sector table, that the table holds
+    /// together with the ring's position (its count, the tail as its oldest
+    /// sequence, the head's sequence), and that it agrees with format 9's
+    /// arithmetic while no sector was released out of order.
     #[inline(always)]
     fn check_table(&self) {
         #[cfg(all(feature = "sector-table", debug_assertions))]
         {
             let ring = self.ring();
             debug_assert!(
-                !self.table.on()
-                    || self.table.used() != ring.used()
-                    || self.table.agrees(&self.geo, &ring),
+                self.table.consistent(&ring),
+                "the sector table does not hold together with the ring"
+            );
+            debug_assert!(
+                self.table.reordered() || self.table.agrees(&self.geo, &ring),
                 "the sector table disagrees with the ring"
             );
         }
@@ -456,6 +459,7 @@ impl<F: NorFlash> Log<F> {
             ));
         }
         self.table.release(index);
+        self.table.reorder();
         if let Some(oldest) = self.table.oldest() {
             self.tail_seq = oldest;
         }
@@ -467,6 +471,7 @@ impl<F: NorFlash> Log<F> {
                 break;
             }
         }
+        self.check_table();
         Ok(())
     }
 
@@ -688,6 +693,14 @@ impl<F: NorFlash> Log<F> {
             return Err(fail!(LogicBug, "opened a sector that is not free"));
         }
         let index = self.to_open_after(self.head);
+        let seq = self.head_seq.wrapping_add(1);
+        #[cfg(feature = "sector-table")]
+        if !self.table.room_for(seq) {
+            return Err(fail!(
+                LogicBug,
+                "the sequences in use outgrew the sector table"
+            ));
+        }
         // (A no-op but right after a mount, and never inside a batch: the
         // batch settled first.)
         self.settle_ahead()?;
@@ -703,7 +716,6 @@ impl<F: NorFlash> Log<F> {
             self.erase_counted(index, 1)?
         };
         let start = self.geo.sector_start(index);
-        let seq = self.head_seq.wrapping_add(1);
         // The sector is erased now: whatever happens next, it is no longer
         // the old sector, so the ring moves on.
         let result = self.write_sector_header(index, seq, erase_count);
@@ -711,6 +723,7 @@ impl<F: NorFlash> Log<F> {
         self.head = index;
         self.head_seq = seq;
         self.head_erase_count = erase_count;
+        // (It fits: room_for above.)
         #[cfg(feature = "sector-table")]
         self.table.set(index, seq);
         self.check_table();

@@ -27,10 +27,17 @@
 //! sequence and how many are in use; a sector can be released out of
 //! order ([`Log::release_sector`](super::Log::release_sector), RAM only).
 //! The walks of the layers above (the cursors' ring view and chain rescan,
-//! the base's sequence of a body, the mount's walks) still use the
-//! arithmetic below, which the table agrees with while no sector was
+//! the base's sequence of a body, the memory scrub's test of the sectors a
+//! stream touches, the mount's walks and `Store::check`'s, which also
+//! step sequence numbers through [`Log::sector_index_of_seq`]) still use
+//! the arithmetic below, which the table agrees with while no sector was
 //! released out of order (checked in debug builds after every change of
-//! the ring); stage 4 moves them onto the table.
+//! the ring, with the table's own consistency); stage 4 moves them onto
+//! the table. A lookup by sequence is a linear search, so a walk of every
+//! sequence is quadratic in the sectors (about a million steps at 1,024):
+//! stage 2, which walks by sequence at mount, adds the inverse map.
+//!
+//! [`Log::sector_index_of_seq`]: super::Log::sector_index_of_seq
 //!
 //! Power loss: nothing here reads or writes flash.
 
@@ -192,6 +199,8 @@ pub(crate) struct SectorTable {
     /// Sectors of the partition; 0: the table is off (more than
     /// [`TABLE_SECTORS`]).
     count: u32,
+    /// A sector was released out of ring order since the last fill.
+    reordered: bool,
 }
 
 #[cfg(feature = "sector-table")]
@@ -202,6 +211,7 @@ impl SectorTable {
         base: 0,
         used: 0,
         count: 0,
+        reordered: false,
     };
 
     /// Whether the table answers (the partition fits it).
@@ -222,11 +232,27 @@ impl SectorTable {
         } else {
             0
         };
+        self.reordered = false;
+        // (The sequences in use span at most `count`: each fits.)
         for index in 0..self.count {
             if let Some(seq) = ring.seq_of(geo, index) {
-                self.set(index, seq);
+                self.seq[index as usize] = (seq - self.base) as u16;
+                self.used += 1;
             }
         }
+    }
+
+    /// A sector was released out of ring order: from now on the table is
+    /// not format 9's layout ([`agrees`](Self::agrees) is not asked), until
+    /// it is filled again.
+    pub fn reorder(&mut self) {
+        self.reordered = true;
+    }
+
+    /// Whether a sector was released out of order since the table was
+    /// filled.
+    pub fn reordered(&self) -> bool {
+        self.reordered
     }
 
     /// The sequence of sector `index`, if it is in use.
@@ -253,24 +279,54 @@ impl SectorTable {
         self.used
     }
 
-    /// Sector `index` is in use with sequence `seq` (the head opened it).
-    /// Sequences that outgrow the entries move `base` up to the oldest
-    /// sector's first.
-    pub fn set(&mut self, index: u32, seq: u32) {
-        if index >= self.count {
-            return;
-        }
-        if seq.wrapping_sub(self.base) >= u32::from(FREE) {
+    /// Whether sequence `seq` fits an entry, moving `base` up to the oldest
+    /// sequence in use first if it must (an empty table takes `seq` as its
+    /// base). `false`: the sequences in use would span more than an entry
+    /// holds (a sector kept in use while about 65,000 others were opened),
+    /// which stage 4's bound on the span is to prevent; the log then refuses
+    /// to open a sector rather than record it wrongly.
+    pub fn room_for(&mut self, seq: u32) -> bool {
+        if self.used == 0 {
+            self.base = seq;
+        } else if seq.wrapping_sub(self.base) >= u32::from(FREE) {
             self.rebase();
         }
-        let Some(off) = seq.checked_sub(self.base).filter(|&o| o < u32::from(FREE)) else {
-            return;
-        };
+        seq.checked_sub(self.base)
+            .is_some_and(|o| o < u32::from(FREE))
+    }
+
+    /// Sector `index` is in use with sequence `seq` (the head opened it);
+    /// `false` if the table could not record it ([`room_for`](Self::room_for)).
+    pub fn set(&mut self, index: u32, seq: u32) -> bool {
+        if index >= self.count {
+            return true;
+        }
+        if !self.room_for(seq) {
+            return false;
+        }
         let slot = &mut self.seq[index as usize];
         if *slot == FREE {
             self.used += 1;
         }
-        *slot = off as u16;
+        *slot = (seq - self.base) as u16;
+        true
+    }
+
+    /// Whether the table holds together with the ring position `ring`: the
+    /// count of sectors in use is right, the tail is the oldest sequence in
+    /// use and the head carries the head's sequence (while any is in use).
+    pub fn consistent(&self, ring: &Ring) -> bool {
+        if !self.on() {
+            return true;
+        }
+        let counted = self.seq[..self.count as usize]
+            .iter()
+            .filter(|&&o| o != FREE)
+            .count() as u32;
+        counted == self.used
+            && (self.used == 0
+                || (self.oldest() == Some(ring.tail_seq)
+                    && self.seq_of(ring.head) == Some(ring.head_seq)))
     }
 
     /// Sector `index` is no longer in use (released: everything live in it
@@ -522,7 +578,7 @@ mod tests {
         // The head opens the hole, the only free sector, and gives it the
         // next sequence; the old head's streams go on there.
         assert_eq!(t.next_free(&g, 2), 5);
-        t.set(5, 18);
+        assert!(t.set(5, 18));
         assert_eq!(t.next(&g, 2), 5);
         assert_eq!(t.seq_of(5), Some(18));
         assert_eq!(t.next_free(&g, 5), 5, "full again: nothing free");
@@ -560,7 +616,7 @@ mod tests {
         for _ in 0..200_000u32 {
             let at = t.next_free(&g, head);
             seq += 1;
-            t.set(at, seq);
+            assert!(t.set(at, seq));
             head = at;
             if t.used() == g.count {
                 t.release(tail.0);
@@ -571,5 +627,51 @@ mod tests {
         assert_eq!(t.oldest(), Some(tail.1));
         assert_eq!(t.index_of_seq(tail.1), Some(tail.0));
         assert_eq!(t.next(&g, tail.0), next(&g, tail.0));
+    }
+
+    #[cfg(feature = "sector-table")]
+    #[test]
+    fn a_span_past_what_an_entry_holds_is_refused_not_recorded_wrongly() {
+        let g = geo();
+        let mut t = SectorTable::OFF;
+        t.fill(
+            &g,
+            &Ring {
+                head: 0,
+                head_seq: 1,
+                tail_seq: 1,
+            },
+        );
+        // Sector 0 keeps sequence 1 while the other seven are opened and
+        // released round and round.
+        let mut seq = 1u32;
+        let mut at = 0;
+        let refused = loop {
+            if t.used() == g.count {
+                // Release the oldest but sector 0.
+                let oldest = (1..g.count)
+                    .filter_map(|i| t.seq_of(i).map(|s| (s, i)))
+                    .min()
+                    .unwrap();
+                t.release(oldest.1);
+            }
+            at = t.next_free(&g, at);
+            seq += 1;
+            if !t.room_for(seq) {
+                break seq;
+            }
+            assert!(t.set(at, seq));
+            assert!(seq < 70_000);
+        };
+        // Refused exactly when the span from sector 0's sequence would
+        // pass what an entry holds; nothing was recorded for it.
+        assert_eq!(refused - 1, u32::from(FREE));
+        assert!(!t.set(at, refused));
+        assert_eq!(t.seq_of(0), Some(1));
+        assert_eq!(t.used(), g.count - 1);
+        // Once sector 0 is released, the base moves up and it fits.
+        t.release(0);
+        assert!(t.set(at, refused));
+        assert_eq!(t.seq_of(at), Some(refused));
     }
 }

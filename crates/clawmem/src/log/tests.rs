@@ -97,12 +97,32 @@ fn the_head_opens_a_hole_in_the_middle_and_its_stream_goes_on_there() {
         intact += 1;
     }
     assert!(intact >= 4, "{intact}");
-    // Releasing the tail goes on from the oldest sequence still in use.
+    // Releasing the tail goes on from the oldest sequence still in use,
+    // and past the hole's old sequence, which no sector carries now.
     let tail_seq = log.tail_seq();
     assert!(tail_seq < hole_seq);
     log.release_tail();
     assert_eq!(log.tail_seq(), tail_seq + 1);
     assert_eq!(log.used_sectors(), 7);
+    while log.tail_seq() < hole_seq {
+        log.release_tail();
+    }
+    assert_eq!(
+        log.tail_seq(),
+        hole_seq + 1,
+        "the hole's sequence is skipped"
+    );
+    assert_eq!(log.used_sectors(), 8 - (hole_seq - tail_seq));
+    // The head, in the reopened hole, goes on into the first free sector
+    // after it in physical order: past the two still in use after it (the
+    // old head and the one before), the first the tail freed. That
+    // stream reads back too.
+    let data = body(0xC3, 3000 + log.head_room() as usize);
+    let at = write(&mut log, &data);
+    assert_eq!(g.sector_of(at), hole);
+    assert_eq!(log.head(), ring::next(&g, head));
+    assert_eq!(log.head_seq(), head_seq + 2);
+    assert_eq!(read(&mut log, at, data.len()), data);
 }
 
 #[test]
