@@ -595,19 +595,24 @@ mod tests {
         ));
     }
 
+    /// A table of `g` with sector 0 alone in use, sequence 1 (a format).
+    #[cfg(feature = "sector-table")]
+    fn one_sector_in_use(g: &Geometry) -> SectorTable {
+        let mut t = SectorTable::OFF;
+        let r = Ring {
+            head: 0,
+            head_seq: 1,
+            tail_seq: 1,
+        };
+        t.fill(g, &r);
+        t
+    }
+
     #[cfg(feature = "sector-table")]
     #[test]
     fn sequences_past_the_entries_move_the_base() {
         let g = geo();
-        let mut t = SectorTable::OFF;
-        t.fill(
-            &g,
-            &Ring {
-                head: 0,
-                head_seq: 1,
-                tail_seq: 1,
-            },
-        );
+        let mut t = one_sector_in_use(&g);
         // Open and release round the ring far past what a u16 entry holds
         // above the base; the answers stay exact.
         let mut head = 0;
@@ -633,15 +638,7 @@ mod tests {
     #[test]
     fn a_span_past_what_an_entry_holds_is_refused_not_recorded_wrongly() {
         let g = geo();
-        let mut t = SectorTable::OFF;
-        t.fill(
-            &g,
-            &Ring {
-                head: 0,
-                head_seq: 1,
-                tail_seq: 1,
-            },
-        );
+        let mut t = one_sector_in_use(&g);
         // Sector 0 keeps sequence 1 while the other seven are opened and
         // released round and round.
         let mut seq = 1u32;
