@@ -17,7 +17,7 @@ use embedded_storage::nor_flash::NorFlash;
 use super::read_first_chunk;
 use crate::error::{fail, Fail};
 use crate::layout::{ChunkHeader, CHUNK_HEADER_LEN};
-use crate::log::{ring, Io, Ring};
+use crate::log::{Io, Ring};
 use crate::session::SESSION_BATCH;
 use crate::session::{BatchFixed, Session, BATCH_FIXED, CHAIN_MAX};
 
@@ -101,10 +101,15 @@ impl Chain {
         self.len = n;
         let root_seq = io.chunk_header(s.root)?.map(|h| h.seq).unwrap_or(0);
         let geo = *io.geo;
-        let used = ring.used().min(geo.count);
-        // From the tail to the head.
-        for k in 0..used {
-            let sector = ring::before(&geo, ring.head, used - 1 - k);
+        // From the tail to the head, by sequence (a hole, a sequence whose
+        // sector was released out of order, is passed over): as many steps
+        // as the sequences in use span, at most the sectors in format 9's
+        // ring.
+        let span = ring.head_seq.saturating_sub(ring.tail_seq);
+        for k in 0..=span {
+            let Some(sector) = io.sector_of_seq(&ring, ring.tail_seq + k) else {
+                continue;
+            };
             let end = geo.sector_start(sector) + geo.sector;
             let mut pos = geo.first_chunk(sector);
             // After damage, chunks are trusted again from the next one whose

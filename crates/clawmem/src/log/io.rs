@@ -182,6 +182,38 @@ impl<F: NorFlash> Io<'_, F> {
         super::ring::next(self.geo, index)
     }
 
+    /// Whether the `len` stream bytes from `address` have one in sector
+    /// `index`: the sectors the stream passes, its first to the one of its
+    /// last byte, in ring order.
+    #[cfg(feature = "memory")] // a memory scrub only
+    pub fn stream_touches(&self, address: u32, len: u32, index: u32) -> bool {
+        let last = self
+            .geo
+            .sector_of(self.stream_advance(address, len.saturating_sub(1)));
+        let mut sector = self.geo.sector_of(address);
+        for _ in 0..self.geo.count {
+            if sector == index {
+                return true;
+            }
+            if sector == last {
+                break;
+            }
+            sector = self.successor(sector);
+        }
+        false
+    }
+
+    /// The sector carrying sequence `seq` of the ring `ring`, if one in
+    /// use does ([`Log::sector_of_seq`](super::Log::sector_of_seq), for a
+    /// walk that holds a copy of the ring's position).
+    pub fn sector_of_seq(&self, ring: &super::Ring, seq: u32) -> Option<u32> {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return self.table.index_of_seq(seq);
+        }
+        ring.sector_of(self.geo, seq)
+    }
+
     /// Where the payload stream that leaves sector `index` at its end goes
     /// on: after its successor's header and continuation chunk header.
     #[inline(always)]

@@ -570,16 +570,16 @@ impl<F: NorFlash> Log<F> {
         self.geo.count - self.used_sectors()
     }
 
-    /// Sector index holding the sector with sequence `seq`, which is in
-    /// use: `tail_seq() <= seq <= head_seq()`. Its callers walk the ring
-    /// from the tail up to the head and hold that bound themselves; a
-    /// sequence past the head (not in use) would count as the head's.
-    pub fn sector_index_of_seq(&self, seq: u32) -> u32 {
+    /// The sector carrying sequence `seq`, if one in use does: with the
+    /// sector table, a sequence between the tail and the head may be a
+    /// hole (its sector was released out of order), which walks by
+    /// sequence pass over.
+    pub fn sector_of_seq(&self, seq: u32) -> Option<u32> {
         #[cfg(feature = "sector-table")]
-        if let Some(index) = self.table.index_of_seq(seq) {
-            return index;
+        if self.table.on() {
+            return self.table.index_of_seq(seq);
         }
-        self.ring().index_of_seq(&self.geo, seq)
+        self.ring().sector_of(&self.geo, seq)
     }
 
     /// Sector sequence of the sector at `index`, if it is in use.

@@ -213,7 +213,20 @@ impl<F: NorFlash> Log<F> {
         self.head_seq = head_seq;
         self.head_erase_count = head_erase_count;
         self.tail_seq = head_seq;
-        self.sync_table();
+        // Until the store finds the tail (`Log::set_tail_seq`), the sector
+        // table takes every sector for the format 9 ring ending at the
+        // head, so that the mount's reads (a checkpoint that began in the
+        // sector before the head) go on in physical order, as they were
+        // written; the sectors before the head are not free yet.
+        #[cfg(feature = "sector-table")]
+        self.table.fill(
+            &geo,
+            &super::Ring {
+                head,
+                head_seq,
+                tail_seq: head_seq.saturating_sub(geo.count - 1),
+            },
+        );
         // 2. The head sector: the newest checkpoint in it, and where writing
         // goes on.
         let mut pos = geo.first_chunk(head);

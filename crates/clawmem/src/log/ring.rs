@@ -22,22 +22,28 @@
 //! That table is [`SectorTable`] (feature `sector-table`, off by default:
 //! stage 1 of format 10, "Format 10 in stages"). With it on, the log
 //! answers from the table which sector a stream or a batch goes on in
-//! ([`Io::successor`](super::Io::successor)), which sector the head opens
-//! next (the first free one after it in physical order), a sector's
-//! sequence and how many are in use; a sector can be released out of
-//! order ([`Log::release_sector`](super::Log::release_sector), RAM only).
-//! The walks of the layers above (the cursors' ring view and chain rescan,
-//! the base's sequence of a body, the memory scrub's test of the sectors a
-//! stream touches, the mount's walks and `Store::check`'s, which also
-//! step sequence numbers through [`Log::sector_index_of_seq`]) still use
-//! the arithmetic below, which the table agrees with while no sector was
-//! released out of order (checked in debug builds after every change of
-//! the ring, with the table's own consistency); stage 4 moves them onto
-//! the table. A lookup by sequence is a linear search, so a walk of every
+//! ([`Io::successor`](super::Io::successor): the sector of the next
+//! sequence, else the one the head opens next, which is where a write being
+//! planned goes on), which sector the head opens next (the first free one
+//! after it in physical order), a sector's sequence, which sector carries a
+//! sequence ([`Log::sector_of_seq`], `None` for a hole) and how many are in
+//! use; a sector can be released out of order
+//! ([`Log::release_sector`](super::Log::release_sector), RAM only). The
+//! layers above walk by those answers: the cursors' chain rescan and
+//! `Store::check` go by sequence and pass over holes, a base decides which
+//! bodies it carries by their sector's sequence from the table, the memory
+//! scrub follows a stream by successors, and a collection's dry run counts
+//! no room for a hole. Still on format 9's arithmetic: the mount (its walk
+//! back to the tail without a checkpoint, its scan without one, and the
+//! checkpoint reader's oldest possible tail, `head_seq - (count - 1)`),
+//! which meets no hole until stage 2 puts releases on flash; in debug
+//! builds the log checks the table after every change of the ring (its own
+//! consistency always, the arithmetic while no sector was released out of
+//! order). A lookup by sequence is a linear search, so a walk of every
 //! sequence is quadratic in the sectors (about a million steps at 1,024):
 //! stage 2, which walks by sequence at mount, adds the inverse map.
 //!
-//! [`Log::sector_index_of_seq`]: super::Log::sector_index_of_seq
+//! [`Log::sector_of_seq`]: super::Log::sector_of_seq
 //!
 //! Power loss: nothing here reads or writes flash.
 
@@ -67,6 +73,16 @@ impl Ring {
             return None;
         }
         Some(self.head_seq - back)
+    }
+
+    /// The sector carrying sequence `seq`, if it is in use (format 9:
+    /// every sequence from the tail to the head is).
+    #[inline]
+    pub fn sector_of(&self, geo: &Geometry, seq: u32) -> Option<u32> {
+        if seq < self.tail_seq || seq > self.head_seq {
+            return None;
+        }
+        Some(self.index_of_seq(geo, seq))
     }
 
     /// Sector index holding the sector with sequence `seq`, which is in
@@ -157,16 +173,6 @@ pub(crate) fn stream_advance_by(
         address = geo.first_chunk(next(geo.sector_of(address))) + CHUNK_HEADER_LEN;
     }
     address
-}
-
-/// Whether the `len` stream bytes from `address` have one in sector
-/// `index` (they lie in consecutive sectors, in ring order).
-#[cfg(feature = "memory")] // a memory scrub only
-pub(crate) fn stream_touches(geo: &Geometry, address: u32, len: u32, index: u32) -> bool {
-    let first = geo.sector_of(address);
-    let last = geo.sector_of(stream_advance(geo, address, len.saturating_sub(1)));
-    let span = (last + geo.count - first) % geo.count;
-    (index + geo.count - first) % geo.count <= span
 }
 
 /// Most sectors the [`SectorTable`] holds: 1,024 (4 MiB of 4 KiB
@@ -363,17 +369,28 @@ impl SectorTable {
 
     /// The sector after `index` in ring order: the one carrying the next
     /// sequence, if `index` is in use and that one is (tried first in the
-    /// physical next sector); otherwise the physical next sector.
+    /// physical next sector). Otherwise the sector the head opens after
+    /// `index` ([`next_free`](Self::next_free)): for the head, or a sector
+    /// a write being planned will open, that is where its stream goes on
+    /// (a base's entries name bodies in sectors not opened yet); for a
+    /// sector followed by a hole the stream that crossed into the hole is
+    /// dead, and nothing reads on. The physical next sector when none is
+    /// free.
     pub fn next(&self, geo: &Geometry, index: u32) -> u32 {
         let physical = geo.next(index);
-        let Some(seq) = self.seq_of(index) else {
-            return physical;
-        };
-        let want = seq.wrapping_add(1);
-        if self.seq_of(physical) == Some(want) {
-            return physical;
+        if let Some(seq) = self.seq_of(index) {
+            let want = seq.wrapping_add(1);
+            if self.seq_of(physical) == Some(want) {
+                return physical;
+            }
+            if let Some(at) = self.index_of_seq(want) {
+                return at;
+            }
         }
-        self.index_of_seq(want).unwrap_or(physical)
+        match self.next_free(geo, index) {
+            at if at == index => physical,
+            at => at,
+        }
     }
 
     /// The first free sector after `index` in physical order: the one the
@@ -491,14 +508,6 @@ mod tests {
         let cont = g.first_chunk(0) + CHUNK_HEADER_LEN;
         assert_eq!(stream_advance(&g, start, 10), cont);
         assert_eq!(stream_advance(&g, start, 15), cont + 5);
-        #[cfg(feature = "memory")]
-        {
-            assert!(stream_touches(&g, start, 10, 7));
-            assert!(!stream_touches(&g, start, 10, 0));
-            assert!(stream_touches(&g, start, 11, 0));
-            assert!(!stream_touches(&g, start, 11, 1));
-            assert!(!stream_touches(&g, start, 11, 6));
-        }
     }
 
     #[cfg(feature = "sector-table")]
@@ -575,6 +584,10 @@ mod tests {
         // and it answers the physical next sector, which is free.
         assert_eq!(t.next(&g, 4), 5);
         assert_eq!(t.next(&g, 6), 7);
+        // The head's successor is the sector it opens next, the hole, not
+        // the physical next sector (the tail, in use): a write planned
+        // now goes on there.
+        assert_eq!(t.next(&g, 2), 5);
         // The head opens the hole, the only free sector, and gives it the
         // next sequence; the old head's streams go on there.
         assert_eq!(t.next_free(&g, 2), 5);

@@ -67,19 +67,28 @@ struct HeadBefore {
 
 impl HeadBefore {
     /// The sector sequence of `addr`; 0 (older than any) for an address
-    /// outside the ring, which only damage at rest can give.
-    fn seq_of(&self, addr: u32) -> u32 {
+    /// outside the ring, which only damage at rest can give. With the
+    /// sector table (`log::ring`), the table's: a record lies in a sector
+    /// in use before the write, and the sectors the write opens carry
+    /// newer sequences than any of those.
+    fn seq_of<F: NorFlash>(&self, io: &Io<'_, F>, addr: u32) -> u32 {
         let idx = (addr / self.geo.sector) % self.geo.count;
+        #[cfg(feature = "sector-table")]
+        if io.table.on() {
+            return io.table.seq_of(idx).unwrap_or(0);
+        }
+        #[cfg(not(feature = "sector-table"))]
+        let _ = io;
         ring::seq_back_from(&self.geo, self.head, self.head_seq, idx)
     }
 
-    fn embeds(&self, e: Embed, r: &RecordInfo) -> bool {
+    fn embeds<F: NorFlash>(&self, io: &Io<'_, F>, e: Embed, r: &RecordInfo) -> bool {
         match e {
             Embed::None => false,
             Embed::All => true,
-            Embed::UpTo(seq) => self.seq_of(r.addr) <= seq,
+            Embed::UpTo(seq) => self.seq_of(io, r.addr) <= seq,
             #[cfg(feature = "memory")]
-            Embed::Span(index) => ring::stream_touches(&self.geo, r.addr, r.len, index),
+            Embed::Span(index) => io.stream_touches(r.addr, r.len, index),
         }
     }
 }
@@ -232,14 +241,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if state.keep(keep, r.kind) {
                 count += 1;
                 size += r.len + 1;
-                if ring.embeds(embed, &r) {
+                if ring.embeds(&self.log.io(), embed, &r) {
                     embedded += r.len;
                     #[cfg(feature = "memory")]
                     {
                         touched = true;
                     }
                 } else {
-                    oldest_ref = oldest_ref.min(ring.seq_of(r.addr));
+                    oldest_ref = oldest_ref.min(ring.seq_of(&self.log.io(), r.addr));
                 }
             }
         }
@@ -485,7 +494,7 @@ impl<'r> BasePayload<'_, 'r, '_> {
                         r.addr,
                         r.crc,
                         r.len,
-                        ring.embeds(embed, &r),
+                        ring.embeds(io, embed, &r),
                     )
                 }
             };

@@ -354,7 +354,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if cost > room {
                 return Some(false);
             }
-            room = room - cost + unit;
+            // A hole (a sequence whose sector was released out of order,
+            // feature `sector-table`) frees nothing more: its sector is
+            // counted free already.
+            #[cfg(feature = "sector-table")]
+            let freed = match self.log.sector_of_seq(t) {
+                Some(_) => unit,
+                None => 0,
+            };
+            #[cfg(not(feature = "sector-table"))]
+            let freed = unit;
+            room = room - cost + freed;
             t += 1;
         }
     }

@@ -270,13 +270,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // is a function of its own.)
         let mut seq = self.log.tail_seq();
         while seq <= self.log.head_seq() {
-            // (In use: from the tail up to the head.)
-            let idx = self.log.sector_index_of_seq(seq);
-            if !self.log.header_seq_is(idx, seq)? {
-                return Err(self.log.parked().at(
-                    fail!(Corrupted, "a sector in use has a wrong or missing header"),
-                    geo.sector_start(idx),
-                ));
+            // (From the tail up to the head; a hole, a sequence whose
+            // sector was released out of order, is passed over.)
+            if let Some(idx) = self.log.sector_of_seq(seq) {
+                if !self.log.header_seq_is(idx, seq)? {
+                    return Err(self.log.parked().at(
+                        fail!(Corrupted, "a sector in use has a wrong or missing header"),
+                        geo.sector_start(idx),
+                    ));
+                }
             }
             let Some(next) = seq.checked_add(1) else {
                 break;
@@ -386,3 +388,6 @@ impl<F: NorFlash> Log<F> {
         start_name(&mut io, addr, uid, out, buf)
     }
 }
+
+#[cfg(all(test, feature = "sector-table", feature = "memory"))]
+mod tests;

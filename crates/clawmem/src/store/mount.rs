@@ -331,10 +331,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Sectors at the tail end whose header does not carry the sequence
         // the ring expects were being reopened when power failed: free.
         while self.log.tail_seq() < self.log.head_seq() {
-            // (In use: the tail is below the head here.)
-            let idx = self.log.sector_index_of_seq(self.log.tail_seq());
-            if self.log.header_seq_is(idx, self.log.tail_seq())? {
-                break;
+            // (A sequence no sector carries is free too.)
+            if let Some(idx) = self.log.sector_of_seq(self.log.tail_seq()) {
+                if self.log.header_seq_is(idx, self.log.tail_seq())? {
+                    break;
+                }
             }
             self.log.set_tail_seq(self.log.tail_seq() + 1);
         }
@@ -354,8 +355,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // its header back.
         let mut seq = self.log.tail_seq();
         while seq < self.log.head_seq() {
-            // (In use: from the tail up to below the head.)
-            let idx = self.log.sector_index_of_seq(seq);
+            // (From the tail up to below the head; a hole is passed over.)
+            let Some(idx) = self.log.sector_of_seq(seq) else {
+                seq += 1;
+                continue;
+            };
             // The first 12 bytes (magic, version, flags, sequence) tell a
             // sector that was wiped or is not this ring's; the rest (erase
             // count, checkpoint, CRC) matter only for the head, which the

@@ -1,0 +1,173 @@
+//! The store over a ring with holes (feature `sector-table`, format 10
+//! stage 1): sectors released out of ring order, in RAM only, as stage 2's
+//! release will on flash. Every layer's walk must then go by the table:
+//! history reads across a reopened hole, the relocation that decides which
+//! bodies a new base carries by their sector's sequence, the chain rescan,
+//! the dry run of a collection and `Store::check`'s walk. Nothing here
+//! remounts: a mount of format 9 does not know the holes yet.
+
+extern crate std;
+
+use std::collections::BTreeMap;
+use std::format;
+use std::string::String;
+use std::vec::Vec;
+
+use clawmem_sim::{Esp32Flash, Preset, SimFlash};
+
+use super::gc::Priority;
+use super::*;
+use crate::{BackendFormat, Config, Error, Record, RecordType};
+
+type S = Store<Esp32Flash, 8>;
+
+/// Releases sector `index`, in use and neither the head nor the tail, out
+/// of ring order: what has a byte in it moves as a memory scrub moves it,
+/// a full checkpoint follows, and the log releases it (RAM only). `false`
+/// if there was no room to move it.
+fn release_middle(store: &mut S, index: u32) -> bool {
+    let seq = store.log.seq_of_sector(index).unwrap();
+    assert!(index != store.log.head() && seq != store.log.tail_seq());
+    let sector = store.log.geo().sector;
+    if store
+        .ensure_room(sector * 2, Priority::Maintenance)
+        .is_err()
+    {
+        return false;
+    }
+    // Making room may have released it (it was the tail then).
+    if store.log.seq_of_sector(index) != Some(seq) || index == store.log.head() {
+        return false;
+    }
+    store.in_gc = true;
+    let moved = store.relocate(seq, Some(index));
+    store.in_gc = false;
+    if !moved.unwrap() {
+        return false;
+    }
+    store.write_full_checkpoint(Priority::Gc).unwrap();
+    if index == store.log.head() || store.log.seq_of_sector(index) != Some(seq) {
+        return false;
+    }
+    store.log.release_sector(index).unwrap();
+    true
+}
+
+fn user(body: &[u8]) -> Record<'_> {
+    Record {
+        kind: RecordType::User,
+        format: BackendFormat::OpenAiCompatible,
+        body,
+    }
+}
+
+/// Every session of `model` reads back exactly, and the store checks out.
+fn verify(store: &mut S, model: &BTreeMap<String, Vec<Vec<u8>>>) {
+    store.check().unwrap();
+    let mut buf = std::vec![0u8; 64 * 1024];
+    for (id, bodies) in model {
+        let h = store
+            .history(id, BackendFormat::Unknown, &mut buf)
+            .unwrap_or_else(|e| panic!("{id}: {e:?}"));
+        assert_eq!(h.damaged_records(), 0, "{id}");
+        let got: Vec<&[u8]> = h.iter().map(|r| r.body).collect();
+        assert_eq!(got.len(), bodies.len(), "{id}");
+        for (k, (g, b)) in got.iter().zip(bodies).enumerate() {
+            assert!(g == b, "{id}: record {k} differs");
+        }
+    }
+}
+
+#[test]
+fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
+    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(64 * 4096).unwrap())).unwrap();
+    let mut store = S::format(flash, Config::default()).unwrap();
+    let count = store.log.geo().count;
+    let mut model: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut next_id = 0u32;
+    let mut live: Vec<String> = Vec::new();
+    // (sector, the sequence it had when released)
+    let mut holes: Vec<(u32, u32)> = Vec::new();
+    // Holes the head took back, newest last.
+    let mut back: Vec<u32> = Vec::new();
+    let (mut released, mut reopened, mut refused) = (0u32, 0u32, 0u32);
+    let mut written = 0usize;
+    let mut n = 0usize;
+    while written < 6 * count as usize * 4096 {
+        n += 1;
+        if live.len() < 6 {
+            live.push(format!("chat:h{next_id}"));
+            next_id += 1;
+        }
+        let id = live[n % live.len()].clone();
+        let body: Vec<u8> = (0..200 + (n * 37) % 1400)
+            .map(|i| b'a' + ((i * 7 + n) % 26) as u8)
+            .collect();
+        match store.append(&id, &[user(&body)], false) {
+            Ok(_) => {
+                written += body.len();
+                *sizes.entry(id.clone()).or_default() += body.len();
+                model.entry(id.clone()).or_default().push(body);
+            }
+            Err(Error::Full { .. }) => {
+                // Delete the oldest session, as a user following the
+                // warning would.
+                let old = live.remove(0);
+                store.delete_session(&old).unwrap();
+                model.remove(&old);
+                sizes.remove(&old);
+                continue;
+            }
+            Err(e) => panic!("append {n}: {e:?}"),
+        }
+        // A session past 40 KB is deleted: the ring turns over.
+        if sizes[&id] > 40 * 1024 {
+            live.retain(|s| *s != id);
+            store.delete_session(&id).unwrap();
+            model.remove(&id);
+            sizes.remove(&id);
+        }
+        // Holes the head has since reopened.
+        holes.retain(|&(index, seq)| match store.log.seq_of_sector(index) {
+            Some(now) if now > seq => {
+                reopened += 1;
+                back.push(index);
+                false
+            }
+            _ => true,
+        });
+        if n.is_multiple_of(40) {
+            // A sector halfway between the tail and the head, if one in use
+            // carries that sequence; every other time, the hole the head
+            // reopened last, if it is still in use (a stream from a sector
+            // before it in physical order went on into it out of order).
+            let ring = store.log.ring();
+            let mid = ring.tail_seq + (ring.head_seq - ring.tail_seq) / 2;
+            let pick = match back.pop().filter(|_| n.is_multiple_of(80)) {
+                Some(index) => store.log.seq_of_sector(index).map(|seq| (index, seq)),
+                None => store.log.sector_of_seq(mid).map(|index| (index, mid)),
+            };
+            match pick {
+                Some((index, seq))
+                    if index != ring.head && seq != ring.tail_seq && seq + 1 < ring.head_seq =>
+                {
+                    if release_middle(&mut store, index) {
+                        assert_eq!(store.log.seq_of_sector(index), None);
+                        holes.push((index, seq));
+                        released += 1;
+                    } else {
+                        refused += 1;
+                    }
+                }
+                _ => {}
+            }
+            verify(&mut store, &model);
+        }
+    }
+    verify(&mut store, &model);
+    // The ring turned over several times, holes were made and the head
+    // took them back in its turn.
+    assert!(released >= 20, "{released} released, {refused} refused");
+    assert!(reopened >= 10, "{reopened} of {released} holes reopened");
+}
