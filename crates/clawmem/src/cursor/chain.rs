@@ -103,8 +103,9 @@ impl Chain {
         let geo = *io.geo;
         // From the tail to the head, by sequence (a hole, a sequence whose
         // sector was released out of order, is passed over): as many steps
-        // as the sequences in use span, at most the sectors in format 9's
-        // ring.
+        // as the sequences in use span (the sectors in use in format 9's
+        // ring; with holes up to what a table entry holds, until stage 4
+        // bounds the span).
         let span = ring.head_seq.saturating_sub(ring.tail_seq);
         for k in 0..=span {
             let Some(sector) = io.sector_of_seq(&ring, ring.tail_seq + k) else {

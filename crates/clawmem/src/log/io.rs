@@ -171,6 +171,21 @@ impl<F: NorFlash> Io<'_, F> {
         super::ring::stream_advance(self.geo, address, len)
     }
 
+    /// [`stream_advance`](Self::stream_advance) for a stream being
+    /// written, whose later sectors are not opened yet: they are the ones
+    /// the head opens next ([`SectorTable::next_planned`]).
+    ///
+    /// [`SectorTable::next_planned`]: super::ring::SectorTable::next_planned
+    pub fn planned_advance(&self, address: u32, len: u32) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.table.on() {
+            return super::ring::stream_advance_by(self.geo, address, len, |s| {
+                self.table.next_planned(self.geo, s)
+            });
+        }
+        super::ring::stream_advance(self.geo, address, len)
+    }
+
     /// The sector after `index` in ring order: where a batch or a stream
     /// that leaves sector `index` at its end goes on.
     #[inline(always)]

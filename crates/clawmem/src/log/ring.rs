@@ -23,8 +23,10 @@
 //! stage 1 of format 10, "Format 10 in stages"). With it on, the log
 //! answers from the table which sector a stream or a batch goes on in
 //! ([`Io::successor`](super::Io::successor): the sector of the next
-//! sequence, else the one the head opens next, which is where a write being
-//! planned goes on), which sector the head opens next (the first free one
+//! sequence, else the physical next; a stream being written, whose later
+//! sectors are not open yet, goes on in the ones the head opens next,
+//! [`Io::planned_advance`](super::Io::planned_advance)), which sector the
+//! head opens next (the first free one
 //! after it in physical order), a sector's sequence, which sector carries a
 //! sequence ([`Log::sector_of_seq`], `None` for a hole) and how many are in
 //! use; a sector can be released out of order
@@ -42,8 +44,11 @@
 //! order). A lookup by sequence tries first where format 9's ring puts
 //! it, counting back from the sector opened last, and searches the table
 //! only when that sector carries another: a walk of every sequence is
-//! linear while the ring has few holes, and quadratic in the sectors at
-//! worst (about a million steps at 1,024).
+//! linear while the ring is in physical order, and once the head has
+//! reopened a hole the sequences older than it miss the guess, so a walk
+//! is quadratic in the sectors (about a million steps at 1,024; the span
+//! of sequences with holes is bounded only by what an entry holds until
+//! stage 4 bounds it).
 //!
 //! [`Log::sector_of_seq`]: super::Log::sector_of_seq
 //!
@@ -262,6 +267,7 @@ impl SectorTable {
         self.reordered = true;
     }
 
+    #[cfg(any(test, debug_assertions))] // the debug check of the table
     /// Whether a sector was released out of order since the table was
     /// filled.
     pub fn reordered(&self) -> bool {
@@ -279,8 +285,8 @@ impl SectorTable {
 
     /// The sector that carries sequence `seq`, if one in use does. Tried
     /// first where format 9's ring puts it, counting back from the sector
-    /// opened last (the head): a ring with few holes answers in one step,
-    /// the rest by a search of the table.
+    /// opened last (the head): a ring in physical order answers in one
+    /// step, the rest by a search of the table.
     pub fn index_of_seq(&self, seq: u32) -> Option<u32> {
         let off = seq.checked_sub(self.base)?;
         if off >= u32::from(FREE) || self.count == 0 {
@@ -334,6 +340,7 @@ impl SectorTable {
         true
     }
 
+    #[cfg(any(test, debug_assertions))] // the debug check of the table
     /// Whether the table holds together with the ring position `ring`: the
     /// count of sectors in use is right, the tail is the oldest sequence in
     /// use and the head carries the head's sequence (while any is in use).
@@ -383,28 +390,37 @@ impl SectorTable {
         self.base = oldest;
     }
 
-    /// The sector after `index` in ring order: the one carrying the next
-    /// sequence, if `index` is in use and that one is (tried first in the
-    /// physical next sector). Otherwise the sector the head opens after
-    /// `index` ([`next_free`](Self::next_free)): for the head, or a sector
-    /// a write being planned will open, that is where its stream goes on
-    /// (a base's entries name bodies in sectors not opened yet); for a
-    /// sector followed by a hole the stream that crossed into the hole is
-    /// dead, and nothing reads on. The physical next sector when none is
-    /// free.
+    /// The sector after `index` in ring order, where a stream written
+    /// there goes on: the one carrying the next sequence, if `index` is in
+    /// use and that one is (tried first in the physical next sector);
+    /// otherwise the physical next sector, as format 9 wrote it (a stream
+    /// that crossed into a hole is dead and nothing reads on; a sector a
+    /// mount let go, whose header it found damaged at the tail, is still
+    /// read where it was written until the ring reopens it).
     pub fn next(&self, geo: &Geometry, index: u32) -> u32 {
         let physical = geo.next(index);
-        if let Some(seq) = self.seq_of(index) {
-            let want = seq.wrapping_add(1);
-            if self.seq_of(physical) == Some(want) {
-                return physical;
+        match self.seq_of(index) {
+            Some(seq) if self.seq_of(physical) != Some(seq.wrapping_add(1)) => {
+                self.index_of_seq(seq.wrapping_add(1)).unwrap_or(physical)
             }
-            if let Some(at) = self.index_of_seq(want) {
+            _ => physical,
+        }
+    }
+
+    /// Where a stream being written goes on after sector `index`, before
+    /// the sectors it reaches are opened: the sector of the next sequence
+    /// if one in use carries it, else the one the head opens after
+    /// `index` ([`next_free`](Self::next_free); the physical next sector
+    /// when none is free). A base's entries name the bodies it carries
+    /// further on, in sectors not opened yet.
+    pub fn next_planned(&self, geo: &Geometry, index: u32) -> u32 {
+        if let Some(seq) = self.seq_of(index) {
+            if let Some(at) = self.index_of_seq(seq.wrapping_add(1)) {
                 return at;
             }
         }
         match self.next_free(geo, index) {
-            at if at == index => physical,
+            at if at == index => geo.next(index),
             at => at,
         }
     }
@@ -423,6 +439,7 @@ impl SectorTable {
         index
     }
 
+    #[cfg(any(test, debug_assertions))] // the debug check of the table
     /// Whether the table is the identity map of `ring` (format 9's
     /// arithmetic), as it is while no sector was released out of order.
     pub fn agrees(&self, geo: &Geometry, ring: &Ring) -> bool {
@@ -600,10 +617,13 @@ mod tests {
         // and it answers the physical next sector, which is free.
         assert_eq!(t.next(&g, 4), 5);
         assert_eq!(t.next(&g, 6), 7);
-        // The head's successor is the sector it opens next, the hole, not
-        // the physical next sector (the tail, in use): a write planned
-        // now goes on there.
-        assert_eq!(t.next(&g, 2), 5);
+        // A stream being written at the head goes on in the sector the
+        // head opens next, the hole, not the physical next sector (the
+        // tail, in use); so does one planned past the hole, in the next
+        // free sector (none here: the physical next).
+        assert_eq!(t.next_planned(&g, 2), 5);
+        assert_eq!(t.next_planned(&g, 4), 5);
+        assert_eq!(t.next_planned(&g, 6), 7);
         // The head opens the hole, the only free sector, and gives it the
         // next sequence; the old head's streams go on there.
         assert_eq!(t.next_free(&g, 2), 5);

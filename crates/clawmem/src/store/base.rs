@@ -585,7 +585,7 @@ impl<F: NorFlash> Payload<F> for BasePayload<'_, '_, '_> {
                     let c = &self.w.sweeps[ENTRIES];
                     let addr = match emb {
                         u32::MAX => c.cur_addr,
-                        off => io.stream_advance(self.payload_start, self.bodies_at + off),
+                        off => io.planned_advance(self.payload_start, self.bodies_at + off),
                     };
                     small = chdx::RawEntry {
                         offset: addr,

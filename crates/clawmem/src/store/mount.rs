@@ -555,7 +555,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if sector == self.log.head() {
                 break;
             }
-            sector = ring::next(&self.log.geo(), sector);
+            // (In ring order: the sector carrying the next sequence.)
+            sector = self.log.io().successor(sector);
             pos = self.log.geo().first_chunk(sector);
         }
         // The next checkpoint is due as if no remount had happened.

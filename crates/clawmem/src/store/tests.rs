@@ -166,10 +166,13 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
         }
     }
     verify(&mut store, &model);
-    // A session whose chain has batches in sectors the head reopened out of
-    // order has its newest batch's "previous" pointer damaged: the read
-    // finds the chain again by scanning the ring by sequence, past the
-    // holes, and loses only that batch's record.
+    // The session with the longest chain has its newest batch's "previous"
+    // pointer damaged: the read finds the chain again by scanning the ring
+    // by sequence, past the holes, and loses only that batch's record.
+    // (Format 9's walk of the physical sectors behind the head would find
+    // the same here: it covers every sector in use once the sequences span
+    // the ring, so this holds the rescan to working over holes, not to
+    // its order.)
     let (id, s) = model
         .keys()
         .filter_map(|id| {
