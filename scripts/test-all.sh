@@ -123,10 +123,15 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # from 93184 by a word-sized tag for Error and word-aligned chunk and
 # sector headers in RAM, 2,166 B; to 83968 by the engine's one-word
 # internal error, 7,192 B; to 83200 by hot functions that return a word
-# in registers instead of a bool or an Option through memory, 836 B.)
+# in registers instead of a bool or an Option through memory, 836 B.
+# Raised from 69632 by reads and mounts that report what bit rot lost:
+# a read counts the records its session holds that it could not give,
+# and a mount leaves out, and reports, a batch off its session's chain or
+# of no known session that fails its checksum, where it used to give its
+# records to another session or lose them without a word, 144 B.)
 # --by-source adds the engine code by source file, from a second build with
 # line tables (the script fails if that build's code differs).
-bash scripts/firmware-size.sh --ceiling 69632 --by-source
+bash scripts/firmware-size.sh --ceiling 69888 --by-source
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

@@ -406,6 +406,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut seg_start = 0usize;
         let mut seg_records = 0u32;
         let mut got = Got::new();
+        // Records left out for the caller's format: a walk that left the
+        // chain's pointers for damage (or a rescan that found the chain
+        // again) passes over a damaged batch without meeting it, so what
+        // the session holds less what the read gave and left out is lost.
+        let mut dropped = 0u32;
         loop {
             let body = at + HIST_HEADER;
             let dst = buf.get_mut(body..).unwrap_or_default();
@@ -429,7 +434,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     count += 1;
                     seg_records += 1;
                 }
-                step::DROPPED => {}
+                step::DROPPED => dropped += 1,
                 step::DAMAGED => damaged += 1,
                 step::TOO_LARGE => {
                     if buf.len() < needed {
@@ -458,6 +463,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         }
                         // Read it all afresh.
                         (at, count, damaged, seg_start, seg_records) = (0, 0, 0, 0, 0);
+                        dropped = 0;
                         continue;
                     }
                     if !ok {
@@ -471,6 +477,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 _ => break,
             }
         }
+        damaged = damaged.max(lost(&s, count + dropped));
         if c.recs.degraded() || damaged > 0 || resized {
             self.repair_index(i);
         }
@@ -536,8 +543,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let s = self.sessions[i];
         let mut c = HistCursor::new(current);
         self.hist_start(&mut c, &s)?;
-        // Once more from the start if a rescan finds the chain again.
-        let (records, bytes, damaged, need, longest) = 'walk: loop {
+        // Once more from the start if a rescan finds the chain again. (What
+        // the session holds less what the read gives and leaves out is
+        // lost, as in `history`.)
+        let (records, bytes, mut damaged, need, longest, dropped) = 'walk: loop {
             // The longest record, from the index and batch metas: a length
             // beyond the session's size is damage (found and counted
             // below). The walk's own cursor, rewound after: no second one
@@ -552,7 +561,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Err(self.log.parked().buffer_too_small(longest as usize));
             }
             let (mut records, mut bytes, mut damaged, mut need) = (0u32, 0usize, 0u32, 0usize);
-            let (mut seg_records, mut seg_bytes) = (0u32, 0usize);
+            let (mut seg_records, mut seg_bytes, mut dropped) = (0u32, 0usize, 0u32);
             let mut got = Got::new();
             loop {
                 match self.hist_step(&mut c, buf, &mut got)? {
@@ -566,7 +575,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         seg_bytes += got.used;
                         need = need.max(got.len + got.used);
                     }
-                    step::DROPPED => {}
+                    step::DROPPED => dropped += 1,
                     step::DAMAGED | step::TOO_LARGE => damaged += 1,
                     step::SEGMENT_OK => {
                         records += seg_records;
@@ -582,10 +591,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         c.recs.skip_segment(c.seg);
                         (seg_records, seg_bytes) = (0, 0);
                     }
-                    _ => break 'walk (records, bytes, damaged, need, longest),
+                    _ => break 'walk (records, bytes, damaged, need, longest, dropped),
                 }
             }
         };
+        damaged = damaged.max(lost(&s, records + dropped));
         // Every body the open read (one the filter drops, or a damaged
         // one, included) must fit the reads too: they decide alike.
         let need = need.max(longest as usize).max(c.read_max);
@@ -727,4 +737,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
     }
+}
+
+/// Records of session `s` a read lost when it left the chain's pointers
+/// (a rescan, or a walk that passed over damage, meets no damaged batch
+/// to count): those the session holds less the `met` it gave or left out
+/// for the caller's format.
+fn lost(s: &Session, met: u32) -> u32 {
+    u32::from(s.records).saturating_sub(met)
 }

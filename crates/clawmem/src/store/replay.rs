@@ -129,7 +129,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         self.sessions.swap_remove(i);
                     }
                 } else {
-                    if let Some(s) = self.warm_uid(uid, true)? {
+                    // A batch that does not follow its session's head, or
+                    // of no known session, must check out: its uid may be
+                    // what is damaged, and its records another session's.
+                    // Left out, and said so in the mount's report. (A
+                    // stub's head is not known until the directory is
+                    // read: NO_ADDR, and no check.)
+                    let prev = meta.fixed.prev;
+                    let check = match self.warm_uid(uid, true)? {
+                        Some(s) => s.head != NO_ADDR && s.head != prev,
+                        None => prev != NO_ADDR,
+                    };
+                    if check && self.log.verify(addr)?.is_none() {
+                        return Err(Skip);
+                    }
+                    if let Some(s) = uid_mut(&mut self.sessions, uid) {
                         // A batch whose back pointer does not lead to the head is
                         // damaged (or follows a damaged one): it still becomes the
                         // head, and a read finds the chain again by scanning the
@@ -141,7 +155,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         s.chain = s.chain.saturating_add(1);
                         s.dirty = true;
                         return Ok(());
-                    } else if meta.fixed.prev != NO_ADDR && self.log.verify(addr)?.is_some() {
+                    } else if prev != NO_ADDR {
                         // A sound batch of a session no batch named: the scan
                         // passed the session's first batch by, for damage in it
                         // or in a chunk length before it. Follow the back
