@@ -389,5 +389,7 @@ impl<F: NorFlash> Log<F> {
     }
 }
 
+#[cfg(test)]
+mod scan_tests;
 #[cfg(all(test, feature = "sector-table", feature = "memory"))]
 mod tests;

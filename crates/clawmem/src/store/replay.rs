@@ -177,18 +177,22 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.log.io().read_stream_after(at, BASE_FIXED, name)?;
                 // A base is written for a session that exists: its name is
                 // the one the table has (the base's copy is not trusted
-                // unchecked); a base for an unknown session is damage. A
-                // cold session's name is checked once the directory's
-                // entry is read.
-                let Some(known) = self.warm_uid(b.fixed.uid, true)? else {
-                    // A session base for no known session.
-                    return Err(Skip);
-                };
-                let stub = matches!(known.dir, DIR_STUB | DIR_STUB_BASE);
+                // unchecked). A cold session's name is checked once the
+                // directory's entry is read. A base of a session the scan
+                // has not met (a scan without a checkpoint, whose first
+                // batch was collected long ago) starts it under its own
+                // name, once the whole base checks out.
                 let hash = fnv1a32(name);
-                let (id_hash, id_len) = match stub {
-                    true => (hash, n as u8),
-                    false => (known.id_hash, known.id_len),
+                let known = self
+                    .warm_uid(b.fixed.uid, true)?
+                    .map(|k| (k.dir, k.id_hash, k.id_len));
+                let stub = matches!(known, Some((DIR_STUB | DIR_STUB_BASE, _, _)));
+                let (id_hash, id_len) = match known {
+                    Some((_, h, l)) if !stub => (h, l),
+                    Some(_) => (hash, n as u8),
+                    None if self.log.verify(addr)?.is_some() => (hash, n as u8),
+                    // A session base for no known session, damaged.
+                    None => return Err(Skip),
                 };
                 if id_hash != hash || id_len as usize != n {
                     // A session base names another session.
