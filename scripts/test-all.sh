@@ -70,7 +70,8 @@ cargo clippy -p clawmem --features sector-table --all-targets -- -D warnings
 cargo build -p clawmem --release --target thumbv7em-none-eabihf --features sector-table
 cargo test -p clawmem --features sector-table --lib -- log:: store::tests
 cargo test -p clawmem-tests --features clawmem/sector-table \
-    --test engine_basics --test gc --test maintain --test power_loss --test model
+    --test engine_basics --test gc --test maintain --test power_loss --test model \
+    --test history_stream
 
 step "firmware example (examples/firmware, outside the workspace): build and size report"
 # The 32 KiB budget (--enforce) is not met yet (issue 11): until it is, a

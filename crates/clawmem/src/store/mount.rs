@@ -422,6 +422,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut sector = self.log.geo().sector_of(from);
         // A multi-chunk batch being followed: (first chunk, header).
         let mut pending: Option<(u32, ChunkHeader)> = None;
+        // The sector before ended in damage with nothing sound after it,
+        // not counted yet: if the next chunk continues a batch, that batch's
+        // first part was what the damage hit (a torn write leaves no sound
+        // continuation: later chunks are written after it), and it is lost.
+        let mut left_out = false;
         let skip_seq = match self.log.io().chunk_header(from)? {
             Some(h) if h.kind == kind::CHECKPOINT && self.mount_report.from_checkpoint => {
                 Some(h.seq)
@@ -462,10 +467,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                                 pos = p;
                                 continue;
                             }
-                            _ => break,
+                            _ => {
+                                left_out = true;
+                                break;
+                            }
                         }
                     }
                 };
+                let after_damage = core::mem::take(&mut left_out);
                 last_start = pos;
                 let next = pos + self.log.geo().chunk_size(c.header.len);
                 // Batch sequence numbers grow by one from chunk to chunk
@@ -532,8 +541,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     pending = Some((c.address, c.header));
                 } else if !continues {
                     // A continuation of nothing: a first chunk whose flags
-                    // rotted, or the rest of a batch left out.
-                    self.note_scan_damage(pending.map_or(c.address, |(a, _)| a), 0);
+                    // rotted, or the rest of a batch left out (counted here
+                    // if its first part was lost to damage not counted).
+                    let at = pending.map_or(c.address, |(a, _)| a);
+                    self.note_scan_damage(at, u32::from(after_damage));
                     pending = None;
                     continue;
                 }
