@@ -129,7 +129,10 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # a read counts the records its session holds that it could not give,
 # and a mount leaves out, and reports, a batch off its session's chain or
 # of no known session that fails its checksum, where it used to give its
-# records to another session or lose them without a word, 144 B.)
+# records to another session or lose them without a word, 144 B; then a
+# mount without a sound checkpoint that starts a session from a sound base
+# it has not met, 28 B, and one that counts a batch whose first part
+# rotted at a sector's end, 32 B: 69,776 B.)
 # --by-source adds the engine code by source file, from a second build with
 # line tables (the script fails if that build's code differs).
 bash scripts/firmware-size.sh --ceiling 69888 --by-source

@@ -37,6 +37,16 @@ impl<F: NorFlash> Log<F> {
     /// ahead (`open.rs`, step 3) are free ones, or none is. What the head's
     /// last chunk says stays as it is said ([`settle_ahead`](Self::settle_ahead)).
     pub fn mount_done(&mut self) {
+        // The mount trusted the sectors physically after the head; the
+        // head opens the table's free ones after it, which are the same
+        // unless a sector in use or held comes between (format 10): then
+        // none is trusted.
+        #[cfg(feature = "sector-table")]
+        for k in 1..=self.erased_ahead {
+            if self.opened_after_head(k) != super::ring::after(&self.geo, self.head, k) {
+                self.erased_ahead = 0;
+            }
+        }
         if self.erased_ahead > self.free_sectors() {
             self.erased_ahead = 0;
             self.ahead_unread = 0;

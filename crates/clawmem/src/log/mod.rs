@@ -44,12 +44,13 @@
 //! sequence number a sector in use carries and where a payload stream goes
 //! on at a sector's end are answered there (format 9: the physical order;
 //! format 10 will back it with a table, which the feature `sector-table`
-//! builds: the log keeps it with every sector opened or released, and can
-//! release a sector in the middle, in RAM only so far). A few walks still
-//! step a sequence number beside `ring::prev` (the mount's walk back, the
-//! head walk's checkpoint search) and the checkpoint reader bounds the
-//! oldest sequence as `head_seq - (count - 1)`: both hold for format 9's
-//! ring.
+//! builds: the log keeps it with every sector opened or released, can
+//! release a sector in the middle, held until a full checkpoint records
+//! it, and rebuilds it at mount: `table.rs`). Without the table, the
+//! mount's walk back and the head walk's checkpoint search step a
+//! sequence number beside `ring::prev`, and the checkpoint reader bounds
+//! the oldest sequence as `head_seq - (count - 1)`: both hold for format
+//! 9's ring.
 //!
 //! The ring's position (head, tail, write position, sequence numbers, the
 //! newest checkpoint) is private to the log: the layers above read it and
@@ -63,6 +64,8 @@ mod ahead;
 mod io;
 mod open;
 pub(crate) mod ring;
+#[cfg(feature = "sector-table")]
+mod table;
 #[cfg(all(test, feature = "sector-table"))]
 mod tests;
 
@@ -398,6 +401,15 @@ impl<F: NorFlash> Log<F> {
     /// never passes the head.
     pub fn set_tail_seq(&mut self, seq: u32) {
         self.tail_seq = seq.min(self.head_seq);
+        // A table a mount filled from what it read (holes, format 10) is
+        // narrowed to the tail; format 9's ring is laid out again.
+        #[cfg(feature = "sector-table")]
+        if self.table.on() && self.table.reordered() {
+            self.table.narrow(self.tail_seq);
+            self.tail_seq = self.table.oldest().unwrap_or(self.head_seq);
+            self.check_table();
+            return;
+        }
         self.sync_table();
     }
 
@@ -432,47 +444,6 @@ impl<F: NorFlash> Log<F> {
             return;
         }
         self.tail_seq += 1;
-    }
-
-    /// Releases sector `index` out of ring order (feature `sector-table`):
-    /// everything live in it was moved. It becomes free, the head opens it
-    /// in its turn (the first free sector after the head in physical
-    /// order), and a stream that crossed into it is dead. RAM only (stage 1
-    /// of format 10): nothing on flash says so yet, and a mount finds the
-    /// ring as format 9 lays it out. If the sector now comes among those
-    /// erased ahead of the head, the ones from it on are no longer counted
-    /// erased, and the next write takes back what a chunk said of them
-    /// ([`Log::settle_ahead`]).
-    #[cfg(feature = "sector-table")]
-    #[allow(dead_code)] // stage 2's cleaner calls it; the log's tests do now
-    pub fn release_sector(&mut self, index: u32) -> Result<(), Fail> {
-        if !self.table.on() {
-            return Err(fail!(
-                LogicBug,
-                "a release out of order without a sector table"
-            ));
-        }
-        if index == self.head || self.table.seq_of(index).is_none() {
-            return Err(fail!(
-                LogicBug,
-                "released a sector that is the head or not in use"
-            ));
-        }
-        self.table.release(index);
-        self.table.reorder();
-        if let Some(oldest) = self.table.oldest() {
-            self.tail_seq = oldest;
-        }
-        let mut sector = self.head;
-        for k in 0..self.erased_ahead {
-            sector = self.table.next_free(&self.geo, sector);
-            if sector == index {
-                self.erased_ahead = k;
-                break;
-            }
-        }
-        self.check_table();
-        Ok(())
     }
 
     #[cfg(feature = "memory")] // a memory scrub only

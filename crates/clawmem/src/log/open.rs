@@ -110,6 +110,13 @@ impl<F: NorFlash> Log<F> {
         // The winner of the first pass: its index (`NO_ADDR`: none yet),
         // sequence and version.
         let mut best = (NO_ADDR, 0u32, 0u16);
+        // Whether the headers' first bytes are format 9's arithmetic (the
+        // same sequence less index, modulo the sectors, and all within a
+        // turn of the ring): the sector table is laid out by it, else read
+        // from the headers whole (`table.rs`). (`u32::MAX`: none seen;
+        // the fewest and most sequences seen.)
+        #[cfg(feature = "sector-table")]
+        let (mut residue, mut in_order, mut span) = (u32::MAX, true, (u32::MAX, 0u32));
         // (Every header is read, or the open fails.)
         report.sector_headers = geo.count;
         for i in 0..geo.count {
@@ -144,6 +151,13 @@ impl<F: NorFlash> Log<F> {
             }
             if version >= crate::layout::MIN_FORMAT_VERSION && (best.0 == NO_ADDR || seq > best.1) {
                 best = (i, seq, version);
+            }
+            #[cfg(feature = "sector-table")]
+            if version >= crate::layout::MIN_FORMAT_VERSION {
+                let r = (seq % geo.count + geo.count - i) % geo.count;
+                in_order &= residue == u32::MAX || residue == r;
+                residue = r;
+                span = (span.0.min(seq), span.1.max(seq));
             }
         }
         if best.0 != NO_ADDR {
@@ -218,15 +232,20 @@ impl<F: NorFlash> Log<F> {
         // head, so that the mount's reads (a checkpoint that began in the
         // sector before the head) go on in physical order, as they were
         // written; the sectors before the head are not free yet.
+        // A ring with holes (format 10) is read from the headers whole.
         #[cfg(feature = "sector-table")]
-        self.table.fill(
-            &geo,
-            &super::Ring {
-                head,
-                head_seq,
-                tail_seq: head_seq.saturating_sub(geo.count - 1),
-            },
-        );
+        if in_order && span.1.saturating_sub(span.0) < geo.count || !self.table.on() {
+            self.table.fill(
+                &geo,
+                &super::Ring {
+                    head,
+                    head_seq,
+                    tail_seq: head_seq.saturating_sub(geo.count - 1),
+                },
+            );
+        } else {
+            report.sector_headers += self.table_from_headers(head, head_seq)?;
+        }
         // 2. The head sector: the newest checkpoint in it, and where writing
         // goes on.
         let mut pos = geo.first_chunk(head);
@@ -463,6 +482,14 @@ impl<F: NorFlash> Log<F> {
         for _ in 1..geo.count {
             sector = super::ring::prev(&geo, sector);
             sector_seq = sector_seq.wrapping_sub(1);
+            // (With holes, the sector of the sequence before.)
+            #[cfg(feature = "sector-table")]
+            if self.table.on() {
+                match self.table.index_of_seq(sector_seq) {
+                    Some(at) => sector = at,
+                    None => return Ok(None),
+                }
+            }
             if !self.header_seq_is(sector, sector_seq)? {
                 return Ok(None);
             }

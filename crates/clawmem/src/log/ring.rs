@@ -35,10 +35,9 @@
 //! `Store::check` go by sequence and pass over holes, a base decides which
 //! bodies it carries by their sector's sequence from the table, the memory
 //! scrub follows a stream by successors, and a collection's dry run counts
-//! no room for a hole. Still on format 9's arithmetic: the mount (its walk
-//! back to the tail without a checkpoint, its scan without one, and the
-//! checkpoint reader's oldest possible tail, `head_seq - (count - 1)`),
-//! which meets no hole until stage 2 puts releases on flash; in debug
+//! no room for a hole. The mount rebuilds the table from the headers and
+//! the newest full checkpoint, which records it (format 10, stage 2,
+//! `log/table.rs`); in debug
 //! builds the log checks the table after every change of the ring (its own
 //! consistency always, the arithmetic while no sector was released out of
 //! order). A lookup by sequence tries first where format 9's ring puts
@@ -192,6 +191,14 @@ pub(crate) const TABLE_SECTORS: usize = 1024;
 #[cfg(feature = "sector-table")]
 const FREE: u16 = u16::MAX;
 
+/// A [`SectorTable`] entry of a sector released out of order whose
+/// release no full checkpoint records yet: a hole for every walk, but
+/// still counted in use and never opened, so that a power cut before the
+/// checkpoint lands leaves it as a mount finds it (its header, its old
+/// contents, all dead).
+#[cfg(feature = "sector-table")]
+const HELD: u16 = u16::MAX - 1;
+
 /// The sequence of every sector in use, by sector index (feature
 /// `sector-table`; stage 1 of format 10, `docs/DESIGN.md`, "Format 10 in
 /// stages"): what ring order becomes once a sector can be released out of
@@ -267,9 +274,9 @@ impl SectorTable {
         self.reordered = true;
     }
 
-    #[cfg(any(test, debug_assertions))] // the debug check of the table
     /// Whether a sector was released out of order since the table was
-    /// filled.
+    /// filled (or a mount filled it from what it read, not by format 9's
+    /// arithmetic).
     pub fn reordered(&self) -> bool {
         self.reordered
     }
@@ -278,7 +285,7 @@ impl SectorTable {
     #[inline]
     pub fn seq_of(&self, index: u32) -> Option<u32> {
         match self.seq.get(index as usize) {
-            Some(&off) if off != FREE && index < self.count => Some(self.base + u32::from(off)),
+            Some(&off) if off < HELD && index < self.count => Some(self.base + u32::from(off)),
             _ => None,
         }
     }
@@ -289,7 +296,7 @@ impl SectorTable {
     /// step, the rest by a search of the table.
     pub fn index_of_seq(&self, seq: u32) -> Option<u32> {
         let off = seq.checked_sub(self.base)?;
-        if off >= u32::from(FREE) || self.count == 0 {
+        if off >= u32::from(HELD) || self.count == 0 {
             return None;
         }
         let back = self.newest.1.wrapping_sub(seq) % self.count;
@@ -315,11 +322,11 @@ impl SectorTable {
     pub fn room_for(&mut self, seq: u32) -> bool {
         if self.used == 0 {
             self.base = seq;
-        } else if seq.wrapping_sub(self.base) >= u32::from(FREE) {
+        } else if seq.wrapping_sub(self.base) >= u32::from(HELD) {
             self.rebase();
         }
         seq.checked_sub(self.base)
-            .is_some_and(|o| o < u32::from(FREE))
+            .is_some_and(|o| o < u32::from(HELD))
     }
 
     /// Sector `index` is in use with sequence `seq` (the head opened it);
@@ -373,7 +380,7 @@ impl SectorTable {
     pub fn oldest(&self) -> Option<u32> {
         self.seq[..self.count as usize]
             .iter()
-            .filter(|&&o| o != FREE)
+            .filter(|&&o| o < HELD)
             .min()
             .map(|&o| self.base + u32::from(o))
     }
@@ -384,7 +391,7 @@ impl SectorTable {
             return;
         };
         let shift = (oldest - self.base) as u16;
-        for o in self.seq.iter_mut().filter(|o| **o != FREE) {
+        for o in self.seq.iter_mut().filter(|o| **o < HELD) {
             *o -= shift;
         }
         self.base = oldest;
@@ -432,11 +439,124 @@ impl SectorTable {
         let mut at = index;
         for _ in 0..self.count {
             at = geo.next(at);
-            if self.seq_of(at).is_none() {
+            if self.seq.get(at as usize) == Some(&FREE) {
                 return at;
             }
         }
         index
+    }
+
+    /// Sector `index`, in use, is released out of order but not free yet:
+    /// a hole for every walk, still counted in use and never opened, until
+    /// [`settle_held`](Self::settle_held) (once a full checkpoint records
+    /// the release).
+    pub fn hold(&mut self, index: u32) {
+        if let Some(slot) = self.seq.get_mut(index as usize) {
+            if *slot < HELD {
+                *slot = HELD;
+            }
+        }
+    }
+
+    /// Whether a sector is held ([`hold`](Self::hold)).
+    pub fn holds(&self) -> bool {
+        self.seq[..self.count as usize].contains(&HELD)
+    }
+
+    /// Every held sector is free: a full checkpoint that records the
+    /// releases committed.
+    pub fn settle_held(&mut self) {
+        for slot in self.seq[..self.count as usize].iter_mut() {
+            if *slot == HELD {
+                *slot = FREE;
+                self.used -= 1;
+            }
+        }
+    }
+
+    /// The sector of the smallest sequence in use above sector `index`'s:
+    /// the next one in ring order, past any hole (tried first where the
+    /// next sequence would be). `None` for the newest, or a sector not in
+    /// use. Mount's scans step by it.
+    pub fn next_in_use(&self, index: u32) -> Option<u32> {
+        let seq = self.seq_of(index)?;
+        if let Some(at) = self.index_of_seq(seq.wrapping_add(1)) {
+            return Some(at);
+        }
+        let mut best: Option<(u32, u32)> = None;
+        for i in 0..self.count {
+            if let Some(s) = self.seq_of(i) {
+                if s > seq && best.is_none_or(|(b, _)| s < b) {
+                    best = Some((s, i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// Empties the table for a fill from what a mount read
+    /// ([`put`](Self::put) each sector in use, then
+    /// [`filled`](Self::filled)); sequences up to `head_seq`, and no more
+    /// than an entry holds below it, are taken.
+    pub fn clear_for(&mut self, geo: &Geometry, head: u32, head_seq: u32) {
+        self.fill(
+            geo,
+            &Ring {
+                head,
+                head_seq,
+                tail_seq: head_seq + 1,
+            },
+        );
+        self.base = head_seq.saturating_sub(u32::from(HELD) - 1);
+        self.reordered = true;
+    }
+
+    /// Sector `index` is in use with sequence `seq`, as a mount read it
+    /// (after [`clear_for`](Self::clear_for)); `None`, or a sequence out of
+    /// the range, leaves it free.
+    pub fn put(&mut self, index: u32, seq: Option<u32>) {
+        let Some(slot) = self.seq.get_mut(index as usize) else {
+            return;
+        };
+        if index >= self.count {
+            return;
+        }
+        let was = *slot != FREE;
+        *slot = match seq.and_then(|s| s.checked_sub(self.base)) {
+            Some(o) if o < u32::from(HELD) && self.base + o <= self.newest.1 => o as u16,
+            _ => FREE,
+        };
+        match (was, *slot != FREE) {
+            (false, true) => self.used += 1,
+            (true, false) => self.used -= 1,
+            _ => {}
+        }
+    }
+
+    /// A fill from what a mount read is done: the base moves up to the
+    /// oldest sequence in use.
+    pub fn filled(&mut self) {
+        self.rebase();
+    }
+
+    /// Every sector of a sequence below `tail_seq` is free (a mount found
+    /// the tail past them).
+    pub fn narrow(&mut self, tail_seq: u32) {
+        for i in 0..self.count {
+            if self.seq_of(i).is_some_and(|s| s < tail_seq) {
+                self.release(i);
+            }
+        }
+    }
+
+    /// The sequence an entry of a checkpoint gives sector `index`: its
+    /// sequence less `base`, or `u16::MAX` for a sector not in use (a held
+    /// one is released, as the checkpoint records), or past `u16::MAX - 1`.
+    pub fn entry(&self, index: u32, base: u32) -> u16 {
+        match self.seq_of(index).and_then(|s| s.checked_sub(base)) {
+            Some(o) if o < u32::from(HELD) => o as u16,
+            _ => FREE,
+        }
     }
 
     #[cfg(any(test, debug_assertions))] // the debug check of the table
@@ -711,7 +831,7 @@ mod tests {
         };
         // Refused exactly when the span from sector 0's sequence would
         // pass what an entry holds; nothing was recorded for it.
-        assert_eq!(refused - 1, u32::from(FREE));
+        assert_eq!(refused - 1, u32::from(HELD));
         assert!(!t.set(at, refused));
         assert_eq!(t.seq_of(0), Some(1));
         assert_eq!(t.used(), g.count - 1);

@@ -30,7 +30,7 @@ use super::{Priority, Store, Work};
 use crate::cursor::VerifiedReader;
 use crate::error::{fail, Fail};
 use crate::layout::{kind, u16_at, u32_at, CHUNK_HEADER_LEN, NO_ADDR};
-use crate::log::{Io, Payload};
+use crate::log::Io;
 use crate::session::{Session, DIR_DELTA, DIR_FULL, SESSION_ENCODED};
 
 /// Checkpoint fixed part: version u8, object count u8, count u16, next uid
@@ -44,6 +44,16 @@ pub(super) const CKPT_DELTA: u8 = 2;
 pub(super) const CKPT_FULL_WASTE: u8 = 3;
 /// Version byte of a delta checkpoint with a cut's waste (format 9 on).
 pub(super) const CKPT_DELTA_WASTE: u8 = 4;
+/// Version byte of a full checkpoint with a cut's waste (always, 0 for
+/// none) and the sector table at its end (format 10, feature
+/// `sector-table`).
+#[cfg(feature = "sector-table")]
+pub(super) const CKPT_FULL_TABLE: u8 = 5;
+/// The sector table's part of a [`CKPT_FULL_TABLE`] checkpoint before its
+/// entries: the base sequence u32 and the newest sequence recorded u32;
+/// then a u16 a sector (its sequence less the base, `u16::MAX`: free).
+#[cfg(feature = "sector-table")]
+pub(super) const CKPT_TABLE_FIXED: usize = 8;
 /// The part after the fixed one in versions 3 and 4: the bytes a power
 /// cut spent at the head that the ring has not collected yet u32, and the
 /// sequence of the last sector holding them u32.
@@ -51,6 +61,9 @@ pub(super) const CKPT_WASTE: usize = 8;
 /// A delta checkpoint's part after the fixed one: the previous checkpoint's
 /// address u32, deleted count u16, delta number u16.
 pub(super) const CKPT_DELTA_FIXED: usize = 8;
+
+mod payload;
+use payload::{deleted_after, CheckpointPayload};
 
 /// Delta checkpoints between two full ones.
 pub(super) const DELTAS_PER_FULL: u32 = 8;
@@ -98,6 +111,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
             match fixed[0] {
                 CKPT_VERSION | CKPT_FULL_WASTE => break,
+                #[cfg(feature = "sector-table")]
+                CKPT_FULL_TABLE => break,
                 CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
                 CKPT_DELTA_WASTE => {
                     let mut prev = [0u8; 4];
@@ -181,7 +196,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (CKPT_VERSION or CKPT_DELTA): 0, or 2 with the cut waste
         // (CKPT_FULL_WASTE or CKPT_DELTA_WASTE); anything else is refused.
         let past = fixed[0].wrapping_sub(CKPT_VERSION + u8::from(delta));
-        if past & !2 != 0 || objects > MAX_OBJECTS {
+        // A full one of format 10 (CKPT_FULL_TABLE) records the sector
+        // table after the memory state: read (and checked) with the rest,
+        // then merged once the whole checkpoint checks out.
+        #[cfg(feature = "sector-table")]
+        let table = !delta && past == CKPT_FULL_TABLE - CKPT_VERSION && io.table.on();
+        #[cfg(not(feature = "sector-table"))]
+        let table = false;
+        if (past & !2 != 0 && !table) || objects > MAX_OBJECTS {
             return Ok(0);
         }
         // A checkpoint of format 8 and before says no waste.
@@ -275,7 +297,34 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(mem) = b.first_chunk().and_then(MemState::decode) else {
             return Ok(0);
         };
-        if !r.finish() {
+        // The sector table: merged into the one the headers gave as it is
+        // read, and read from the headers again if the checkpoint then
+        // fails its checks (`log/table.rs`).
+        #[cfg(feature = "sector-table")]
+        if table {
+            let mut t = [0u8; CKPT_TABLE_FIXED];
+            if !r.read(&mut io, &mut t)? {
+                return Ok(0);
+            }
+            let (base, newest) = (u32_at(&t, 0), u32_at(&t, 4));
+            let (mut index, mut sound) = (0, true);
+            while sound && index < geo.count {
+                let n = (geo.count - index).min(b.len() as u32 / 2);
+                sound = r.read(&mut self.log.io(), &mut b[..2 * n as usize])?;
+                for k in 0..n * u32::from(sound) {
+                    let e = u16_at(&b, 2 * k as usize);
+                    let recorded = (e != u16::MAX).then(|| base + u32::from(e));
+                    self.log.merge_table_entry(index + k, recorded, newest);
+                }
+                index += n;
+            }
+            if !(sound && r.finish()) {
+                self.log.reread_table()?;
+                return Ok(0);
+            }
+            self.log.table_merged();
+        }
+        if !table && !r.finish() {
             return Ok(0);
         }
         match delta {
@@ -292,6 +341,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.next_uid = u32_at(&fixed, 4);
         let tail_seq = u32_at(&fixed, 8);
         let oldest_possible = self.log.head_seq().saturating_sub(geo.count - 1);
+        // (With holes, the sequences in use may span more than the ring.)
+        #[cfg(feature = "sector-table")]
+        let oldest_possible = match self.log.table_reordered() {
+            true => 0,
+            false => oldest_possible,
+        };
         // (The log keeps the tail at or before the head.)
         self.log.set_tail_seq(tail_seq.max(oldest_possible));
         self.log.raise_next_seq(u32_at(&fixed, 12));
@@ -392,14 +447,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Past the first version (CKPT_VERSION): 0 full, 1 delta, 2 and 3
         // the same with the cut waste; more is no checkpoint's.
         let past = version[0].wrapping_sub(CKPT_VERSION);
-        let with_waste = past & !1 == 2;
+        // (4: a full one of format 10, with the waste part and the table.)
+        let table = cfg!(feature = "sector-table") && past == 4;
+        let with_waste = past & !1 == 2 || table;
         if with_waste {
             io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut waste)?;
         }
         let Some(seq) = self.seq_at(addr) else {
             return Ok(0);
         };
-        if past > 3 || self.log.verify(addr)?.is_none() {
+        if (past > 3 && !table) || self.log.verify(addr)?.is_none() {
             return Ok(0);
         }
         // Versions 1 and 2 say no cut waste (`waste` stayed zero).
@@ -510,7 +567,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     #[inline(never)]
     pub(super) fn checkpoint_len(&self) -> u32 {
         let sessions = self.sessions.len() + self.cold_count() as usize;
-        self.checkpoint_len_with(sessions * SESSION_ENCODED)
+        self.checkpoint_len_with(sessions * SESSION_ENCODED) + self.table_part_len()
+    }
+
+    /// Bytes a full checkpoint adds for the sector table (format 10: the
+    /// waste part, written even when there is none, and the table).
+    #[inline(always)]
+    fn table_part_len(&self) -> u32 {
+        #[cfg(feature = "sector-table")]
+        if self.log.table_on() {
+            let waste = CKPT_WASTE - self.waste_part_len();
+            return (waste + CKPT_TABLE_FIXED) as u32 + 2 * self.log.geo().count;
+        }
+        0
     }
 
     /// Length of a checkpoint whose parts other than the fixed ones, the
@@ -586,6 +655,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     pub(super) fn write_checkpoint_as(&mut self, p: Priority, may_delta: bool) -> Result<(), Fail> {
         let mut len = self.checkpoint_len();
         let mut delta = false;
+        // (A release out of order waits for a full checkpoint to record
+        // it: `log/table.rs`.)
+        #[cfg(feature = "sector-table")]
+        let may_delta = may_delta && !self.log.holds_release();
         if may_delta && self.full_checkpoint != NO_ADDR && self.deltas_since_full < DELTAS_PER_FULL
         {
             let delta_len = self.delta_len();
@@ -619,8 +692,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The fixed parts as little-endian words: the cut waste only when
         // there is some (versions 3 and 4), the delta part only in a delta.
         let (waste, waste_seq) = self.cut_waste_now();
-        // CKPT_VERSION, CKPT_DELTA, CKPT_FULL_WASTE or CKPT_DELTA_WASTE.
-        let version = CKPT_VERSION + u8::from(delta) + 2 * u8::from(waste != 0);
+        // CKPT_VERSION, CKPT_DELTA, CKPT_FULL_WASTE or CKPT_DELTA_WASTE
+        // (or CKPT_FULL_TABLE, with its waste part even when there is none).
+        #[cfg(feature = "sector-table")]
+        let table = !delta && self.log.table_on();
+        #[cfg(not(feature = "sector-table"))]
+        let table = false;
+        let with_waste = waste != 0 || table;
+        let version =
+            CKPT_VERSION + u8::from(delta) + 2 * u8::from(with_waste) + 2 * u8::from(table);
         // (Borrowing the two fields only: the write below takes the log.)
         let deleted: &[u32] = match delta {
             true => deleted_after(&self.deleted_since_full, self.deleted_written),
@@ -628,7 +708,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         };
         // (Words of the waste part: 2, or 0 when the delta part moves up
         // over it.)
-        let w = 2 * usize::from(waste != 0);
+        let w = 2 * usize::from(with_waste);
         let mut payload = CheckpointPayload {
             fixed: [
                 u32::from(version)
@@ -657,6 +737,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             cursor: ColdCursor::new(&self.dir),
             next_cold: 0,
             entry: [0; SESSION_ENCODED],
+            #[cfg(feature = "sector-table")]
+            table: match table {
+                true => [
+                    self.log.tail_seq(),
+                    self.log.head_seq(),
+                    self.log.geo().count,
+                ],
+                false => [0; 3],
+            },
         };
         // The delta part (written only in a delta), after the waste part.
         payload.fixed[4 + w] = self.log.checkpoint();
@@ -667,6 +756,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if delta {
             // Deltas are accounted apart from full checkpoints.
             self.log.count_as_delta(before);
+        }
+        // The releases it records are final: their sectors are free.
+        #[cfg(feature = "sector-table")]
+        if table {
+            self.log.settle_releases();
         }
         // The next delta carries what changes after this checkpoint (and
         // every deletion since the full one).
@@ -723,141 +817,4 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         }
         true
     }
-}
-
-struct CheckpointPayload<'a> {
-    /// The fixed parts, as little-endian words (those past `fixed_len` are
-    /// not written).
-    fixed: [u32; (CKPT_FIXED + CKPT_WASTE + CKPT_DELTA_FIXED) / 4],
-    fixed_len: usize,
-    sessions: &'a [Session],
-    /// A delta carries only the sessions changed since the full checkpoint.
-    only_dirty: bool,
-    /// Sessions carried.
-    count: usize,
-    deleted: &'a [u32],
-    objects: &'a [ObjectSlot],
-    /// The memory state's encoding, as little-endian words.
-    mem: [u32; MEM_STATE_ENCODED / 4],
-    /// A full checkpoint's cold sessions, read from the directory as the
-    /// payload is written (after the table's).
-    cold: Option<DirView<'a>>,
-    cursor: ColdCursor,
-    /// The index among the cold sessions of the one the cursor gives next
-    /// (the cursor's `cur` is the one before it).
-    next_cold: usize,
-    /// The session entry being written, encoded.
-    entry: [u8; SESSION_ENCODED],
-}
-
-impl CheckpointPayload<'_> {
-    /// Session entry `e` of the payload encoded in `entry`: the table's
-    /// (its changed ones in a delta), then a full checkpoint's cold ones,
-    /// read from the directory: the cursor goes on from where it is, or
-    /// starts over.
-    fn session_entry<F: NorFlash>(&mut self, io: &mut Io<'_, F>, e: usize) -> Result<(), Fail> {
-        if let Some(s) = nth_session(self.sessions, self.only_dirty, e) {
-            s.encode(&mut self.entry);
-            return Ok(());
-        }
-        let Some(view) = &self.cold else {
-            return Err(fail!(LogicBug, "checkpoint payload overrun"));
-        };
-        // (A full checkpoint: past the table's sessions.)
-        let c = e.wrapping_sub(self.sessions.len());
-        if c + 1 != self.next_cold {
-            if c < self.next_cold {
-                self.cursor = ColdCursor::new(view.dir);
-                self.next_cold = 0;
-            }
-            while self.next_cold <= c {
-                if self.cursor.next(io, view)? == 0 {
-                    let f = fail!(
-                        Corrupted,
-                        "the session directory holds fewer sessions than counted"
-                    );
-                    // (Named at the full checkpoint: a directory with cold
-                    // sessions has one.)
-                    let full = view.dir.chain().first().copied().unwrap_or(NO_ADDR);
-                    return Err(io.parked().at(f, full));
-                }
-                self.next_cold += 1;
-            }
-        }
-        self.cursor.cur.encode(&mut self.entry);
-        Ok(())
-    }
-
-    /// The byte at payload offset `p`.
-    fn byte<F: NorFlash>(&mut self, io: &mut Io<'_, F>, p: usize) -> Result<u8, Fail> {
-        let sessions_at = self.fixed_len;
-        let deleted_at = sessions_at + self.count * SESSION_ENCODED;
-        let objects_at = deleted_at + self.deleted.len() * 4;
-        let mem_at = objects_at + self.objects.len() * OBJ_ENCODED;
-        let b = if p < sessions_at {
-            word_byte(&self.fixed, p)
-        } else if p < deleted_at {
-            let q = p - sessions_at;
-            self.session_entry(io, q / SESSION_ENCODED)?;
-            Some(self.entry[q % SESSION_ENCODED])
-        } else if p < objects_at {
-            word_byte(self.deleted, p - deleted_at)
-        } else if p < mem_at {
-            let q = p - objects_at;
-            self.objects
-                .get(q / OBJ_ENCODED)
-                .and_then(|o| word_byte(&o.words(), q % OBJ_ENCODED))
-        } else {
-            word_byte(&self.mem, p - mem_at)
-        };
-        b.ok_or(fail!(LogicBug, "checkpoint payload overrun"))
-    }
-}
-
-/// Session `k` of `sessions`, counting only the changed ones with
-/// `only_dirty`.
-fn nth_session(sessions: &[Session], only_dirty: bool, mut k: usize) -> Option<&Session> {
-    for s in sessions {
-        if only_dirty && !s.dirty {
-            continue;
-        }
-        if k == 0 {
-            return Some(s);
-        }
-        k -= 1;
-    }
-    None
-}
-
-/// Byte `q` of `words` laid out as little-endian words; `None` past them.
-#[inline(never)]
-fn word_byte(words: &[u32], q: usize) -> Option<u8> {
-    Some((words.get(q / 4)? >> (8 * (q % 4))) as u8)
-}
-
-impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
-    fn len(&self) -> u32 {
-        (self.fixed_len
-            + self.count * SESSION_ENCODED
-            + self.deleted.len() * 4
-            + self.objects.len() * OBJ_ENCODED
-            + MEM_STATE_ENCODED) as u32
-    }
-
-    fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = self.byte(io, offset as usize + k)?;
-        }
-        Ok(())
-    }
-}
-
-/// The deletions since a full checkpoint (`since_full`) that no checkpoint
-/// has carried yet: those after the first `written`, which the newest
-/// delta carried ([`Store::deleted_since_delta`]). A free function, so that
-/// a checkpoint's writer can hold them while it writes to the log.
-fn deleted_after(since_full: &[u32], written: u8) -> &[u32] {
-    let from = usize::from(written).min(since_full.len());
-    // (In bounds: no out-of-line index.)
-    since_full.get(from..).unwrap_or_default()
 }

@@ -310,7 +310,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // Walk back over consecutive sector sequences to the tail.
                 let mut tail_seq = head_seq;
                 let mut i = head;
-                for _ in 1..self.log.geo().count {
+                // With holes (format 10), every sector whose header is
+                // sound is in use (the table read them whole): the tail is
+                // the oldest. A released sector not reopened is scanned
+                // too; what superseded its records (the copies that
+                // emptied it, a delete) is newer in the scan's order.
+                #[cfg(feature = "sector-table")]
+                if self.log.table_reordered() {
+                    tail_seq = self.log.oldest_in_table();
+                    i = self.log.sector_of_seq(tail_seq).unwrap_or(head);
+                }
+                #[cfg(feature = "sector-table")]
+                let walk = !self.log.table_reordered();
+                #[cfg(not(feature = "sector-table"))]
+                let walk = true;
+                for _ in 1..self.log.geo().count * u32::from(walk) {
                     let p = ring::prev(&self.log.geo(), i);
                     let seq = tail_seq.wrapping_sub(1);
                     if !self.log.header_seq_is(p, seq)? {
@@ -566,8 +580,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if sector == self.log.head() {
                 break;
             }
-            // (In ring order: the sector carrying the next sequence.)
-            sector = self.log.io().successor(sector);
+            // (In ring order: the sector carrying the next sequence, past
+            // any hole.)
+            #[cfg(feature = "sector-table")]
+            {
+                sector = self.log.next_in_ring(sector);
+            }
+            #[cfg(not(feature = "sector-table"))]
+            {
+                sector = self.log.io().successor(sector);
+            }
             pos = self.log.geo().first_chunk(sector);
         }
         // The next checkpoint is due as if no remount had happened.

@@ -1,0 +1,196 @@
+//! The log's side of the sector table (feature `sector-table`, format 10;
+//! `docs/DESIGN.md`, "Format 10 in stages"): releasing a sector out of ring
+//! order, and rebuilding the table at mount from the sector headers and
+//! the newest full checkpoint, which records it.
+//!
+//! Owns the rules that tie a release to flash. A sector released out of
+//! order is *held* ([`Log::release_sector`]): a hole for every walk, still
+//! counted in use and never opened, until a full checkpoint that records
+//! the table without it commits ([`Log::settle_releases`]). So a mount
+//! finds a released sector either in use, as it was (its header and its
+//! contents, all dead: whatever lived there was moved first), or free as
+//! the checkpoint says; never opened again while a mount would still take
+//! its old contents for the ring's.
+//!
+//! Mount: a ring whose headers are format 9's arithmetic (every sector's
+//! sequence is the head's less its distance behind the head) is laid out
+//! by it, as before. Any other ring has holes: every header is read whole
+//! and checked, and a sound one puts its sector in use with its sequence
+//! ([`Log::table_from_headers`]). A full checkpoint of format 10 then
+//! names each sector in use when it was written; a sector whose header
+//! carries a newer sequence than any it names was opened since, and keeps
+//! that one ([`Log::merge_table_entry`]). The tail narrows the table
+//! (`Log::set_tail_seq`).
+//!
+//! Invariants: a held sector is never opened, and a full checkpoint is
+//! written before it is (the store writes no delta while one is held);
+//! sequences in use never exceed the head's.
+//!
+//! Power loss: nothing here writes flash. A cut before the full checkpoint
+//! that records a release lands leaves the sector in use, with only dead
+//! bytes, and the next collection of it is cheap.
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::Log;
+use crate::error::{fail, Fail};
+use crate::layout::SectorHeader;
+
+impl<F: NorFlash> Log<F> {
+    /// Whether the sector table answers (the partition fits it).
+    #[inline]
+    pub fn table_on(&self) -> bool {
+        self.table.on()
+    }
+
+    /// Whether the table is not format 9's arithmetic: a release out of
+    /// order, or a mount that read it from the headers or a checkpoint.
+    pub fn table_reordered(&self) -> bool {
+        self.table.on() && self.table.reordered()
+    }
+
+    /// The oldest sequence in use (the head's when the table is empty).
+    pub fn oldest_in_table(&self) -> u32 {
+        self.table.oldest().unwrap_or(self.head_seq)
+    }
+
+    /// Releases sector `index` out of ring order: everything live in it
+    /// was moved. It is held (a hole for every walk, still counted in use)
+    /// until a full checkpoint records the release
+    /// ([`settle_releases`](Self::settle_releases)); then the head opens
+    /// it in its turn (the first free sector after the head in physical
+    /// order), and a stream that crossed into it is dead.
+    #[allow(dead_code)] // stage 4's cleaner calls it; the tests do now
+    pub fn release_sector(&mut self, index: u32) -> Result<(), Fail> {
+        if !self.table.on() {
+            return Err(fail!(
+                LogicBug,
+                "a release out of order without a sector table"
+            ));
+        }
+        if index == self.head || self.table.seq_of(index).is_none() {
+            return Err(fail!(
+                LogicBug,
+                "released a sector that is the head or not in use"
+            ));
+        }
+        self.table.hold(index);
+        self.table.reorder();
+        if let Some(oldest) = self.table.oldest() {
+            self.tail_seq = oldest;
+        }
+        self.check_table();
+        Ok(())
+    }
+
+    /// Whether a sector released out of order waits for a full checkpoint
+    /// to record it: the next checkpoint must be a full one.
+    pub fn holds_release(&self) -> bool {
+        self.table.on() && self.table.holds()
+    }
+
+    /// A full checkpoint that records the table committed: the sectors
+    /// released out of order before it are free. If one of them now comes
+    /// among those erased ahead of the head, the ones from it on are no
+    /// longer counted erased, and the next write takes back what a chunk
+    /// said of them ([`Log::settle_ahead`]).
+    pub fn settle_releases(&mut self) {
+        if !self.holds_release() {
+            return;
+        }
+        let mut before = [0u32; super::ERASE_AHEAD];
+        let mut sector = self.head;
+        for slot in before.iter_mut().take(self.erased_ahead as usize) {
+            sector = self.table.next_free(&self.geo, sector);
+            *slot = sector;
+        }
+        self.table.settle_held();
+        let mut sector = self.head;
+        for k in 0..self.erased_ahead {
+            sector = self.table.next_free(&self.geo, sector);
+            if sector != before[k as usize] {
+                self.erased_ahead = k;
+                break;
+            }
+        }
+        self.check_table();
+    }
+
+    /// The sector after `index` in ring order, past any hole: the one of
+    /// the smallest sequence in use above its own (mount's scans);
+    /// `index`'s physical successor where the table is off or `index` is
+    /// not in use.
+    pub fn next_in_ring(&self, index: u32) -> u32 {
+        if self.table.on() {
+            if let Some(at) = self.table.next_in_use(index) {
+                return at;
+            }
+        }
+        super::ring::next(&self.geo, index)
+    }
+
+    /// Mount, a ring whose sector headers' first bytes are not format 9's
+    /// arithmetic: reads every header whole. If the sound ones are (a
+    /// header's first bytes rotted), the table is format 9's ring ending
+    /// at the head, as before; else it holds every sector whose header is
+    /// sound, with its sequence (none above the head's), and a sector
+    /// whose header is not is free until a checkpoint says otherwise.
+    /// Returns the headers read.
+    #[inline(never)]
+    pub(super) fn table_from_headers(&mut self, head: u32, head_seq: u32) -> Result<u32, Fail> {
+        let geo = self.geo;
+        self.table.clear_for(&geo, head, head_seq);
+        let ring = super::Ring {
+            head,
+            head_seq,
+            tail_seq: head_seq.saturating_sub(geo.count - 1),
+        };
+        let mut in_order = true;
+        for i in 0..geo.count {
+            let seq = match self.io().sector_header(i)? {
+                SectorHeader::Valid { seq, .. } => Some(seq),
+                _ => None,
+            };
+            if seq.is_some() && seq != ring.seq_of(&geo, i) {
+                in_order = false;
+            }
+            self.table.put(i, seq);
+        }
+        if in_order {
+            self.table.fill(&geo, &ring);
+        } else {
+            self.table.put(head, Some(head_seq));
+            self.table.filled();
+        }
+        Ok(geo.count)
+    }
+
+    /// Mount: the table as the headers give it again (a full checkpoint
+    /// merged into it failed its checks part-way). Reads every header.
+    #[inline(never)]
+    pub fn reread_table(&mut self) -> Result<(), Fail> {
+        self.table_from_headers(self.head, self.head_seq)
+            .map(|_| ())
+    }
+
+    /// Mount, loading a full checkpoint of format 10: sector `index` was
+    /// in use with sequence `recorded` when it was written (`None`: free),
+    /// and `newest` is the newest sequence it records. A sector the table
+    /// has with a newer sequence (from its header) was opened since and
+    /// keeps it; any other takes what the checkpoint recorded.
+    pub fn merge_table_entry(&mut self, index: u32, recorded: Option<u32>, newest: u32) {
+        let now = self.table.seq_of(index);
+        if now.is_some_and(|s| s > newest) {
+            return;
+        }
+        self.table.put(index, recorded);
+    }
+
+    /// Mount: the table now holds what a checkpoint recorded; it is not
+    /// format 9's arithmetic any more (the tail narrows it).
+    pub fn table_merged(&mut self) {
+        self.table.put(self.head, Some(self.head_seq));
+        self.table.filled();
+        self.table.reorder();
+    }
+}
