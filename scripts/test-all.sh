@@ -11,7 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the run has taken so far, so that the slow steps
+# show in CI's log (the whole run must stay under 30 minutes on 2 cores).
+started=$SECONDS
+step() { printf '\n==> [%4ds] %s\n' "$((SECONDS - started))" "$*"; }
 
 step "toolchain (rust-toolchain.toml)"
 rustup show active-toolchain || rustup toolchain install
@@ -60,7 +63,7 @@ for features in "" memory chat profiles; do
 done
 bash scripts/sessions-only.sh
 
-step "the sector table (feature sector-table, format 10 stage 1, off by default)"
+step "the sector table (feature sector-table, format 10, off by default)"
 # Its own tests (log/ring.rs, log/tests.rs, the store over a ring with
 # holes in store/tests.rs), and the suites that wrap the ring with it on: in
 # debug builds the log checks after every change of the ring that the table
