@@ -16,6 +16,14 @@ cd "$(dirname "$0")/.."
 started=$SECONDS
 step() { printf '\n==> [%4ds] %s\n' "$((SECONDS - started))" "$*"; }
 
+# A run from a clean clone builds everything once per feature set, so
+# incremental compilation only adds work, and the test builds need line
+# tables for backtraces, not full debug info. Release builds are not affected:
+# the size and stack reports build with their own settings.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+export CARGO_PROFILE_TEST_DEBUG=line-tables-only
+
 step "toolchain (rust-toolchain.toml)"
 rustup show active-toolchain || rustup toolchain install
 rustup component add rustfmt clippy
