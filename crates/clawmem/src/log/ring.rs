@@ -200,17 +200,19 @@ const FREE: u16 = u16::MAX;
 const HELD: u16 = u16::MAX - 1;
 
 /// The sequence of every sector in use, by sector index (feature
-/// `sector-table`; stage 1 of format 10, `docs/DESIGN.md`, "Format 10 in
-/// stages"): what ring order becomes once a sector can be released out of
+/// `sector-table`; stages 1 and 2 of format 10, `docs/DESIGN.md`, "Format
+/// 10 in stages"): what ring order becomes once a sector can be released out of
 /// order. Sequences stay consecutive as the head opens sectors; a sector
 /// released in the middle leaves a sequence that no sector carries, the
 /// stream that crossed into it is dead, and the head opens the first free
 /// sector after it in physical order.
 ///
-/// Invariant: an entry is `FREE` or the sector's sequence less `base`;
-/// `used` counts the entries in use. On a format 9 ring (no release in
-/// the middle) the table is the identity map of [`Ring`], which
-/// [`SectorTable::agrees`] checks.
+/// Invariant: an entry is `FREE`, `HELD` (released out of order, its
+/// release not yet recorded by a full checkpoint: in use for counting,
+/// a hole for every walk, never opened) or the sector's sequence less
+/// `base`; `used` counts the entries that are not `FREE`. On a format 9
+/// ring (no release in the middle) the table is the identity map of
+/// [`Ring`], which [`SectorTable::agrees`] checks.
 #[cfg(feature = "sector-table")]
 pub(crate) struct SectorTable {
     seq: [u16; TABLE_SECTORS],
