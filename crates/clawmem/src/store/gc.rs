@@ -83,6 +83,14 @@ pub(crate) enum Priority {
     User,
     /// Deletes, blocks, compaction, checkpoints: may use the maintenance part.
     Maintenance,
+    /// A session's deletion that the collection could not make room for at
+    /// [`Priority::Maintenance`] (`docs/DESIGN.md`, "Known gap: a session
+    /// near the limit at the tail of a small partition"): leaves free only
+    /// the sectors collection works in, so that a store whose collection
+    /// is stuck still takes the deletions that unstick it; one that fits in
+    /// the head sector is taken whatever is free. It skips a due
+    /// checkpoint and uses the cut slack.
+    Deletion,
     /// Garbage collection itself: may use everything.
     Gc,
 }
@@ -119,6 +127,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (Each priority below adds to the one above it.)
         if p == Priority::Gc {
             return 0;
+        }
+        if p == Priority::Deletion {
+            return self.reserve_gc;
         }
         let (mut sectors, mut bytes) = (self.reserve_gc, ckpt);
         if p != Priority::Maintenance {
@@ -205,7 +216,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut checked = false;
         for _ in 0..2 * geo.count + 1 {
             let (_, opens) = self.log.plan(len);
-            if self.log.free_sectors() >= opens + reserve {
+            // (A deletion that fits in the head sector takes no sector.)
+            if self.log.free_sectors() >= opens + reserve || opens == 0 && p == Priority::Deletion {
                 return Ok(());
             }
             if self.in_gc || !(checked || self.collectable_warm(len, reserve)?) {
@@ -814,6 +826,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// (a batch at its session's head) must be built after this call.
     pub(super) fn prepare_write(&mut self, len: u32, p: Priority) -> Result<(), Fail> {
         if p != Priority::Gc
+            && p != Priority::Deletion
             && !self.in_gc
             && self.bytes_since_checkpoint >= self.checkpoint_interval()
         {

@@ -586,7 +586,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// (a full checkpoint first if RAM could not note another deletion).
     fn delete_uid(&mut self, uid: u32) -> Result<(), Fail> {
         self.room_for_deletion()?;
-        self.write_uid(SESSION_DELETE, uid)?;
+        if let Err(e) = self.write_uid(SESSION_DELETE, uid) {
+            if e.kind() != Kind::Full {
+                return Err(e);
+            }
+            // The collection could not make room: a deletion may still go
+            // where maintenance's room is kept (`Priority::Deletion`).
+            let mut payload = Slices([&uid.to_le_bytes()[..]]);
+            self.write(SESSION_DELETE, &mut payload, Priority::Deletion)?;
+        }
         if !self.remove_uid(uid) {
             return Err(fail!(LogicBug, "a deletion RAM could not note"));
         }
