@@ -19,8 +19,10 @@
 //! ([`Log::table_from_headers`]). A full checkpoint of format 10 then
 //! names each sector in use when it was written; a sector whose header
 //! carries a newer sequence than any it names was opened since, and keeps
-//! that one ([`Log::merge_table_entry`]). The tail narrows the table
-//! (`Log::set_tail_seq`).
+//! that one ([`Log::merge_table_entry`]); a sequence opened since that no
+//! sound header carries goes to a sector whose header rotted, placed by
+//! its first chunk ([`Log::place_opened_since`]). The tail narrows the
+//! table (`Log::set_tail_seq`).
 //!
 //! Invariants: a held sector is never opened, and a full checkpoint is
 //! written before it is (the store writes no delta while one is held);
@@ -186,11 +188,88 @@ impl<F: NorFlash> Log<F> {
         self.table.put(index, recorded);
     }
 
-    /// Mount: the table now holds what a checkpoint recorded; it is not
-    /// format 9's arithmetic any more (the tail narrows it).
-    pub fn table_merged(&mut self) {
+    /// Mount: the table now holds what the full checkpoint at `checkpoint`
+    /// recorded, `newest` the newest sequence it records; it is not format
+    /// 9's arithmetic any more (the tail narrows it). A sector opened since
+    /// whose header rotted is placed ([`place_opened_since`](Self::place_opened_since)).
+    pub fn table_merged(&mut self, checkpoint: u32, newest: u32) -> Result<(), Fail> {
         self.table.put(self.head, Some(self.head_seq));
+        self.place_opened_since(checkpoint, newest)?;
         self.table.filled();
         self.table.reorder();
+        Ok(())
+    }
+
+    /// Mount: every sequence from `newest + 1` to the head's was opened
+    /// after the full checkpoint at `checkpoint` and is in use (the tail
+    /// never passes the newest full checkpoint). One that no sector
+    /// carries belongs to a sector whose header rotted at rest: the
+    /// checkpoint recorded it free, or in use with the sequence it had
+    /// before, and a hole, unlike format 9's ring, gives no sequence by
+    /// place. Such a sector's first chunk is newer than the checkpoint
+    /// (one the checkpoint went on into, not recorded in use by it, begins
+    /// with the checkpoint's own sequence), and batch sequences grow with
+    /// sector sequences: the missing sequences go to those sectors in the
+    /// order of their first chunks. Nothing is placed where that order is
+    /// not clear (fewer such sectors than sequences missing, or two whose
+    /// first chunks carry the same sequence): those keep what the
+    /// checkpoint recorded, as before. Reads headers only when a sequence
+    /// is missing.
+    #[inline(never)]
+    fn place_opened_since(&mut self, checkpoint: u32, newest: u32) -> Result<(), Fail> {
+        let geo = self.geo;
+        let present = (0..geo.count)
+            .filter(|&i| self.table.seq_of(i).is_some_and(|s| s > newest))
+            .count() as u32;
+        let missing = self.head_seq.saturating_sub(newest).saturating_sub(present);
+        if missing == 0 {
+            return Ok(());
+        }
+        let Some(ck) = self.io().chunk_header(checkpoint)? else {
+            return Ok(());
+        };
+        // The sequence of the last first chunk placed; the sequence placed
+        // last.
+        let (mut last, mut seq) = (None::<u32>, newest);
+        for _ in 0..missing {
+            // The sector with the oldest first chunk not placed yet, and
+            // whether another begins with the same sequence.
+            let mut pick: Option<(u32, u32)> = None;
+            let mut tied = false;
+            for i in 0..geo.count {
+                let recorded = self.table.seq_of(i);
+                if i == self.head || recorded.is_some_and(|s| s > newest) {
+                    continue;
+                }
+                if self.io().sector_header(i)? != SectorHeader::Invalid {
+                    continue;
+                }
+                let Some(first) = self.io().chunk_header(geo.first_chunk(i))? else {
+                    continue;
+                };
+                let since = first.seq > ck.seq || (first.seq == ck.seq && recorded.is_none());
+                if !since || last.is_some_and(|l| first.seq <= l) {
+                    continue;
+                }
+                match pick {
+                    Some((_, p)) if first.seq > p => {}
+                    Some((_, p)) if first.seq == p => tied = true,
+                    _ => {
+                        pick = Some((i, first.seq));
+                        tied = false;
+                    }
+                }
+            }
+            let Some((index, first)) = pick.filter(|_| !tied) else {
+                break;
+            };
+            seq += 1;
+            while self.table.index_of_seq(seq).is_some() {
+                seq += 1;
+            }
+            self.table.put(index, Some(seq));
+            last = Some(first);
+        }
+        Ok(())
     }
 }

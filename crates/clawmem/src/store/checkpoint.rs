@@ -322,7 +322,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.log.reread_table()?;
                 return Ok(0);
             }
-            self.log.table_merged();
+            self.log.table_merged(addr, newest)?;
         }
         if !table && !r.finish() {
             return Ok(0);
