@@ -39,12 +39,6 @@ use crate::error::{fail, Fail};
 use crate::layout::SectorHeader;
 
 impl<F: NorFlash> Log<F> {
-    /// Whether the sector table answers (the partition fits it).
-    #[inline]
-    pub fn table_on(&self) -> bool {
-        self.table.on()
-    }
-
     /// Whether the table is not format 9's arithmetic: a release out of
     /// order, or a mount that read it from the headers or a checkpoint.
     pub fn table_reordered(&self) -> bool {

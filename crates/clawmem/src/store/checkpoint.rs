@@ -570,12 +570,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.checkpoint_len_with(sessions * SESSION_ENCODED) + self.table_part_len()
     }
 
-    /// Bytes a full checkpoint adds for the sector table (format 10: the
-    /// waste part, written even when there is none, and the table).
+    /// Bytes a full checkpoint adds for the sector table (format 10, while
+    /// the table is not format 9's arithmetic: the waste part, written even
+    /// when there is none, and the table).
     #[inline(always)]
     fn table_part_len(&self) -> u32 {
         #[cfg(feature = "sector-table")]
-        if self.log.table_on() {
+        if self.log.table_reordered() {
             let waste = CKPT_WASTE - self.waste_part_len();
             return (waste + CKPT_TABLE_FIXED) as u32 + 2 * self.log.geo().count;
         }
@@ -694,8 +695,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (waste, waste_seq) = self.cut_waste_now();
         // CKPT_VERSION, CKPT_DELTA, CKPT_FULL_WASTE or CKPT_DELTA_WASTE
         // (or CKPT_FULL_TABLE, with its waste part even when there is none).
+        // The table is recorded only once it is not format 9's arithmetic
+        // (a release out of order, or a mount that merged a recorded one):
+        // until then the headers give it, and a full checkpoint is format
+        // 9's, as long, read as fast.
         #[cfg(feature = "sector-table")]
-        let table = !delta && self.log.table_on();
+        let table = !delta && self.log.table_reordered();
         #[cfg(not(feature = "sector-table"))]
         let table = false;
         let with_waste = waste != 0 || table;
