@@ -389,11 +389,7 @@ impl<F: NorFlash> Log<F> {
     }
 }
 
-// (Not with the sector table: there its workload meets a delete refused
-// with `Full`, the known gap of a session near the limit at the tail of a
-// small partition, `docs/DESIGN.md`, which the default build meets on a
-// variant of the workload.)
-#[cfg(all(test, not(feature = "sector-table")))]
+#[cfg(test)]
 mod scan_tests;
 #[cfg(all(test, feature = "sector-table", feature = "memory"))]
 mod tests;
