@@ -292,9 +292,29 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
     // as it reads them and finds the checkpoint damaged at its end; it
     // reads the table from the headers again and falls back to a scan,
     // after which every sector the running store has in use is in use
-    // with its sequence, and every session reads back. (Not pinned: other
-    // checkpoints the mount tries before the scan put the sector back
-    // too.)
+    // with its sequence, and every session reads back. Every checkpoint
+    // the mount may try builds on that full one: it is written now, and
+    // the head opens a sector after it, whose header names it or a delta
+    // on it. (Without the second read of the table the merged entry
+    // stands, and the sector is free to the scan; when the head's header
+    // named a checkpoint on an older full one, that one's table put the
+    // entry back.)
+    store.write_full_checkpoint(Priority::Maintenance).unwrap();
+    let (full, head) = (store.full_checkpoint, store.log.head_seq());
+    let pin = String::from("chat:pin");
+    let body = std::vec![b'p'; 1000];
+    while store.log.head_seq() == head {
+        match store.append(&pin, &[user(&body)], false) {
+            Ok(_) => model.entry(pin.clone()).or_default().push(body.clone()),
+            Err(Error::Full { .. }) => {
+                let old = model.keys().find(|k| **k != pin).unwrap().clone();
+                store.delete_session(&old).unwrap();
+                model.remove(&old);
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(store.full_checkpoint, full, "a full checkpoint since");
     let ck = store.seq_at(store.full_checkpoint).unwrap();
     // (The first such sector: its entry is merged before the read that
     // reaches the checkpoint's end finds the damage.)
@@ -435,8 +455,9 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
 /// checkpoint the head's header names, format 9's, and the sector is in
 /// use with its sequence, the store checks out and every session reads
 /// back. (This does not pin the second read of the table from the
-/// headers: the headers were still format 9's arithmetic, and the tail
-/// the older checkpoint gives lays the table out by it again.)
+/// headers, which the holes test does: the headers here are still format
+/// 9's arithmetic, and the tail the older checkpoint gives lays the table
+/// out by it again.)
 #[test]
 fn a_damaged_first_table_falls_back_to_format_9s_checkpoint() {
     let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(64 * 4096).unwrap())).unwrap();
