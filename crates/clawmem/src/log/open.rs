@@ -112,11 +112,15 @@ impl<F: NorFlash> Log<F> {
         let mut best = (NO_ADDR, 0u32, 0u16);
         // Whether the headers' first bytes are format 9's arithmetic (the
         // same sequence less index, modulo the sectors, and all within a
-        // turn of the ring): the sector table is laid out by it, else read
-        // from the headers whole (`table.rs`). (`u32::MAX`: none seen;
+        // turn of the ring): the sector table is laid out by it, else
+        // takes the sequences read (`table.rs`). (`u32::MAX`: none seen;
         // the fewest and most sequences seen.)
         #[cfg(feature = "sector-table")]
         let (mut residue, mut in_order, mut span) = (u32::MAX, true, (u32::MAX, 0u32));
+        // (And each sequence read goes in the table, unchecked, in case
+        // they are not.)
+        #[cfg(feature = "sector-table")]
+        self.table.begin_prefixes();
         // (Every header is read, or the open fails.)
         report.sector_headers = geo.count;
         for i in 0..geo.count {
@@ -158,6 +162,7 @@ impl<F: NorFlash> Log<F> {
                 in_order &= residue == u32::MAX || residue == r;
                 residue = r;
                 span = (span.0.min(seq), span.1.max(seq));
+                self.table.note_prefix(i, seq);
             }
         }
         if best.0 != NO_ADDR {
@@ -232,7 +237,9 @@ impl<F: NorFlash> Log<F> {
         // head, so that the mount's reads (a checkpoint that began in the
         // sector before the head) go on in physical order, as they were
         // written; the sectors before the head are not free yet.
-        // A ring with holes (format 10) is read from the headers whole.
+        // A ring with holes (format 10) takes the sequences the first pass
+        // read, unchecked until a full checkpoint decides them or the
+        // headers are read whole (`table.rs`).
         #[cfg(feature = "sector-table")]
         if in_order && span.1.saturating_sub(span.0) < geo.count || !self.table.on() {
             self.table.fill(
@@ -244,7 +251,7 @@ impl<F: NorFlash> Log<F> {
                 },
             );
         } else {
-            report.sector_headers += self.table_from_headers(head, head_seq)?;
+            self.table_from_prefixes(head, head_seq);
         }
         // 2. The head sector: the newest checkpoint in it, and where writing
         // goes on.

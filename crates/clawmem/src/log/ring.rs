@@ -223,6 +223,9 @@ pub(crate) struct SectorTable {
     count: u32,
     /// A sector was released out of ring order since the last fill.
     reordered: bool,
+    /// The entries were read from the headers' first bytes, whose CRC is
+    /// not checked yet ([`resolve_prefixes`](Self::resolve_prefixes)).
+    unchecked: bool,
     /// The sector set last and its sequence (the head's, once the ring
     /// is open): where [`index_of_seq`](Self::index_of_seq) looks first.
     newest: (u32, u32),
@@ -237,6 +240,7 @@ impl SectorTable {
         used: 0,
         count: 0,
         reordered: false,
+        unchecked: false,
         newest: (0, 0),
     };
 
@@ -259,6 +263,7 @@ impl SectorTable {
             0
         };
         self.reordered = false;
+        self.unchecked = false;
         self.newest = (ring.head, ring.head_seq);
         // (The sequences in use span at most `count`: each fits.)
         for index in 0..self.count {
@@ -539,6 +544,62 @@ impl SectorTable {
     /// oldest sequence in use.
     pub fn filled(&mut self) {
         self.rebase();
+    }
+
+    /// Mount's first pass over the headers begins: every entry is free
+    /// until [`note_prefix`](Self::note_prefix).
+    pub fn begin_prefixes(&mut self) {
+        self.seq = [FREE; TABLE_SECTORS];
+        self.used = 0;
+    }
+
+    /// Mount's first pass: sector `index`'s header begins with this ring's
+    /// magic, a version it reads and sequence `seq`, its CRC not checked.
+    /// Kept as the low 15 bits until the head is known
+    /// ([`resolve_prefixes`](Self::resolve_prefixes)).
+    pub fn note_prefix(&mut self, index: u32, seq: u32) {
+        if let Some(slot) = self.seq.get_mut(index as usize) {
+            *slot = (seq & 0x7FFF) as u16;
+        }
+    }
+
+    /// The first pass found holes, and the head `head` with `head_seq`:
+    /// each noted prefix becomes the sequence at most `head_seq` whose low
+    /// 15 bits it carries (one older than 32,767 below the head, the table
+    /// cannot hold anyway, is left free), marked unchecked until a full
+    /// checkpoint decides the sectors it records and the headers of the
+    /// others are read whole ([`checked`](Self::checked)).
+    pub fn resolve_prefixes(&mut self, head: u32, head_seq: u32) {
+        let base = head_seq.saturating_sub(u32::from(HELD) - 1);
+        self.base = base;
+        self.used = 0;
+        for slot in self.seq[..self.count as usize].iter_mut() {
+            if *slot == FREE {
+                continue;
+            }
+            let back = head_seq.wrapping_sub(u32::from(*slot)) & 0x7FFF;
+            *slot = match head_seq.checked_sub(back) {
+                Some(seq) if seq >= base => {
+                    self.used += 1;
+                    (seq - base) as u16
+                }
+                _ => FREE,
+            };
+        }
+        self.newest = (head, head_seq);
+        self.reordered = true;
+        self.unchecked = true;
+    }
+
+    /// Whether the entries are headers' first bytes, not checked yet.
+    pub fn unchecked(&self) -> bool {
+        self.unchecked
+    }
+
+    /// The entries are checked (a full checkpoint decided them, or the
+    /// headers were read whole).
+    pub fn checked(&mut self) {
+        self.unchecked = false;
     }
 
     /// Every sector of a sequence below `tail_seq` is free (a mount found

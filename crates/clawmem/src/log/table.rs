@@ -14,12 +14,15 @@
 //!
 //! Mount: a ring whose headers are format 9's arithmetic (every sector's
 //! sequence is the head's less its distance behind the head) is laid out
-//! by it, as before. Any other ring has holes: every header is read whole
-//! and checked, and a sound one puts its sector in use with its sequence
-//! ([`Log::table_from_headers`]). A full checkpoint of format 10 then
+//! by it, as before. Any other ring has holes: the table takes the
+//! sequences the first pass read from the headers' first bytes, unchecked
+//! ([`Log::table_from_prefixes`]). A full checkpoint of format 10 then
 //! names each sector in use when it was written; a sector whose header
 //! carries a newer sequence than any it names was opened since, and keeps
-//! that one ([`Log::merge_table_entry`]); a sequence opened since that no
+//! that one if its header read whole says so ([`Log::merge_table_entry`]);
+//! when no such checkpoint is merged, every header is read whole and a
+//! sound one puts its sector in use with its sequence
+//! ([`Log::table_from_headers`]). A sequence opened since that no
 //! sound header carries goes to a sector whose header rotted, placed by
 //! its first chunk ([`Log::place_opened_since`]). The tail narrows the
 //! table (`Log::set_tail_seq`).
@@ -161,25 +164,66 @@ impl<F: NorFlash> Log<F> {
         Ok(geo.count)
     }
 
+    /// Mount, a ring with holes: the table takes the sequences the first
+    /// pass read from the headers' first bytes, unchecked. A full
+    /// checkpoint of format 10 decides every sector it records, and the
+    /// header of a sector it does not (opened since) is read whole when it
+    /// is merged ([`merge_table_entry`](Self::merge_table_entry)); when
+    /// none is merged, every header is read whole
+    /// ([`check_table_headers`](Self::check_table_headers)). So a mount
+    /// that finds such a checkpoint reads each header's first bytes once.
+    pub(super) fn table_from_prefixes(&mut self, head: u32, head_seq: u32) {
+        self.table.resolve_prefixes(head, head_seq);
+        self.table.put(head, Some(head_seq));
+        self.table.filled();
+    }
+
     /// Mount: the table as the headers give it again (a full checkpoint
-    /// merged into it failed its checks part-way). Reads every header.
+    /// merged into it failed its checks part-way). Reads every header;
+    /// returns the headers read.
     #[inline(never)]
-    pub fn reread_table(&mut self) -> Result<(), Fail> {
+    pub fn reread_table(&mut self) -> Result<u32, Fail> {
         self.table_from_headers(self.head, self.head_seq)
-            .map(|_| ())
+    }
+
+    /// Mount, no full checkpoint of format 10 merged: if the table holds
+    /// headers' first bytes, unchecked, every header is read whole
+    /// ([`table_from_headers`](Self::table_from_headers)). Returns the
+    /// headers read.
+    pub fn check_table_headers(&mut self) -> Result<u32, Fail> {
+        match self.table.on() && self.table.unchecked() {
+            true => self.table_from_headers(self.head, self.head_seq),
+            false => Ok(0),
+        }
     }
 
     /// Mount, loading a full checkpoint of format 10: sector `index` was
     /// in use with sequence `recorded` when it was written (`None`: free),
     /// and `newest` is the newest sequence it records. A sector the table
-    /// has with a newer sequence (from its header) was opened since and
-    /// keeps it; any other takes what the checkpoint recorded.
-    pub fn merge_table_entry(&mut self, index: u32, recorded: Option<u32>, newest: u32) {
-        let now = self.table.seq_of(index);
-        if now.is_some_and(|s| s > newest) {
-            return;
+    /// has with a newer sequence was opened since and keeps it, if its
+    /// header says so whole (read here when the table holds headers' first
+    /// bytes only); any other takes what the checkpoint recorded. Returns
+    /// the headers read (0 or 1).
+    pub fn merge_table_entry(
+        &mut self,
+        index: u32,
+        recorded: Option<u32>,
+        newest: u32,
+    ) -> Result<u32, Fail> {
+        let mut read = 0;
+        if let Some(now) = self.table.seq_of(index).filter(|&s| s > newest) {
+            if !self.table.unchecked() {
+                return Ok(0);
+            }
+            read = 1;
+            if let SectorHeader::Valid { seq, .. } = self.io().sector_header(index)? {
+                if seq == now {
+                    return Ok(1);
+                }
+            }
         }
         self.table.put(index, recorded);
+        Ok(read)
     }
 
     /// Mount: the table now holds what the full checkpoint at `checkpoint`
@@ -191,6 +235,7 @@ impl<F: NorFlash> Log<F> {
         self.place_opened_since(checkpoint, newest)?;
         self.table.filled();
         self.table.reorder();
+        self.table.checked();
         Ok(())
     }
 

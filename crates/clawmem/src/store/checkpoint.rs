@@ -110,7 +110,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
             match fixed[0] {
-                CKPT_VERSION | CKPT_FULL_WASTE => break,
+                CKPT_VERSION | CKPT_FULL_WASTE => {
+                    // A full checkpoint that records no table: the
+                    // headers decide it, read whole if the mount has their
+                    // first bytes only (`log/table.rs`).
+                    #[cfg(feature = "sector-table")]
+                    {
+                        self.mount_report.sector_headers += self.log.check_table_headers()?;
+                    }
+                    break;
+                }
                 #[cfg(feature = "sector-table")]
                 CKPT_FULL_TABLE => break,
                 CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
@@ -314,12 +323,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 for k in 0..n * u32::from(sound) {
                     let e = u16_at(&b, 2 * k as usize);
                     let recorded = (e != u16::MAX).then(|| base + u32::from(e));
-                    self.log.merge_table_entry(index + k, recorded, newest);
+                    self.mount_report.sector_headers +=
+                        self.log.merge_table_entry(index + k, recorded, newest)?;
                 }
                 index += n;
             }
             if !(sound && r.finish()) {
-                self.log.reread_table()?;
+                self.mount_report.sector_headers += self.log.reread_table()?;
                 return Ok(0);
             }
             self.log.table_merged(addr, newest)?;

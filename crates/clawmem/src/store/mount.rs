@@ -280,19 +280,39 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // 3. The newest checkpoint, else a scan of the whole ring: one that
         // begins in the head sector, else one that ends there (found from
         // the head's first chunk), else the one the head's header names.
+        // (With the sector table, a ring with holes: if none loads while
+        // the table holds the headers' first bytes, unchecked, the headers
+        // are read whole and the three are tried again, `log/table.rs`.)
+        #[cfg(feature = "sector-table")]
+        let passes = 2;
+        #[cfg(not(feature = "sector-table"))]
+        let passes = 1;
         let mut start = None;
-        for i in 0..3 {
-            let c = match i {
-                0 => o.head_checkpoint,
-                1 => match o.continued_checkpoint {
-                    Some(seq) => self.log.checkpoint_ending_in(seq)?.unwrap_or(NO_ADDR),
-                    None => NO_ADDR,
-                },
-                _ => o.header_checkpoint,
-            };
-            if c != NO_ADDR && self.load_checkpoint(c)? {
-                start = Some(c);
+        for pass in 0..passes {
+            for i in 0..3 {
+                let c = match i {
+                    0 => o.head_checkpoint,
+                    1 => match o.continued_checkpoint {
+                        Some(seq) => self.log.checkpoint_ending_in(seq)?.unwrap_or(NO_ADDR),
+                        None => NO_ADDR,
+                    },
+                    _ => o.header_checkpoint,
+                };
+                if c != NO_ADDR && self.load_checkpoint(c)? {
+                    start = Some(c);
+                    break;
+                }
+            }
+            if start.is_some() || pass + 1 == passes {
                 break;
+            }
+            #[cfg(feature = "sector-table")]
+            {
+                let read = self.log.check_table_headers()?;
+                if read == 0 {
+                    break;
+                }
+                self.mount_report.sector_headers += read;
             }
         }
         let scan_from = match start {
