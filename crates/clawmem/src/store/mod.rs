@@ -391,5 +391,7 @@ impl<F: NorFlash> Log<F> {
 
 #[cfg(test)]
 mod scan_tests;
+#[cfg(test)]
+mod test_workload;
 #[cfg(all(test, feature = "sector-table", feature = "memory"))]
 mod tests;

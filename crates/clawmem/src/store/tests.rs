@@ -16,10 +16,8 @@ use std::vec::Vec;
 use clawmem_sim::{Esp32Flash, Preset, SimFlash};
 
 use super::gc::Priority;
-use super::*;
-use crate::{BackendFormat, Config, Error, MountMode, Record, RecordType};
-
-type S = Store<Esp32Flash, 8>;
+use super::test_workload::{assert_reads_back, user, Workload, S};
+use crate::{BackendFormat, Config, Error, MountMode};
 
 /// Releases sector `index`, in use and neither the head nor the tail, out
 /// of ring order: what has a byte in it moves as a memory scrub moves it,
@@ -167,87 +165,39 @@ fn mounted_with_table_entry_rotted(store: &mut S, victim: u32) -> S {
     .unwrap()
 }
 
-fn user(body: &[u8]) -> Record<'_> {
-    Record {
-        kind: RecordType::User,
-        format: BackendFormat::OpenAiCompatible,
-        body,
-    }
-}
-
 /// Every session of `model` reads back exactly, and the store checks out.
 fn verify(store: &mut S, model: &BTreeMap<String, Vec<Vec<u8>>>) {
     store.check().unwrap();
-    reads_back(store, model);
-}
-
-/// Every session of `model` reads back exactly.
-fn reads_back(store: &mut S, model: &BTreeMap<String, Vec<Vec<u8>>>) {
-    let mut buf = std::vec![0u8; 64 * 1024];
-    for (id, bodies) in model {
-        let h = store
-            .history(id, BackendFormat::Unknown, &mut buf)
-            .unwrap_or_else(|e| panic!("{id}: {e:?}"));
-        assert_eq!(h.damaged_records(), 0, "{id}");
-        let got: Vec<&[u8]> = h.iter().map(|r| r.body).collect();
-        assert_eq!(got.len(), bodies.len(), "{id}");
-        for (k, (g, b)) in got.iter().zip(bodies).enumerate() {
-            assert!(g == b, "{id}: record {k} differs");
-        }
-    }
+    assert_reads_back(store, model);
 }
 
 #[test]
 fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
-    let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(64 * 4096).unwrap())).unwrap();
-    let mut store = S::format(flash, Config::default()).unwrap();
-    let count = store.log.geo().count;
-    let mut model: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut next_id = 0u32;
-    let mut live: Vec<String> = Vec::new();
+    let mut w = Workload::new(None);
+    let count = w.store.log.geo().count;
     // (sector, the sequence it had when released)
     let mut holes: Vec<(u32, u32)> = Vec::new();
     // Holes the head took back, newest last.
     let mut back: Vec<u32> = Vec::new();
     let (mut released, mut reopened, mut refused) = (0u32, 0u32, 0u32);
     let mut cuts = 0u32;
-    let mut written = 0usize;
-    let mut n = 0usize;
-    while written < 6 * count as usize * 4096 {
-        n += 1;
-        if live.len() < 6 {
-            live.push(format!("chat:h{next_id}"));
-            next_id += 1;
-        }
-        let id = live[n % live.len()].clone();
-        let body: Vec<u8> = (0..200 + (n * 37) % 1400)
-            .map(|i| b'a' + ((i * 7 + n) % 26) as u8)
-            .collect();
-        match store.append(&id, &[user(&body)], false) {
-            Ok(_) => {
-                written += body.len();
-                *sizes.entry(id.clone()).or_default() += body.len();
-                model.entry(id.clone()).or_default().push(body);
-            }
+    while !w.done() {
+        let (id, body) = w.next();
+        let n = w.n;
+        match w.store.append(&id, &[user(&body)], false) {
+            // (A session past 40 KB is deleted: the ring turns over.)
+            Ok(_) => w.took(&id, body),
             Err(Error::Full { .. }) => {
                 // Delete the oldest session, as a user following the
                 // warning would.
-                let old = live.remove(0);
-                store.delete_session(&old).unwrap();
-                model.remove(&old);
-                sizes.remove(&old);
+                if let Some(old) = w.retire_oldest() {
+                    w.store.delete_session(&old).unwrap();
+                }
                 continue;
             }
             Err(e) => panic!("append {n}: {e:?}"),
         }
-        // A session past 40 KB is deleted: the ring turns over.
-        if sizes[&id] > 40 * 1024 {
-            live.retain(|s| *s != id);
-            store.delete_session(&id).unwrap();
-            model.remove(&id);
-            sizes.remove(&id);
-        }
+        let (store, model) = (&mut w.store, &w.model);
         // Holes the head has since reopened.
         holes.retain(|&(index, seq)| match store.log.seq_of_sector(index) {
             Some(now) if now > seq => {
@@ -273,17 +223,17 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
                     if index != ring.head && seq != ring.tail_seq && seq + 1 < ring.head_seq =>
                 {
                     if released % 8 == 3 {
-                        cuts += release_cut_everywhere(&mut store, index, &model);
+                        cuts += release_cut_everywhere(store, index, model);
                     }
-                    if release_middle(&mut store, index) {
+                    if release_middle(store, index) {
                         assert_eq!(store.log.seq_of_sector(index), None);
                         holes.push((index, seq));
                         released += 1;
                         // Every other time, the store goes on mounted
                         // afresh: the rest runs on the table a mount built.
-                        let again = remount_and_verify(&mut store, &model);
+                        let again = remount_and_verify(store, model);
                         if released % 2 == 0 {
-                            store = again;
+                            *store = again;
                         }
                     } else {
                         refused += 1;
@@ -291,9 +241,14 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
                 }
                 _ => {}
             }
-            verify(&mut store, &model);
+            verify(store, model);
         }
     }
+    let Workload {
+        mut store,
+        mut model,
+        ..
+    } = w;
     verify(&mut store, &model);
     rotted_header_of_a_sector_opened_since_the_full_checkpoint(&mut store, &model);
     // The entry of the newest full checkpoint's sector table for a sector
@@ -424,7 +379,7 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
     assert_eq!(again.log.seq_of_sector(victim), Some(opened + 1));
     // (`check` refuses a damaged header; the sector is kept, and collected
     // in its turn, as in format 9.)
-    reads_back(&mut again, &model);
+    assert_reads_back(&mut again, &model);
     // The sequence in its first 12 bytes rots too: the same.
     let mut sim = again.flash_mut().flash_mut().snapshot();
     sim.flip_bit(at - 4, 2).unwrap();
@@ -436,7 +391,7 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
     .unwrap();
     assert_eq!(again.log.seq_of_sector(victim), Some(opened + 1));
     assert_eq!(again.mount_report().damaged_headers, 1);
-    reads_back(&mut again, &model);
+    assert_reads_back(&mut again, &model);
     // The store goes on: the head opens none of its sectors in use, and
     // what is appended reads back.
     let body = std::vec![b's'; 1000];
@@ -453,7 +408,7 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
         }
     }
     assert_eq!(again.log.seq_of_sector(victim), Some(opened + 1));
-    reads_back(&mut again, &model);
+    assert_reads_back(&mut again, &model);
 }
 
 /// The first release out of order writes the first full checkpoint that
