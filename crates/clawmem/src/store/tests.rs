@@ -175,6 +175,33 @@ fn mounted_with_checkpoint_rotted(store: &mut S, victim: Option<u32>) -> S {
     .unwrap()
 }
 
+/// Appends records of 1,000 bytes of `fill` to session `id` until the
+/// head's sequence reaches `head_seq`, deleting another session of `model`
+/// whenever the store answers `Full`; what the store takes goes in `model`.
+fn append_until_head(
+    store: &mut S,
+    model: &mut BTreeMap<String, Vec<Vec<u8>>>,
+    id: &str,
+    fill: u8,
+    head_seq: u32,
+) {
+    let body = std::vec![fill; 1000];
+    while store.log.head_seq() < head_seq {
+        match store.append(id, &[user(&body)], false) {
+            Ok(_) => model
+                .entry(String::from(id))
+                .or_default()
+                .push(body.clone()),
+            Err(Error::Full { .. }) => {
+                let old = model.keys().find(|k| k.as_str() != id).unwrap().clone();
+                store.delete_session(&old).unwrap();
+                model.remove(&old);
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
 /// Every session of `model` reads back exactly, and the store checks out.
 fn verify(store: &mut S, model: &BTreeMap<String, Vec<Vec<u8>>>) {
     store.check().unwrap();
@@ -276,19 +303,7 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
     // entry back.)
     store.write_full_checkpoint(Priority::Maintenance).unwrap();
     let (full, head) = (store.full_checkpoint, store.log.head_seq());
-    let pin = String::from("chat:pin");
-    let body = std::vec![b'p'; 1000];
-    while store.log.head_seq() == head {
-        match store.append(&pin, &[user(&body)], false) {
-            Ok(_) => model.entry(pin.clone()).or_default().push(body.clone()),
-            Err(Error::Full { .. }) => {
-                let old = model.keys().find(|k| **k != pin).unwrap().clone();
-                store.delete_session(&old).unwrap();
-                model.remove(&old);
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    }
+    append_until_head(&mut store, &mut model, "chat:pin", b'p', head + 1);
     assert_eq!(store.full_checkpoint, full, "a full checkpoint since");
     let ck = store.seq_at(store.full_checkpoint).unwrap();
     // (The first such sector: its entry is merged before the read that
@@ -379,19 +394,7 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
     copy.write_full_checkpoint(Priority::Gc).unwrap();
     let full = copy.full_checkpoint;
     let opened = copy.log.head_seq();
-    let id = String::from("chat:rot");
-    let body = std::vec![b'r'; 1000];
-    while copy.log.head_seq() < opened + 3 {
-        match copy.append(&id, &[user(&body)], false) {
-            Ok(_) => model.entry(id.clone()).or_default().push(body.clone()),
-            Err(Error::Full { .. }) => {
-                let old = model.keys().find(|k| **k != id).unwrap().clone();
-                copy.delete_session(&old).unwrap();
-                model.remove(&old);
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    }
+    append_until_head(&mut copy, &mut model, "chat:rot", b'r', opened + 3);
     assert_eq!(copy.full_checkpoint, full, "a full checkpoint since");
     let victim = copy.log.sector_of_seq(opened + 1).unwrap();
     assert!(copy.log.table_reordered());
@@ -424,19 +427,8 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
     assert_reads_back(&mut again, &model);
     // The store goes on: the head opens none of its sectors in use, and
     // what is appended reads back.
-    let body = std::vec![b's'; 1000];
     let head = again.log.head_seq();
-    while again.log.head_seq() < head + 4 {
-        match again.append(&id, &[user(&body)], false) {
-            Ok(_) => model.get_mut(&id).unwrap().push(body.clone()),
-            Err(Error::Full { .. }) => {
-                let old = model.keys().find(|k| **k != id).unwrap().clone();
-                again.delete_session(&old).unwrap();
-                model.remove(&old);
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    }
+    append_until_head(&mut again, &mut model, "chat:rot", b's', head + 4);
     assert_eq!(again.log.seq_of_sector(victim), Some(opened + 1));
     assert_reads_back(&mut again, &model);
 }
