@@ -61,6 +61,8 @@
 use embedded_storage::nor_flash::NorFlash;
 
 mod ahead;
+#[cfg(feature = "sector-table")]
+mod dead;
 mod io;
 mod open;
 pub(crate) mod ring;

@@ -229,6 +229,10 @@ pub(crate) struct SectorTable {
     /// The sector set last and its sequence (the head's, once the ring
     /// is open): where [`index_of_seq`](Self::index_of_seq) looks first.
     newest: (u32, u32),
+    /// Bytes of each sector in use known to be dead (stage 3): counted
+    /// where what they hold dies, never more than are, 0 when the sector
+    /// is opened and after a mount ([`add_dead`](Self::add_dead)).
+    dead: [u16; TABLE_SECTORS],
 }
 
 #[cfg(feature = "sector-table")]
@@ -242,6 +246,7 @@ impl SectorTable {
         reordered: false,
         unchecked: false,
         newest: (0, 0),
+        dead: [0; TABLE_SECTORS],
     };
 
     /// Whether the table answers (the partition fits it).
@@ -265,6 +270,7 @@ impl SectorTable {
         self.reordered = false;
         self.unchecked = false;
         self.newest = (ring.head, ring.head_seq);
+        self.dead = [0; TABLE_SECTORS];
         // (The sequences in use span at most `count`: each fits.)
         for index in 0..self.count {
             if let Some(seq) = ring.seq_of(geo, index) {
@@ -349,9 +355,32 @@ impl SectorTable {
         if *slot == FREE {
             self.used += 1;
         }
-        *slot = (seq - self.base) as u16;
+        let off = (seq - self.base) as u16;
+        if *slot != off {
+            // Opened: nothing in it is dead yet.
+            self.dead[index as usize] = 0;
+        }
+        *slot = off;
         self.newest = (index, seq);
         true
+    }
+
+    /// `bytes` more of sector `index`, in use, are dead (saturating: a
+    /// count never overstates). Nothing for a sector not in use.
+    pub fn add_dead(&mut self, index: u32, bytes: u32) {
+        if self.seq_of(index).is_some() {
+            if let Some(d) = self.dead.get_mut(index as usize) {
+                *d = d.saturating_add(bytes.min(u32::from(u16::MAX)) as u16);
+            }
+        }
+    }
+
+    /// Bytes of sector `index` known to be dead (0 for one not in use).
+    pub fn dead_of(&self, index: u32) -> u32 {
+        match self.seq_of(index) {
+            Some(_) => self.dead.get(index as usize).map_or(0, |&d| u32::from(d)),
+            None => 0,
+        }
     }
 
     #[cfg(any(test, debug_assertions))] // the debug check of the table
@@ -550,6 +579,7 @@ impl SectorTable {
     /// until [`note_prefix`](Self::note_prefix).
     pub fn begin_prefixes(&mut self) {
         self.seq = [FREE; TABLE_SECTORS];
+        self.dead = [0; TABLE_SECTORS];
         self.used = 0;
     }
 

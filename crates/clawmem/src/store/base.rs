@@ -234,6 +234,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut embedded: u32 = summary.map_or(0, |r| r.body.len() as u32);
         // The oldest sector a referenced body starts in (u32::MAX: none).
         let mut oldest_ref = u32::MAX;
+        // The chain segments a referenced body lies in (the root's: in it
+        // or, for a base, where the base names it): the others die with
+        // the new base (`store/dead.rs`).
+        #[cfg(feature = "sector-table")]
+        let mut needed: u128 = 0;
         while let Some(r) = recs.next(&mut self.log.io())? {
             if r.damaged {
                 continue;
@@ -249,6 +254,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 } else {
                     oldest_ref = oldest_ref.min(ring.seq_of(&self.log.io(), r.addr));
+                    #[cfg(feature = "sector-table")]
+                    {
+                        needed |= 1 << r.segment.min(127);
+                    }
                 }
             }
         }
@@ -340,6 +349,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Err(fail!(LogicBug, "base landed elsewhere than planned"));
         }
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(total);
+        #[cfg(feature = "sector-table")]
+        let was = s;
         let s = &mut self.sessions[i];
         s.root = addr;
         s.head = addr;
@@ -349,6 +360,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         s.size = size;
         s.oldest = oldest;
         s.dirty = true;
+        // A base that references nothing in place leaves every batch of
+        // the session as it was dead; one that does, the batches of its
+        // chain that hold no body it names (but a base at the root, whose
+        // bodies it may name) (`store/dead.rs`).
+        #[cfg(feature = "sector-table")]
+        if oldest_ref == u32::MAX {
+            self.session_died(&was);
+        } else {
+            for k in usize::from(was.root_is_base)..recs.chain().len.min(127) {
+                if needed & 1 << k == 0 {
+                    self.batch_died(recs.chain().addrs[k]);
+                }
+            }
+        }
         Ok(1)
     }
 }

@@ -642,6 +642,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                         ..*o
                     };
                 }
+                // The original is dead (`store/dead.rs`).
+                #[cfg(feature = "sector-table")]
+                self.batch_died(o.addr);
             }
             k += 1;
         }

@@ -56,6 +56,8 @@ mod chat_list;
 mod chats;
 mod checkpoint;
 mod config;
+#[cfg(feature = "sector-table")]
+mod dead;
 mod directory;
 mod gc;
 mod history;
@@ -389,6 +391,8 @@ impl<F: NorFlash> Log<F> {
     }
 }
 
+#[cfg(all(test, feature = "sector-table"))]
+mod dead_tests;
 #[cfg(test)]
 mod scan_tests;
 #[cfg(test)]

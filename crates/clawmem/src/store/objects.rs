@@ -160,13 +160,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let (addr, _) = self.log.write_batch(OBJECT, &mut payload)?;
         self.count_written(len);
         let seq = self.log.head_seq_of(addr);
-        self.upsert_object(ObjectSlot {
+        #[cfg(feature = "sector-table")]
+        let old = self.objects.get(self.object_index(ty, key)).map(|o| o.addr);
+        let r = self.upsert_object(ObjectSlot {
             ty,
             key,
             addr,
             seq,
             len: n as u32,
-        })
+        });
+        // The old version is dead (`store/dead.rs`).
+        #[cfg(feature = "sector-table")]
+        if let (Ok(()), Some(old)) = (&r, old) {
+            self.batch_died(old);
+        }
+        r
     }
 
     #[cfg(feature = "profiles")]

@@ -595,8 +595,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut payload = Slices([&uid.to_le_bytes()[..]]);
             self.write(SESSION_DELETE, &mut payload, Priority::Deletion)?;
         }
+        // (As the deletion found it: making room may have relocated it.)
+        #[cfg(feature = "sector-table")]
+        let dying = self.index_of(uid).map(|i| self.sessions[i]);
         if !self.remove_uid(uid) {
             return Err(fail!(LogicBug, "a deletion RAM could not note"));
+        }
+        // Its batches are dead (`store/dead.rs`).
+        #[cfg(feature = "sector-table")]
+        if let Some(s) = dying {
+            self.session_died(&s);
         }
         Ok(())
     }

@@ -59,7 +59,12 @@ impl Workload {
 
     /// True once the ring has turned over six times.
     pub fn done(&self) -> bool {
-        self.written >= 6 * self.store.log.geo().count as usize * 4096
+        self.done_fraction() >= 1.0
+    }
+
+    /// How far the run is, from 0 to 1 ([`done`](Self::done) at 1).
+    pub fn done_fraction(&self) -> f64 {
+        self.written as f64 / (6 * self.store.log.geo().count as usize * 4096) as f64
     }
 
     /// The next append: its session and its body.

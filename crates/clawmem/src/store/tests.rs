@@ -218,6 +218,7 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
     let mut back: Vec<u32> = Vec::new();
     let (mut released, mut reopened, mut refused) = (0u32, 0u32, 0u32);
     let mut cuts = 0u32;
+    let mut dead_counted = 0u64;
     while !w.done() {
         let (id, body) = w.next();
         let n = w.n;
@@ -279,8 +280,12 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
                 _ => {}
             }
             verify(store, model);
+            // The dead bytes counted stay true across releases and the
+            // reopened holes (`store/dead_tests.rs`).
+            dead_counted += super::dead_tests::check_counts(store).0;
         }
     }
+    assert!(dead_counted > 0);
     let Workload {
         mut store,
         mut model,

@@ -1,0 +1,79 @@
+//! Dead bytes per sector (feature `sector-table`; stage 3 of format 10,
+//! `docs/DESIGN.md`, "Format 10 in stages"): how many bytes of each sector
+//! in use hold nothing live, for the cleaner to pick its victim by and its
+//! dry run to predict a collection by.
+//!
+//! Owns the count's rules. The layers above say when a batch dies (an
+//! object superseded, a session deleted or relocated whole); the log walks
+//! the batch's chunks and counts each chunk's bytes, header and padding
+//! included, in its sector ([`Log::batch_died`]). A chunk is counted only
+//! while the walk checks out (a first chunk, then chunks of the same batch
+//! sequence in the sectors of the next sequences, none past its sector's
+//! end), so damage at rest stops a count, never inflates it.
+//!
+//! Invariant: a sector's count never exceeds the bytes of it that nothing
+//! live needs. A batch dies once (nothing references it again), so it is
+//! counted once; what no layer reports (memory records, checkpoints, the
+//! bodies a compaction left behind) is not counted, and the count may be
+//! less than the truth, never more. It is 0 when a sector is opened.
+//!
+//! Power loss: RAM only, and not carried over a mount yet: a mount starts
+//! every count at 0, which understates and so stays true.
+
+use embedded_storage::nor_flash::NorFlash;
+
+use super::Log;
+use crate::error::Fail;
+
+impl<F: NorFlash> Log<F> {
+    /// Bytes of sector `index` known to be dead (0 for a sector not in
+    /// use, or with the table off).
+    #[allow(dead_code)] // stage 4's cleaner reads it; the tests do now
+    pub fn dead_bytes(&self, index: u32) -> u32 {
+        self.table.dead_of(index)
+    }
+
+    /// The batch whose first chunk is at `addr` died (nothing live needs
+    /// it any more): each of its chunks is counted dead in its sector.
+    /// Stops, counting no more, at a chunk that does not continue the
+    /// batch as written.
+    #[inline(never)]
+    pub fn batch_died(&mut self, addr: u32) -> Result<(), Fail> {
+        let geo = self.geo;
+        let mut at = addr;
+        let mut batch: Option<u32> = None;
+        for _ in 0..geo.count {
+            let sector = geo.sector_of(at);
+            let Some(h) = self.io().chunk_header(at)? else {
+                return Ok(());
+            };
+            let size = geo.chunk_size(h.len);
+            if h.is_first() != batch.is_none()
+                || batch.is_some_and(|b| b != h.seq)
+                || size > geo.sector_end(at) - at
+            {
+                return Ok(());
+            }
+            self.table.add_dead(sector, size);
+            if h.is_last() {
+                return Ok(());
+            }
+            batch = Some(h.seq);
+            match self
+                .table
+                .seq_of(sector)
+                .and_then(|q| self.table.index_of_seq(q + 1))
+            {
+                Some(next) => at = geo.first_chunk(next),
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// `bytes` more of sector `index` are dead (a body whose batch is not
+    /// walked: its framing stays uncounted).
+    pub fn add_dead(&mut self, index: u32, bytes: u32) {
+        self.table.add_dead(index, bytes);
+    }
+}
