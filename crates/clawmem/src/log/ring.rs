@@ -595,10 +595,12 @@ impl SectorTable {
 
     /// The first pass found holes, and the head `head` with `head_seq`:
     /// each noted prefix becomes the sequence at most `head_seq` whose low
-    /// 15 bits it carries (one older than 32,767 below the head, the table
-    /// cannot hold anyway, is left free), marked unchecked until a full
-    /// checkpoint decides the sectors it records and the headers of the
-    /// others are read whole ([`checked`](Self::checked)).
+    /// 15 bits it carries (a header more than 32,767 below the head, a
+    /// sector left cold that long, which stage 4's bound on the span will
+    /// rule out, resolves to a newer sequence with the same low bits:
+    /// wrong, like any unchecked entry can be, until a full checkpoint
+    /// decides the sectors it records and the headers of the others are
+    /// read whole, [`checked`](Self::checked)).
     pub fn resolve_prefixes(&mut self, head: u32, head_seq: u32) {
         let base = head_seq.saturating_sub(u32::from(HELD) - 1);
         self.base = base;
