@@ -52,28 +52,22 @@ fn batches(store: &mut S) -> BTreeMap<u32, Batch> {
             if size > end - at {
                 break;
             }
-            if h.is_first() {
-                out.insert(
-                    at,
-                    Batch {
-                        kind: h.kind,
-                        chunks: std::vec![(at, size)],
-                    },
-                );
-                open = Some(at);
-            } else if let (Some(o), true) = (open, first_in_sector) {
-                out.get_mut(&o).unwrap().chunks.push((at, size));
-            } else if first_in_sector {
-                // The rest of a batch that began in a sector the tail has
-                // passed: a batch of its own for the oracle.
-                out.insert(
-                    at,
-                    Batch {
-                        kind: h.kind,
-                        chunks: std::vec![(at, size)],
-                    },
-                );
-                open = Some(at);
+            match open.filter(|_| first_in_sector && !h.is_first()) {
+                Some(o) => out.get_mut(&o).unwrap().chunks.push((at, size)),
+                // A batch, or the rest of one that began in a sector not
+                // in use: a batch of its own for the oracle.
+                None if h.is_first() || first_in_sector => {
+                    let chunks = std::vec![(at, size)];
+                    out.insert(
+                        at,
+                        Batch {
+                            kind: h.kind,
+                            chunks,
+                        },
+                    );
+                    open = Some(at);
+                }
+                None => {}
             }
             open = if h.is_last() { None } else { open };
             first_in_sector = false;
