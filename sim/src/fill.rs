@@ -1039,6 +1039,13 @@ impl fmt::Display for FillReport {
                 p.reserve_sectors,
                 p.knowledge_reserve_bytes
             )?;
+            if let (Some(dead), Some(half)) = (p.dead_bytes, p.half_dead_sectors) {
+                writeln!(
+                    f,
+                    "  dead at Full (counted since the last mount, a lower bound): {dead} B, {:.1}% of the sectors in use; {half} sectors at least half dead",
+                    100.0 * dead as f64 / used.max(1) as f64
+                )?;
+            }
         }
         writeln!(f, "  {}", Self::phase_line("fill phase", &self.fill_phase))?;
         writeln!(f, "  {}", Self::phase_line("full phase", &self.full_phase))?;

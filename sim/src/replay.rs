@@ -247,6 +247,12 @@ pub struct PartitionUse {
     /// configured (`Config::knowledge_reserve`; what profiles and chat maps
     /// hold comes off it).
     pub knowledge_reserve_bytes: u32,
+    /// Dead bytes the store counted in the sectors in use since its last
+    /// mount (feature `sector-table`, `Store::dead_space`; null without
+    /// it): never more than there are.
+    pub dead_bytes: Option<u64>,
+    /// Sectors in use at least half of whose bytes it counted dead.
+    pub half_dead_sectors: Option<u32>,
 }
 
 // ---- the report ------------------------------------------------------------
@@ -1576,6 +1582,8 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             return None;
         };
         let space = s.space();
+        #[cfg(feature = "sector-table")]
+        let dead = s.dead_space();
         Some(PartitionUse {
             sectors: space.sectors,
             sector_bytes: space.sector_bytes,
@@ -1584,6 +1592,14 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             knowledge_reserve_bytes: self
                 .config
                 .knowledge_reserve(space.sectors * space.sector_bytes),
+            #[cfg(feature = "sector-table")]
+            dead_bytes: Some(dead.dead_bytes),
+            #[cfg(feature = "sector-table")]
+            half_dead_sectors: Some(dead.half_dead_sectors),
+            #[cfg(not(feature = "sector-table"))]
+            dead_bytes: None,
+            #[cfg(not(feature = "sector-table"))]
+            half_dead_sectors: None,
         })
     }
 

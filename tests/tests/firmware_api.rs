@@ -104,6 +104,12 @@ fn is_by_value(op: &Op) -> bool {
     op.cfgs.iter().any(|c| c.contains("\"by-value\""))
 }
 
+/// Operations of the sector table (format 10, unreleased, off by default):
+/// not in the firmware the size report measures until the feature is.
+fn is_format_10(op: &Op) -> bool {
+    op.cfgs.iter().any(|c| c.contains("\"sector-table\""))
+}
+
 /// Whether the example's `api.rs` calls `name` (as a method or a path).
 fn calls(api: &str, name: &str) -> bool {
     [".", "::"]
@@ -130,7 +136,7 @@ fn the_firmware_example_calls_every_public_store_operation() {
     let multiwrite = flash.contains("impl MultiwriteNorFlash for");
     let missing: Vec<String> = ops
         .iter()
-        .filter(|op| !is_by_value(op) && (multiwrite || !op.multiwrite))
+        .filter(|op| !is_by_value(op) && !is_format_10(op) && (multiwrite || !op.multiwrite))
         .filter(|op| !calls(&api, &op.name))
         .map(|op| format!("{} ({})", op.name, op.file.display()))
         .collect();

@@ -28,7 +28,6 @@ use crate::error::Fail;
 impl<F: NorFlash> Log<F> {
     /// Bytes of sector `index` known to be dead (0 for a sector not in
     /// use, or with the table off).
-    #[allow(dead_code)] // stage 4's cleaner reads it; the tests do now
     pub fn dead_bytes(&self, index: u32) -> u32 {
         self.table.dead_of(index)
     }

@@ -258,6 +258,22 @@ fn each_death_is_counted_where_it_happens_and_once() {
     let before = check_counts(&mut store);
     store.delete_session("chat:y").unwrap();
     let (counted, dead) = check_counts(&mut store);
+    // (What `Store::dead_space` reports: the same total, and the sectors
+    // at least half dead among them.)
+    let space = store.dead_space();
+    assert_eq!(space.dead_bytes, counted);
+    let geo = store.log.geo();
+    let half: Vec<u32> = (0..geo.count)
+        .filter(|&i| store.log.seq_of_sector(i).is_some())
+        .map(|i| store.log.dead_bytes(i))
+        .filter(|&d| 2 * d >= geo.sector)
+        .collect();
+    assert!(!half.is_empty());
+    assert_eq!(space.half_dead_sectors as usize, half.len());
+    assert_eq!(
+        space.half_dead_bytes,
+        half.iter().map(|&d| u64::from(d)).sum::<u64>()
+    );
     assert!(dead > before.1 + 40 * 120, "{before:?} {dead}");
     assert!(dead - counted <= 32 * 40, "{counted} of {dead}");
     // Nothing died twice: a profile written over again counts only its

@@ -77,6 +77,8 @@ pub(crate) use gc::Priority;
 pub use history::HistoryStream;
 pub use memory::{MemoryConfig, Stored};
 pub use objects::MAX_OBJECTS;
+#[cfg(feature = "sector-table")]
+pub use report::DeadSpace;
 pub use report::{
     Appended, Gate, History, Maintenance, MountReport, SessionInfo, Space, WrittenBytes,
 };
@@ -218,6 +220,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             reserve_sectors: self.reserve_for(Priority::History),
             sector_bytes: self.log.geo().sector,
         }
+    }
+
+    /// Dead bytes the store has counted in the sectors in use (feature
+    /// `sector-table`, stage 3 of format 10; `store/dead.rs`): what data
+    /// died since the mount left there, never more than it did.
+    #[cfg(feature = "sector-table")]
+    pub fn dead_space(&self) -> DeadSpace {
+        let geo = self.log.geo();
+        let mut d = DeadSpace::default();
+        for index in 0..geo.count {
+            let dead = self.log.dead_bytes(index);
+            d.dead_bytes += u64::from(dead);
+            if 2 * dead >= geo.sector && self.log.seq_of_sector(index).is_some() {
+                d.half_dead_sectors += 1;
+                d.half_dead_bytes += u64::from(dead);
+            }
+        }
+        d
     }
 
     /// The flash, for inspection.

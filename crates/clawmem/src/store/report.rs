@@ -67,6 +67,21 @@ pub struct Space {
     pub sector_bytes: u32,
 }
 
+/// What the sectors in use hold dead, as far as the store knows (feature
+/// `sector-table`; see [`Store::dead_space`](super::Store::dead_space)):
+/// never more than they do.
+#[cfg(feature = "sector-table")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeadSpace {
+    /// Dead bytes counted in the sectors in use.
+    pub dead_bytes: u64,
+    /// Sectors in use at least half of whose bytes are counted dead: what
+    /// a cleaner that picks its victims could take for half a copy each.
+    pub half_dead_sectors: u32,
+    /// The dead bytes in those sectors.
+    pub half_dead_bytes: u64,
+}
+
 /// Flash bytes written since mount, by what they hold (see
 /// [`Store::written_bytes`](super::Store::written_bytes)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
