@@ -32,12 +32,21 @@ impl<F: NorFlash> Log<F> {
         self.table.dead_of(index)
     }
 
+    /// Whether dead bytes are counted: the table is on (the partition
+    /// fits it). Nothing is read for a count otherwise.
+    pub fn counts_dead(&self) -> bool {
+        self.table.on()
+    }
+
     /// The batch whose first chunk is at `addr` died (nothing live needs
     /// it any more): each of its chunks is counted dead in its sector.
     /// Stops, counting no more, at a chunk that does not continue the
     /// batch as written.
     #[inline(never)]
     pub fn batch_died(&mut self, addr: u32) -> Result<(), Fail> {
+        if !self.counts_dead() {
+            return Ok(());
+        }
         let geo = self.geo;
         let mut at = addr;
         let mut batch: Option<u32> = None;

@@ -366,7 +366,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // bodies it may name) (`store/dead.rs`).
         #[cfg(feature = "sector-table")]
         if oldest_ref == u32::MAX {
-            self.session_died(&was);
+            recs.rewind();
+            self.records_died(&mut recs, &was);
         } else {
             for k in usize::from(was.root_is_base)..recs.chain().len.min(127) {
                 if needed & 1 << k == 0 {

@@ -46,8 +46,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// whose bodies its base referenced in place.
     #[inline(never)]
     pub(super) fn session_died(&mut self, s: &Session) {
+        if !self.log.counts_dead() {
+            return;
+        }
         let mut recs = Records::EMPTY;
         if recs.start(&mut self.log.io(), s, None).is_err() {
+            return;
+        }
+        self.records_died(&mut recs, s);
+    }
+
+    /// [`session_died`](Self::session_died) over `recs`, the records of
+    /// `s` from their first (a base being written has them at hand: its
+    /// chain is not walked again).
+    pub(super) fn records_died(&mut self, recs: &mut Records, s: &Session) {
+        if !self.log.counts_dead() {
             return;
         }
         let chain = recs.chain();
