@@ -147,10 +147,13 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # it has not met, 28 B, and one that counts a batch whose first part
 # rotted at a sector's end, 32 B: 69,776 B; then deletions taken when
 # the collection is stuck, 96 B: 69,872 B; the mount's loop over the
-# checkpoints, restructured for the sector table, -4 B: 69,868 B.)
+# checkpoints, restructured for the sector table, -4 B: 69,868 B; then
+# the verified read that checks the CRC of a chunk whose length reads 0
+# (a length rotted to 0 skipped the check, and a read returned bodies at
+# a shifted offset as sound), 46 B: 69,914 B.)
 # --by-source adds the engine code by source file, from a second build with
 # line tables (the script fails if that build's code differs).
-bash scripts/firmware-size.sh --ceiling 69888 --by-source
+bash scripts/firmware-size.sh --ceiling 70144 --by-source
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of
