@@ -17,8 +17,12 @@
 //! bodies a compaction left behind) is not counted, and the count may be
 //! less than the truth, never more. It is 0 when a sector is opened.
 //!
-//! Power loss: RAM only, and not carried over a mount yet: a mount starts
-//! every count at 0, which understates and so stays true.
+//! Power loss: every full checkpoint records the counts, rounded down to
+//! 16ths of a sector (`docs/FORMAT.md`, "Checkpoint"), and a mount that
+//! goes from it takes them back for the sectors opened before it was
+//! written; those opened since start at 0, and so does every sector when
+//! the mount goes from anything else. What died after the checkpoint is
+//! not counted again: understated, so still true.
 
 use embedded_storage::nor_flash::NorFlash;
 
@@ -83,5 +87,11 @@ impl<F: NorFlash> Log<F> {
     /// walked: its framing stays uncounted).
     pub fn add_dead(&mut self, index: u32, bytes: u32) {
         self.table.add_dead(index, bytes);
+    }
+
+    /// Every count back to 0: the mount loaded counts from a checkpoint it
+    /// then did not go from.
+    pub fn clear_dead(&mut self) {
+        self.table.clear_dead();
     }
 }

@@ -73,6 +73,8 @@ mod tests;
 
 pub(crate) use io::{copy_from_parts, Dev, Io, Payload, Slices};
 pub(crate) use open::Opened;
+#[cfg(feature = "sector-table")]
+pub(crate) use ring::dead_unit;
 pub(crate) use ring::Ring;
 
 use crate::error::{fail, Fail, Parked};

@@ -235,6 +235,17 @@ pub(crate) struct SectorTable {
     dead: [u16; TABLE_SECTORS],
 }
 
+/// The unit a full checkpoint records dead bytes in: a 16th of a
+/// `sector`-byte sector (256 B of a 4 KiB one), so that half a byte a
+/// sector holds any count.
+#[cfg(feature = "sector-table")]
+pub const fn dead_unit(sector: u32) -> u32 {
+    match sector / 16 {
+        0 => 1,
+        u => u,
+    }
+}
+
 #[cfg(feature = "sector-table")]
 impl SectorTable {
     /// A table that is off until [`fill`](Self::fill).
@@ -259,6 +270,16 @@ impl SectorTable {
     /// tail to its head, in physical order, carry consecutive sequences.
     /// Off if the partition has more sectors than the table.
     pub fn fill(&mut self, geo: &Geometry, ring: &Ring) {
+        // A sector that keeps its sequence keeps its dead bytes (the tail
+        // moved, the ring laid out again); any other starts at 0.
+        for index in 0..TABLE_SECTORS as u32 {
+            let kept = index < geo.count
+                && self.seq_of(index).is_some()
+                && self.seq_of(index) == ring.seq_of(geo, index);
+            if !kept {
+                self.dead[index as usize] = 0;
+            }
+        }
         self.seq = [FREE; TABLE_SECTORS];
         self.used = 0;
         self.base = ring.tail_seq;
@@ -270,7 +291,6 @@ impl SectorTable {
         self.reordered = false;
         self.unchecked = false;
         self.newest = (ring.head, ring.head_seq);
-        self.dead = [0; TABLE_SECTORS];
         // (The sequences in use span at most `count`: each fits.)
         for index in 0..self.count {
             if let Some(seq) = ring.seq_of(geo, index) {
@@ -381,6 +401,19 @@ impl SectorTable {
             Some(_) => self.dead.get(index as usize).map_or(0, |&d| u32::from(d)),
             None => 0,
         }
+    }
+
+    /// Sector `index`'s dead bytes as a full checkpoint records them: in
+    /// units of [`dead_unit`] of a `sector`-byte sector, rounded down (so
+    /// never more than are), at most 15.
+    pub fn dead_units(&self, index: u32, sector: u32) -> u8 {
+        (self.dead_of(index) / dead_unit(sector)).min(15) as u8
+    }
+
+    /// Every count back to 0 (a mount that will not go from the
+    /// checkpoint whose counts it loaded).
+    pub fn clear_dead(&mut self) {
+        self.dead = [0; TABLE_SECTORS];
     }
 
     #[cfg(any(test, debug_assertions))] // the debug check of the table

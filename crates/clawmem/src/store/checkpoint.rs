@@ -54,6 +54,22 @@ pub(super) const CKPT_FULL_TABLE: u8 = 5;
 /// then a u16 a sector (its sequence less the base, `u16::MAX`: free).
 #[cfg(feature = "sector-table")]
 pub(super) const CKPT_TABLE_FIXED: usize = 8;
+/// Version byte of a full checkpoint of format 10 with its waste part
+/// (always) and the dead bytes part at its end (feature `sector-table`,
+/// while the partition fits the table).
+#[cfg(feature = "sector-table")]
+pub(super) const CKPT_FULL_DEAD: u8 = 7;
+/// Version byte of a full checkpoint of format 10 with its waste part, the
+/// sector table and then the dead bytes part.
+#[cfg(feature = "sector-table")]
+pub(super) const CKPT_FULL_TABLE_DEAD: u8 = 9;
+/// The dead bytes part before its entries: the newest sector sequence it
+/// counts u32; then half a byte a sector (two a byte, the first in the
+/// low half), its dead bytes in 16ths of a sector (`log::ring::dead_unit`),
+/// rounded down. A count applies only to a sector whose sequence is at
+/// most the newest: one opened since starts at 0.
+#[cfg(feature = "sector-table")]
+pub(super) const CKPT_DEAD_FIXED: usize = 4;
 /// The part after the fixed one in versions 3 and 4: the bytes a power
 /// cut spent at the head that the ring has not collected yet u32, and the
 /// sequence of the last sector holding them u32.
@@ -83,7 +99,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// delta after it in order; `false` if any is damaged.
     #[inline(always)]
     pub(super) fn load_checkpoint(&mut self, addr: u32) -> Result<bool, Fail> {
-        Ok(self.load_checkpoint_word(addr)? != 0)
+        let loaded = self.load_checkpoint_word(addr)? != 0;
+        // Dead bytes a full checkpoint gave are true of the state it
+        // gives: a mount that goes from another one starts from 0.
+        #[cfg(feature = "sector-table")]
+        if !loaded {
+            self.log.clear_dead();
+        }
+        Ok(loaded)
     }
 
     /// [`Self::load_checkpoint`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
@@ -110,6 +133,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut fixed = [0u8; CKPT_FIXED + CKPT_DELTA_FIXED];
             io.read_stream(at + CHUNK_HEADER_LEN, &mut fixed)?;
             match fixed[0] {
+                #[cfg(feature = "sector-table")]
+                CKPT_FULL_DEAD => {
+                    self.mount_report.sector_headers += self.log.check_table_headers()?;
+                    break;
+                }
                 CKPT_VERSION | CKPT_FULL_WASTE => {
                     // A full checkpoint that records no table: the
                     // headers decide it, read whole if the mount has their
@@ -121,7 +149,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     break;
                 }
                 #[cfg(feature = "sector-table")]
-                CKPT_FULL_TABLE => break,
+                CKPT_FULL_TABLE | CKPT_FULL_TABLE_DEAD => break,
                 CKPT_DELTA => at = u32_at(&fixed, CKPT_FIXED),
                 CKPT_DELTA_WASTE => {
                     let mut prev = [0u8; 4];
@@ -205,14 +233,20 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (CKPT_VERSION or CKPT_DELTA): 0, or 2 with the cut waste
         // (CKPT_FULL_WASTE or CKPT_DELTA_WASTE); anything else is refused.
         let past = fixed[0].wrapping_sub(CKPT_VERSION + u8::from(delta));
-        // A full one of format 10 (CKPT_FULL_TABLE) records the sector
-        // table after the memory state: read (and checked) with the rest,
-        // then merged once the whole checkpoint checks out.
+        // A full one of format 10 records after the memory state the sector
+        // table (CKPT_FULL_TABLE), the dead bytes (CKPT_FULL_DEAD) or both
+        // (CKPT_FULL_TABLE_DEAD): read (and checked) with the rest, the
+        // table merged once the whole checkpoint checks out.
         #[cfg(feature = "sector-table")]
-        let table = !delta && past == CKPT_FULL_TABLE - CKPT_VERSION && io.table.on();
+        let (table, dead) = match (delta || !io.table.on(), fixed[0]) {
+            (false, CKPT_FULL_TABLE) => (true, false),
+            (false, CKPT_FULL_DEAD) => (false, true),
+            (false, CKPT_FULL_TABLE_DEAD) => (true, true),
+            _ => (false, false),
+        };
         #[cfg(not(feature = "sector-table"))]
-        let table = false;
-        if (past & !2 != 0 && !table) || objects > MAX_OBJECTS {
+        let (table, dead) = (false, false);
+        if (past & !2 != 0 && !table && !dead) || objects > MAX_OBJECTS {
             return Ok(0);
         }
         // A checkpoint of format 8 and before says no waste.
@@ -309,14 +343,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // The sector table: merged into the one the headers gave as it is
         // read, and read from the headers again if the checkpoint then
         // fails its checks (`log/table.rs`).
+        #[cfg_attr(not(feature = "sector-table"), allow(unused_mut))]
+        let mut sound = true;
+        #[cfg(feature = "sector-table")]
+        let mut newest = 0;
         #[cfg(feature = "sector-table")]
         if table {
             let mut t = [0u8; CKPT_TABLE_FIXED];
             if !r.read(&mut io, &mut t)? {
                 return Ok(0);
             }
-            let (base, newest) = (u32_at(&t, 0), u32_at(&t, 4));
-            let (mut index, mut sound) = (0, true);
+            let base = u32_at(&t, 0);
+            newest = u32_at(&t, 4);
+            let mut index = 0;
             while sound && index < geo.count {
                 let n = (geo.count - index).min(b.len() as u32 / 2);
                 sound = r.read(&mut self.log.io(), &mut b[..2 * n as usize])?;
@@ -328,13 +367,42 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 index += n;
             }
-            if !(sound && r.finish()) {
+        }
+        // The dead bytes, after the table: each count is taken for a
+        // sector in use that was opened before the checkpoint was written
+        // (cleared again by the caller if the checkpoint, or a delta after
+        // it, then fails).
+        #[cfg(feature = "sector-table")]
+        if dead && sound {
+            let mut t = [0u8; CKPT_DEAD_FIXED];
+            sound = r.read(&mut self.log.io(), &mut t)?;
+            let counted = u32_at(&t, 0);
+            let unit = crate::log::dead_unit(geo.sector);
+            let mut index = 0;
+            while sound && index < geo.count {
+                // (Two sectors a byte.)
+                let n = (geo.count - index).min(2 * b.len() as u32);
+                sound = r.read(&mut self.log.io(), &mut b[..n.div_ceil(2) as usize])?;
+                for k in 0..n * u32::from(sound) {
+                    let units = u32::from(b[k as usize / 2] >> (4 * (k % 2)) & 15);
+                    let at = index + k;
+                    if units != 0 && self.log.seq_of_sector(at).is_some_and(|q| q <= counted) {
+                        self.log.add_dead(at, units * unit);
+                    }
+                }
+                index += n;
+            }
+        }
+        let sound = sound && r.finish();
+        #[cfg(feature = "sector-table")]
+        if table {
+            if !sound {
                 self.mount_report.sector_headers += self.log.reread_table()?;
                 return Ok(0);
             }
             self.log.table_merged(addr, newest)?;
         }
-        if !table && !r.finish() {
+        if !sound {
             return Ok(0);
         }
         match delta {
@@ -457,8 +525,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // Past the first version (CKPT_VERSION): 0 full, 1 delta, 2 and 3
         // the same with the cut waste; more is no checkpoint's.
         let past = version[0].wrapping_sub(CKPT_VERSION);
-        // (4: a full one of format 10, with the waste part and the table.)
-        let table = cfg!(feature = "sector-table") && past == 4;
+        // (4, 6 and 8: a full one of format 10, with the waste part and
+        // the table, the dead bytes or both.)
+        let table = cfg!(feature = "sector-table") && matches!(past, 4 | 6 | 8);
         let with_waste = past & !1 == 2 || table;
         if with_waste {
             io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut waste)?;
@@ -580,15 +649,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         self.checkpoint_len_with(sessions * SESSION_ENCODED) + self.table_part_len()
     }
 
-    /// Bytes a full checkpoint adds for the sector table (format 10, while
-    /// the table is not format 9's arithmetic: the waste part, written even
-    /// when there is none, and the table).
+    /// Bytes a full checkpoint adds for format 10's parts: the waste part,
+    /// written even when there is none, with the sector table (while it is
+    /// not format 9's arithmetic) and with the dead bytes (while the
+    /// partition fits the table).
     #[inline(always)]
     fn table_part_len(&self) -> u32 {
         #[cfg(feature = "sector-table")]
-        if self.log.table_reordered() {
-            let waste = CKPT_WASTE - self.waste_part_len();
-            return (waste + CKPT_TABLE_FIXED) as u32 + 2 * self.log.geo().count;
+        if self.log.counts_dead() {
+            let count = self.log.geo().count;
+            let waste =
+                (CKPT_WASTE - self.waste_part_len() + CKPT_DEAD_FIXED) as u32 + count.div_ceil(2);
+            return match self.log.table_reordered() {
+                true => waste + CKPT_TABLE_FIXED as u32 + 2 * count,
+                false => waste,
+            };
         }
         0
     }
@@ -709,13 +784,21 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // (a release out of order, or a mount that merged a recorded one):
         // until then the headers give it, and a full checkpoint is format
         // 9's, as long, read as fast.
+        // A full one records the dead bytes per sector too (CKPT_FULL_DEAD,
+        // CKPT_FULL_TABLE_DEAD) while the partition fits the table.
         #[cfg(feature = "sector-table")]
-        let table = !delta && self.log.table_reordered();
+        let (table, dead) = (
+            !delta && self.log.table_reordered(),
+            !delta && self.log.counts_dead(),
+        );
         #[cfg(not(feature = "sector-table"))]
-        let table = false;
-        let with_waste = waste != 0 || table;
-        let version =
-            CKPT_VERSION + u8::from(delta) + 2 * u8::from(with_waste) + 2 * u8::from(table);
+        let (table, dead) = (false, false);
+        let with_waste = waste != 0 || table || dead;
+        let version = CKPT_VERSION
+            + u8::from(delta)
+            + 2 * u8::from(with_waste)
+            + 2 * u8::from(table)
+            + 4 * u8::from(dead);
         // (Borrowing the two fields only: the write below takes the log.)
         let deleted: &[u32] = match delta {
             true => deleted_after(&self.deleted_since_full, self.deleted_written),
@@ -760,6 +843,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     self.log.geo().count,
                 ],
                 false => [0; 3],
+            },
+            #[cfg(feature = "sector-table")]
+            dead: match dead {
+                true => [self.log.head_seq(), self.log.geo().count],
+                false => [0; 2],
             },
         };
         // The delta part (written only in a delta), after the waste part.

@@ -142,9 +142,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // In u64: a limit or reserve near u32::MAX (a C caller's) must be
         // refused, not wrap round to a size that fits.
         let ckpt = (CKPT_FIXED + CKPT_WASTE + SESSION_ENCODED) as u64;
-        // (Format 10: a full checkpoint records the sector table too.)
+        // (Format 10: a full checkpoint records the sector table and the
+        // dead bytes too.)
         #[cfg(feature = "sector-table")]
-        let ckpt = ckpt + 8 + 2 * u64::from(geo.count);
+        let ckpt = ckpt + 8 + 2 * u64::from(geo.count) + 4 + u64::from(geo.count.div_ceil(2));
         let limit = u64::from(limit);
         let session = limit + limit / 8 + u64::from(BASE_FIXED) + MAX_SESSION_ID_BYTES as u64;
         let knowledge = u64::from(config.knowledge_reserve(geo.capacity()));

@@ -335,10 +335,11 @@ pub(super) fn sessions_of<F: NorFlash>(
     const _: () = assert!(CKPT_WASTE == 8 && CKPT_DELTA_FIXED == 8);
     const _: () = assert!(CKPT_DELTA == 2 && CKPT_FULL_WASTE == 3 && CKPT_DELTA_WASTE == 4);
     let past = fixed[0].wrapping_sub(1);
-    // (4: a full one of format 10, CKPT_FULL_TABLE, with the waste part.)
+    // (4, 6 and 8: a full one of format 10, CKPT_FULL_TABLE,
+    // CKPT_FULL_DEAD or CKPT_FULL_TABLE_DEAD, with the waste part.)
     let extra = match past {
         0..4 => 8 * usize::from((past >> 1) + (past & 1)),
-        4 if cfg!(feature = "sector-table") => 8,
+        4 | 6 | 8 if cfg!(feature = "sector-table") => 8,
         _ => 0,
     };
     *count = u32::from(u16_at(&fixed, 2));

@@ -188,9 +188,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             + 2 * SESSION_ENCODED
             + OBJ_ENCODED
             + crate::store::memory::MEM_STATE_ENCODED) as u32;
-        // (Format 10: a full checkpoint records the sector table too.)
+        // (Format 10: a full checkpoint records the sector table and the
+        // dead bytes too.)
         #[cfg(feature = "sector-table")]
-        let one = one + 8 + 2 * geo.count;
+        let one = one + 8 + 2 * geo.count + 4 + geo.count.div_ceil(2);
         let index = BASE_FIXED
             + crate::session::MAX_SESSION_ID_BYTES as u32
             + (CHDX_HEADER_SIZE + CHDX_ENTRY_SIZE + 4) as u32

@@ -156,7 +156,7 @@ fn mounted_with_checkpoint_rotted(store: &mut S, victim: Option<u32>) -> S {
     let start = store.full_checkpoint + crate::layout::CHUNK_HEADER_LEN;
     let mut fixed = [0u8; 16];
     store.log.io().read_stream(start, &mut fixed).unwrap();
-    assert_eq!(fixed[0], 5, "a full checkpoint of format 10");
+    assert_eq!(fixed[0], 9, "a full checkpoint of format 10 with the table");
     let (objects, sessions) = (fixed[1] as u32, crate::layout::u16_at(&fixed, 2) as u32);
     // (Fixed part, cut waste, sessions, objects, memory, the table's fixed
     // part, then a u16 a sector: its high byte.)
@@ -439,19 +439,19 @@ fn rotted_header_of_a_sector_opened_since_the_full_checkpoint(
 }
 
 /// The first release out of order writes the first full checkpoint that
-/// records the table (those before it are format 9's, which record none:
+/// records the table (those before it record only the dead bytes:
 /// asserted, a full checkpoint's version byte);
 /// its entry for a sector in use, older than the release, rots to a
 /// sequence past the head's (free, as read). A mount merges the entries as
 /// it reads them and finds the checkpoint damaged at its end; it loads the
-/// checkpoint the head's header names, format 9's, and the sector is in
+/// checkpoint the head's header names, one without the table, and the sector is in
 /// use with its sequence, the store checks out and every session reads
 /// back. (This does not pin the second read of the table from the
 /// headers, which the holes test does: the headers here are still format
 /// 9's arithmetic, and the tail the older checkpoint gives lays the table
 /// out by it again.)
 #[test]
-fn a_damaged_first_table_falls_back_to_format_9s_checkpoint() {
+fn a_damaged_first_table_falls_back_to_a_checkpoint_without_it() {
     let flash = Esp32Flash::new(SimFlash::new(Preset::Esp32.model(64 * 4096).unwrap())).unwrap();
     let mut store = S::format(flash, Config::default()).unwrap();
     let mut model: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
@@ -475,17 +475,17 @@ fn a_damaged_first_table_falls_back_to_format_9s_checkpoint() {
         store.log.io().read_stream(start, &mut v).unwrap();
         v[0]
     };
-    // Before any release, a full checkpoint is format 9's: 1, or 3 with
-    // the cut waste.
+    // Before any release, a full checkpoint records the dead bytes but no
+    // table (7).
     store.write_full_checkpoint(Priority::Maintenance).unwrap();
-    assert!(
-        matches!(version(&mut store), 1 | 3),
-        "{}",
-        version(&mut store)
+    assert_eq!(
+        version(&mut store),
+        7,
+        "a full checkpoint without the table"
     );
     assert!(release_middle(&mut store, index));
     verify(&mut store, &model);
-    assert_eq!(version(&mut store), 5, "a full checkpoint of format 10");
+    assert_eq!(version(&mut store), 9, "a full checkpoint with the table");
     let victim = (0..store.log.geo().count)
         .find(|&i| i != index && store.log.seq_of_sector(i).is_some_and(|q| q < mid))
         .unwrap();

@@ -1,7 +1,8 @@
 //! A checkpoint's payload as the log writes it (`docs/FORMAT.md`,
 //! "Checkpoint"): its bytes made one at a time from the RAM state, the cold
 //! sessions read from the directory as they are reached, and with format
-//! 10 the sector table read from the log's as it is written.
+//! 10 the sector table and the dead bytes per sector read from the log's
+//! as they are written.
 //!
 //! Owns only the encoding; what goes in it, and when a checkpoint is
 //! written, is `checkpoint.rs`'s. Invariant: the bytes are those
@@ -16,7 +17,7 @@ use super::super::memory::MEM_STATE_ENCODED;
 use super::super::objects::{ObjectSlot, OBJ_ENCODED};
 use super::CKPT_FIXED;
 #[cfg(feature = "sector-table")]
-use super::CKPT_TABLE_FIXED;
+use super::{CKPT_DEAD_FIXED, CKPT_TABLE_FIXED};
 use super::{CKPT_DELTA_FIXED, CKPT_WASTE};
 use crate::error::{fail, Fail};
 use crate::layout::NO_ADDR;
@@ -50,6 +51,10 @@ pub(super) struct CheckpointPayload<'a> {
     /// A full checkpoint of format 10's sector table: the base sequence,
     /// the newest sequence and the sectors (all 0: none).
     pub(super) table: [u32; 3],
+    #[cfg(feature = "sector-table")]
+    /// A full checkpoint of format 10's dead bytes: the newest sequence
+    /// counted and the sectors (0: no such part).
+    pub(super) dead: [u32; 2],
 }
 
 impl CheckpointPayload<'_> {
@@ -134,16 +139,49 @@ impl CheckpointPayload<'_> {
         Some((entry >> (8 * ((q - CKPT_TABLE_FIXED) % 2))) as u8)
     }
 
+    /// Byte `q` of the dead bytes part (format 10): the newest sequence
+    /// counted, then each sector's count in 16ths of a sector, two
+    /// sectors a byte (the first in the low half), read from the log's
+    /// table as it is written.
+    #[cfg(feature = "sector-table")]
+    fn dead_byte<F: NorFlash>(&self, io: &mut Io<'_, F>, q: usize) -> Option<u8> {
+        if q < CKPT_DEAD_FIXED {
+            return word_byte(&self.dead[..1], q);
+        }
+        let e = 2 * (q - CKPT_DEAD_FIXED) as u32;
+        (e < self.dead[1]).then(|| {
+            let units = |i: u32| match i < self.dead[1] {
+                true => io.table.dead_units(i, io.geo.sector),
+                false => 0,
+            };
+            units(e) | units(e + 1) << 4
+        })
+    }
+
     /// Byte `q` of the memory state and what follows it: with format 10,
-    /// the sector table's part.
+    /// the sector table's part and the dead bytes part.
     #[inline(always)]
     fn tail_byte<F: NorFlash>(&self, io: &mut Io<'_, F>, q: usize) -> Option<u8> {
         #[cfg(feature = "sector-table")]
         if q >= MEM_STATE_ENCODED {
-            return self.table_byte(io, q - MEM_STATE_ENCODED);
+            let q = q - MEM_STATE_ENCODED;
+            return match q.checked_sub(self.table_len()) {
+                Some(d) => self.dead_byte(io, d),
+                None => self.table_byte(io, q),
+            };
         }
         let _ = io;
         word_byte(&self.mem, q)
+    }
+
+    /// Bytes of the dead bytes part (0: none).
+    #[inline(always)]
+    fn dead_len(&self) -> usize {
+        #[cfg(feature = "sector-table")]
+        if self.dead[1] != 0 {
+            return CKPT_DEAD_FIXED + self.dead[1].div_ceil(2) as usize;
+        }
+        0
     }
 
     /// Bytes of the sector table's part (0: none).
@@ -185,7 +223,8 @@ impl<F: NorFlash> Payload<F> for CheckpointPayload<'_> {
             + self.deleted.len() * 4
             + self.objects.len() * OBJ_ENCODED
             + MEM_STATE_ENCODED
-            + self.table_len()) as u32
+            + self.table_len()
+            + self.dead_len()) as u32
     }
 
     fn fill(&mut self, io: &mut Io<'_, F>, offset: u32, out: &mut [u8]) -> Result<(), Fail> {
