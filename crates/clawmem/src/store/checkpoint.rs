@@ -527,15 +527,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let past = version[0].wrapping_sub(CKPT_VERSION);
         // (4, 6 and 8: a full one of format 10, with the waste part and
         // the table, the dead bytes or both.)
-        let table = cfg!(feature = "sector-table") && matches!(past, 4 | 6 | 8);
-        let with_waste = past & !1 == 2 || table;
+        let format_10 = cfg!(feature = "sector-table") && matches!(past, 4 | 6 | 8);
+        let with_waste = past & !1 == 2 || format_10;
         if with_waste {
             io.read_stream_after(addr + CHUNK_HEADER_LEN, CKPT_FIXED as u32, &mut waste)?;
         }
         let Some(seq) = self.seq_at(addr) else {
             return Ok(0);
         };
-        if (past > 3 && !table) || self.log.verify(addr)?.is_none() {
+        if (past > 3 && !format_10) || self.log.verify(addr)?.is_none() {
             return Ok(0);
         }
         // Versions 1 and 2 say no cut waste (`waste` stayed zero).
@@ -658,11 +658,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         #[cfg(feature = "sector-table")]
         if self.log.counts_dead() {
             let count = self.log.geo().count;
-            let waste =
+            let part =
                 (CKPT_WASTE - self.waste_part_len() + CKPT_DEAD_FIXED) as u32 + count.div_ceil(2);
             return match self.log.table_reordered() {
-                true => waste + CKPT_TABLE_FIXED as u32 + 2 * count,
-                false => waste,
+                true => part + CKPT_TABLE_FIXED as u32 + 2 * count,
+                false => part,
             };
         }
         0
