@@ -436,6 +436,18 @@ impl SimFlash {
         out
     }
 
+    /// Whether `other` holds the same contents with the same write budgets
+    /// left (counters, wear and faults aside): a flash that a mount, a read
+    /// or a write cannot tell from `other`.
+    pub fn same_contents(&self, other: &SimFlash) -> bool {
+        self.sectors.len() == other.sectors.len()
+            && self
+                .sectors
+                .iter()
+                .zip(&other.sectors)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a.data == b.data && a.writes == b.writes)
+    }
+
     /// Copies contents into `buf` without touching any counter or fault.
     pub fn peek(&self, address: usize, buf: &mut [u8]) {
         let erase = self.model.geometry.erase_size;

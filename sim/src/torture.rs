@@ -1248,6 +1248,14 @@ impl Campaign {
         replay: &str,
         t: &mut Tally,
     ) -> Option<usize> {
+        let after_k = (k + 1).min(self.flashes.len() - 1);
+        // A cut that left the flash as the clean run had it before or
+        // after the step (it fell on an erase of a blank sector, or after
+        // the step's last program landed whole) cost nothing: the
+        // recovered store is that store, and is held to it alone.
+        let exact = [after_k, k]
+            .into_iter()
+            .find(|&i| flash.same_contents(&self.flashes[i]));
         let flash = match F::wrap(flash) {
             Ok(f) => Rc::new(RefCell::new(f)),
             Err(e) => {
@@ -1339,13 +1347,14 @@ impl Campaign {
         // Progress: a write that fits succeeds and reads back. It fits if
         // it succeeds on the clean run's flash in the state the recovery
         // holds: before the op or after it (either, when the two are alike
-        // or the recovery holds an update's middle state).
+        // or the recovery holds an update's middle state), or the one whose
+        // flash the cut left exactly (`exact`).
         if let Err(e) = progress_write(&mut store) {
-            let after_k = (k + 1).min(self.flashes.len() - 1);
             let same = (got == *before, got == *after);
-            let candidates: &[usize] = match same {
-                (true, false) => &[k],
-                (false, true) => &[after_k],
+            let candidates: &[usize] = match (exact, same) {
+                (Some(i), _) => &[i],
+                (None, (true, false)) => &[k],
+                (None, (false, true)) => &[after_k],
                 _ => &[k, after_k],
             };
             let fits = candidates.iter().any(|&i| {

@@ -106,6 +106,28 @@ fn new_flash_and_erase_read_all_ones() {
     assert!(read_all(&f, 4096, 4096).iter().all(|b| *b == 0xFF));
 }
 
+/// `same_contents` (what torture uses to tell a cut that left the flash as
+/// the clean run had it): the bytes and the write budgets left, not the
+/// counters.
+#[test]
+fn same_contents_compares_bytes_and_write_budgets() {
+    let mut a = esp32(2);
+    let mut b = a.snapshot();
+    assert!(a.same_contents(&b));
+    // Erasing a blank sector changes nothing a mount could see.
+    b.erase(4096, 8192).unwrap();
+    assert!(a.same_contents(&b) && b.same_contents(&a));
+    // A program of ones leaves the bytes but spends the word's budget.
+    b.program(0, &[0xFF; 4]).unwrap();
+    assert_eq!(a.image(), b.image());
+    assert!(!a.same_contents(&b));
+    a.program(0, &[0xFF; 4]).unwrap();
+    assert!(a.same_contents(&b));
+    a.program(4096, &[0x0F; 4]).unwrap();
+    assert!(!a.same_contents(&b) && !b.same_contents(&a));
+    assert!(!a.same_contents(&esp32(3)));
+}
+
 #[test]
 fn program_only_clears_bits() {
     let mut f = esp32(1);
