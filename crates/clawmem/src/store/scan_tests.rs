@@ -87,14 +87,22 @@ fn a_store_whose_collection_is_stuck_still_takes_deletions() {
 fn stuck_variant(nth: usize) -> (usize, bool) {
     let mut w = Workload::new(Some(nth));
     let (mut stuck_deletions, mut refused, mut stuck) = (0, 0, false);
+    // What the refused appends wrote and erased (the gap's collections that
+    // do not complete), for the report below.
+    let (mut refusals, mut written, mut erased) = (0, 0, 0);
     while !w.done() {
         let (id, body) = w.next();
+        let before = w.store.flash_mut().flash_mut().stats().clone();
         match w.store.append(&id, &[user(&body)], false) {
             Ok(_) => {
                 refused = 0;
                 w.took(&id, body);
             }
             Err(Error::Full { .. }) if w.live.len() > 1 && refused < 50 => {
+                let after = w.store.flash_mut().flash_mut().stats();
+                written += after.programmed_bytes - before.programmed_bytes;
+                erased += after.erases - before.erases;
+                refusals += 1;
                 refused += 1;
                 if let Some(old) = w.retire_oldest() {
                     let short = w.store.log.free_sectors()
@@ -115,7 +123,7 @@ fn stuck_variant(nth: usize) -> (usize, bool) {
         }
     }
     std::println!(
-        "every {nth}th: {} at append {}, {stuck_deletions} deletions with less free than maintenance leaves",
+        "every {nth}th: {} at append {}, {stuck_deletions} deletions with less free than maintenance leaves; {refusals} appends refused before, which wrote {written} B and erased {erased} sectors",
         if stuck { "stuck" } else { "ran to its end" },
         w.n
     );
