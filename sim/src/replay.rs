@@ -222,6 +222,12 @@ pub trait Driver {
     fn written_by_kind(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Dead bytes per sector that the mounts so far took back from the
+    /// checkpoints they went from, summed over the mounts (clawmem with the
+    /// feature `sector-table`; `None` for an engine that counts none).
+    fn dead_carried_bytes(&self) -> Option<u64> {
+        None
+    }
     /// How the engine divides the partition now, if it can tell.
     fn partition(&self) -> Option<PartitionUse> {
         None
@@ -247,9 +253,10 @@ pub struct PartitionUse {
     /// configured (`Config::knowledge_reserve`; what profiles and chat maps
     /// hold comes off it).
     pub knowledge_reserve_bytes: u32,
-    /// Dead bytes the store counted in the sectors in use since its last
-    /// mount (feature `sector-table`, `Store::dead_space`; null without
-    /// it): never more than there are.
+    /// Dead bytes the store counted in the sectors in use: what its last
+    /// mount took back from a checkpoint and what died since (feature
+    /// `sector-table`, `Store::dead_space`; null without it): never more
+    /// than there are.
     pub dead_bytes: Option<u64>,
     /// Sectors in use at least half of whose bytes it counted dead.
     pub half_dead_sectors: Option<u32>,
@@ -311,6 +318,10 @@ pub struct Report {
     pub mounts: u64,
     /// Most bytes read by one mount (or the initial format).
     pub mount_read_bytes_max: u64,
+    /// Dead bytes per sector the mounts took back from their checkpoints,
+    /// summed over the mounts (clawmem with the feature `sector-table`,
+    /// `Store::dead_space` right after each mount; null otherwise).
+    pub dead_carried_bytes: Option<u64>,
     /// `history` results compared with the model.
     pub history_checks: u64,
     /// `history` results that differed from the model.
@@ -365,7 +376,7 @@ pub struct Report {
 impl Report {
     /// The keys every JSON report has (`geometry` is an object with
     /// `write_size`, `erase_size` and `sector_count`).
-    pub const KEYS: [&'static str; 47] = [
+    pub const KEYS: [&'static str; 48] = [
         "engine",
         "trace",
         "preset",
@@ -388,6 +399,7 @@ impl Report {
         "erase_count_mean",
         "mounts",
         "mount_read_bytes_max",
+        "dead_carried_bytes",
         "history_checks",
         "history_mismatches",
         "first_mismatch",
@@ -492,8 +504,13 @@ impl fmt::Display for Report {
             (
                 "mounts",
                 format!(
-                    "{}, at most {} B read by one",
-                    self.mounts, self.mount_read_bytes_max
+                    "{}, at most {} B read by one{}",
+                    self.mounts,
+                    self.mount_read_bytes_max,
+                    match self.dead_carried_bytes {
+                        Some(d) => format!("; {d} dead bytes taken back from checkpoints, summed"),
+                        None => String::new(),
+                    }
                 ),
             ),
             (
@@ -982,6 +999,7 @@ pub(crate) fn build_report<D: Driver>(
         erase_count_mean: stats.erase_count_mean(),
         mounts: mounts.len() as u64,
         mount_read_bytes_max: mounts.iter().copied().max().unwrap_or(0),
+        dead_carried_bytes: driver.dead_carried_bytes(),
         history_checks: t.history_checks,
         history_mismatches: t.history_mismatches,
         first_mismatch: t.first_mismatch,
@@ -1131,6 +1149,9 @@ pub struct ClawmemDriver<F: SimBacked, const N: usize = MAX_SESSIONS> {
     limit_scaled: bool,
     notes: Vec<String>,
     mount_reads: Vec<u64>,
+    /// Dead bytes the mounts took back ([`Driver::dead_carried_bytes`]).
+    #[cfg(feature = "sector-table")]
+    dead_carried: u64,
     /// History buffer, grown on demand.
     buf: Vec<u8>,
     /// The replay's clock for memory timestamps: traces carry none, so
@@ -1250,6 +1271,8 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
             limit_scaled: note.is_some(),
             notes: note.into_iter().collect(),
             mount_reads: vec![read],
+            #[cfg(feature = "sector-table")]
+            dead_carried: 0,
             buf: vec![0; 64 * 1024],
             clock: 0,
             written: clawmem::WrittenBytes::default(),
@@ -1265,12 +1288,16 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
         let store = Store::<F, N>::mount(flash, config, MountMode::ExistingOnly)
             .map_err(|e| ReplayError(format!("mount failed: {e}")))?;
         let read = store.flash().sim().stats().read_bytes - before;
+        #[cfg(feature = "sector-table")]
+        let dead_carried = store.dead_space().dead_bytes;
         Ok(ClawmemDriver {
             state: Some(State::Mounted(Box::new(store))),
             config,
             limit_scaled: false,
             notes: Vec::new(),
             mount_reads: vec![read],
+            #[cfg(feature = "sector-table")]
+            dead_carried,
             buf: vec![0; 64 * 1024],
             clock: 0,
             written: clawmem::WrittenBytes::default(),
@@ -1416,6 +1443,11 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
 
     fn mount_read_bytes(&self) -> &[u64] {
         &self.mount_reads
+    }
+
+    #[cfg(feature = "sector-table")]
+    fn dead_carried_bytes(&self) -> Option<u64> {
+        Some(self.dead_carried)
     }
 
     fn append(
@@ -1623,6 +1655,10 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             Ok(store) => {
                 let read = store.flash().sim().stats().read_bytes - before;
                 self.mount_reads.push(read);
+                #[cfg(feature = "sector-table")]
+                {
+                    self.dead_carried += store.dead_space().dead_bytes;
+                }
                 self.state = Some(State::Mounted(Box::new(store)));
                 Ok(())
             }

@@ -907,6 +907,10 @@ impl<D: Driver> Driver for Recorder<'_, D> {
         self.inner.mount_read_bytes()
     }
 
+    fn dead_carried_bytes(&self) -> Option<u64> {
+        self.inner.dead_carried_bytes()
+    }
+
     fn append(
         &mut self,
         session: &str,

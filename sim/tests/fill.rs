@@ -630,3 +630,32 @@ fn a_table_of_32_holds_every_session() {
     );
     assert!(a >= b - 0.01, "capacity {a} with 32, {b} with 512");
 }
+
+/// `dead_carried_bytes`: with the sector table, the mounts of the fill
+/// workload (the trace remounts, and sessions die as the full phase
+/// deletes the oldest) take dead bytes back from the full checkpoints they
+/// go from; without it the report says none is counted (null). A mount that
+/// started every count at 0 again would report 0.
+#[test]
+fn the_report_sums_the_dead_bytes_the_mounts_take_back() {
+    let trace = load("bfcl-multi-turn.jsonl");
+    let run = fill_clawmem(
+        &trace,
+        &opts(256 * 1024),
+        &FillOptions::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let r = &run.report;
+    assert!(r.mounts > 5, "{}", r.mounts);
+    let json = r.to_json();
+    if cfg!(feature = "sector-table") {
+        let carried = r.dead_carried_bytes.expect("counted with the table");
+        assert!(carried > 0, "no mount took dead bytes back");
+        assert_eq!(json["dead_carried_bytes"], carried);
+        assert!(r.to_string().contains("dead bytes taken back"));
+    } else {
+        assert_eq!(r.dead_carried_bytes, None);
+        assert!(json["dead_carried_bytes"].is_null());
+    }
+}

@@ -223,8 +223,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Dead bytes the store has counted in the sectors in use (feature
-    /// `sector-table`, stage 3 of format 10; `store/dead.rs`): what data
-    /// died since the mount left there, never more than it did.
+    /// `sector-table`, stage 3 of format 10; `store/dead.rs`): what the
+    /// mount took back from the full checkpoint it went from, and what
+    /// died since; never more than is dead.
     #[cfg(feature = "sector-table")]
     pub fn dead_space(&self) -> DeadSpace {
         let geo = self.log.geo();
