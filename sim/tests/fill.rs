@@ -242,16 +242,21 @@ fn check_filled(run: &FillRun) {
     assert!(f.fill_phase.programmed_bytes > 0 && f.fill_phase.program_wa.unwrap() > 0.0);
 }
 
-#[test]
-fn clawmem_fills_256k_and_deletes_oldest_sessions_when_full() {
+/// clawmem's fill run of `bfcl-multi-turn.jsonl` on 256 KiB, default options.
+fn fill_bfcl_256k() -> FillRun {
     let trace = load("bfcl-multi-turn.jsonl");
-    let run = fill_clawmem(
+    fill_clawmem(
         &trace,
         &opts(256 * 1024),
         &FillOptions::default(),
         &mut |_, _| {},
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn clawmem_fills_256k_and_deletes_oldest_sessions_when_full() {
+    let run = fill_bfcl_256k();
     check_filled(&run);
     let (r, f) = (&run.report, &run.fill);
     assert_eq!(f.session_table, Some(4096));
@@ -638,14 +643,7 @@ fn a_table_of_32_holds_every_session() {
 /// started every count at 0 again would report 0.
 #[test]
 fn the_report_sums_the_dead_bytes_the_mounts_take_back() {
-    let trace = load("bfcl-multi-turn.jsonl");
-    let run = fill_clawmem(
-        &trace,
-        &opts(256 * 1024),
-        &FillOptions::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let run = fill_bfcl_256k();
     let r = &run.report;
     assert!(r.mounts > 5, "{}", r.mounts);
     let json = r.to_json();
