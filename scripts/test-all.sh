@@ -157,10 +157,13 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # checkpoints, restructured for the sector table, -4 B: 69,868 B; then
 # the verified read that checks the CRC of a chunk whose length reads 0
 # (a length rotted to 0 skipped the check, and a read returned bodies at
-# a shifted offset as sound), 46 B: 69,914 B.)
+# a shifted offset as sound), 46 B: 69,914 B; then the dry run that
+# checks a collection completes before it starts (a refused append wrote
+# up to 62 MB while a session near the limit held the tail: docs/DESIGN.md,
+# "Known gap"), 2,002 B: 71,916 B.)
 # --by-source adds the engine code by source file, from a second build with
 # line tables (the script fails if that build's code differs).
-bash scripts/firmware-size.sh --ceiling 70144 --by-source
+bash scripts/firmware-size.sh --ceiling 71936 --by-source
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

@@ -66,6 +66,15 @@ struct HeadBefore {
 }
 
 impl HeadBefore {
+    /// The ring's head now.
+    fn of<F: NorFlash>(log: &crate::log::Log<F>) -> Self {
+        HeadBefore {
+            head: log.head(),
+            head_seq: log.head_seq(),
+            geo: log.geo(),
+        }
+    }
+
     /// The sector sequence of `addr`; 0 (older than any) for an address
     /// outside the ring, which only damage at rest can give. With the
     /// sector table (`log::ring`), the table's: a record lies in a sector
@@ -160,23 +169,57 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// A new base for session `i` during garbage collection (relocation,
-    /// every record kept), carrying the bodies `embed` selects: `false`,
-    /// with nothing written, if it would exceed `budget` payload bytes or
-    /// the free sectors (not an error: inside a collection, room is not
-    /// made).
+    /// every record kept), carrying the bodies `embed` selects: the bytes
+    /// of the bodies it copied out of the tail sector, or `None`, with
+    /// nothing written, if it would exceed `budget` payload bytes (those
+    /// bodies aside) or the free sectors (not an error: inside a
+    /// collection, room is not made).
     #[inline(always)]
     pub(super) fn rewrite_base_gc(
         &mut self,
         i: usize,
         embed: Embed,
         budget: u64,
-    ) -> Result<bool, Fail> {
-        Ok(self.rewrite_base_now(i, Keep::All, None, embed, budget)? != 0)
+    ) -> Result<Option<u32>, Fail> {
+        Ok(self
+            .rewrite_base_now(i, Keep::All, None, embed, budget)?
+            .checked_sub(1))
+    }
+
+    /// What relocating session `i` in part, at tail sequence `tail`, would
+    /// carry for each reach that [`relocate_hot`](Self::relocate_hot) tries
+    /// (`reach.free` sectors past the tail, then half as many, down to
+    /// none): the bodies `Embed::UpTo` copies, and the oldest sector after
+    /// those that the session keeps a body in, where the ring meets it
+    /// again. Reads the records where they are; writes nothing. Out of
+    /// line, so its cursor is off the caller's stack afterwards.
+    #[inline(never)]
+    pub(super) fn reach_bodies(
+        &mut self,
+        i: usize,
+        tail: u32,
+        reach: &mut super::dry_run::Reach,
+    ) -> Result<(), Fail> {
+        let ring = HeadBefore::of(&self.log);
+        let s = self.sessions[i];
+        let ring_view = self.log.ring();
+        let mut recs = Records::EMPTY;
+        recs.start(&mut self.log.io(), &s, Some(ring_view))?;
+        reach.clear();
+        while let Some(r) = recs.next(&mut self.log.io())? {
+            // (A damaged record is lost: no relocation carries it.)
+            if !r.damaged {
+                let seq = ring.seq_of(&self.log.io(), r.addr);
+                reach.add(tail, seq, r.len);
+            }
+        }
+        Ok(())
     }
 
     /// [`rewrite_base`](Self::rewrite_base) with no garbage collection,
-    /// within `budget` payload bytes: 0 if the room or `budget` is short,
-    /// else 1 (a word; see `Io::chunk_crc_ok_word`).
+    /// within `budget` payload bytes beside the bodies it copies out of the
+    /// tail sector: 0 if the room or `budget` is short, else 1 and the
+    /// bytes of those bodies (a word; see `Io::chunk_crc_ok_word`).
     fn rewrite_base_now(
         &mut self,
         i: usize,
@@ -185,11 +228,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         embed: Embed,
         budget: u64,
     ) -> Result<u32, Fail> {
-        let ring = HeadBefore {
-            head: self.log.head(),
-            head_seq: self.log.head_seq(),
-            geo: self.log.geo(),
-        };
+        let ring = HeadBefore::of(&self.log);
         let s = self.sessions[i];
         let ring_view = self.log.ring();
         let mut recs = Records::EMPTY;
@@ -232,6 +271,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut count: u32 = u32::from(summary.is_some());
         let mut size: u32 = summary.map_or(0, |r| r.body.len() as u32 + 1);
         let mut embedded: u32 = summary.map_or(0, |r| r.body.len() as u32);
+        // The bodies copied out of the tail sector: a relocation's budget
+        // leaves them out, as the sector held back for them is its own.
+        let tail_seq = self.log.tail_seq();
+        let mut in_tail: u32 = 0;
         // The oldest sector a referenced body starts in (u32::MAX: none).
         let mut oldest_ref = u32::MAX;
         // The chain segments a referenced body lies in (the root's: in it
@@ -248,6 +291,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 size += r.len + 1;
                 if ring.embeds(&self.log.io(), embed, &r) {
                     embedded += r.len;
+                    if matches!(embed, Embed::All | Embed::UpTo(_))
+                        && ring.seq_of(&self.log.io(), r.addr) <= tail_seq
+                    {
+                        in_tail += r.len;
+                    }
                     #[cfg(feature = "memory")]
                     {
                         touched = true;
@@ -281,7 +329,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let bodies_at = crcs_at + count * 4;
         let total = bodies_at + embedded;
         let (start, opens) = self.log.plan(total);
-        if opens > self.log.free_sectors() || u64::from(total) > budget {
+        if opens > self.log.free_sectors() || u64::from(total - in_tail) > budget {
             return Ok(0);
         }
         let payload_start = start + CHUNK_HEADER_LEN;
@@ -375,7 +423,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
             }
         }
-        Ok(1)
+        Ok(1 + in_tail)
     }
 }
 

@@ -10,9 +10,9 @@
 //! may use everything, so that a collection always has room to finish. The
 //! reserve follows what the store holds (its sessions' checkpoint, its
 //! largest index), not the limits it allows. Before collecting for a write,
-//! a dry run from RAM ([`collectable`](Store::collectable)) decides whether
-//! collection can make the room at a bounded copying cost; if not, the
-//! write is refused with nothing written or erased.
+//! a dry run (`dry_run.rs`, `collectable`) decides whether collection can
+//! make the room at a bounded copying cost and whether it completes; if
+//! not, the write is refused with nothing written or erased.
 //!
 //! A power cut spends bytes at the head that come back only when the ring
 //! collects their sector (the cut waste, which mount measures and
@@ -57,7 +57,7 @@ use crate::store::objects::OBJECT;
 
 /// Most bytes a collection copies for a byte of room it makes, before the
 /// store is full (cleaning sectors more than four fifths live).
-const COPY_LIMIT: u64 = 4;
+pub(super) const COPY_LIMIT: u64 = 4;
 
 /// Sectors every write but a collection's leaves free beside the reserve,
 /// for what a power cut at the head may spend: a store recovered from a cut
@@ -234,157 +234,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         Err(self.log.parked().full(len, available))
     }
 
-    /// A dry run of collection, from what RAM knows: whether releasing tail
-    /// sectors one after another can leave room for `len` payload bytes
-    /// beside `reserve` free sectors. Each release gains a sector and costs
-    /// the copies of what still lives in it: the checkpoint and each object
-    /// when the tail reaches their sector, memory's new index with a sector
-    /// of items, and each session reaching into it (whole when it fits the
-    /// room, as [`relocate_tail`](Self::relocate_tail) prefers; else its
-    /// index and the bodies of the next sectors).
-    /// The release must fit the room before it: a copy is written before
-    /// its original is released.
-    ///
-    /// After a power cut, until the ring collects what the cut spent
-    /// ([`cut_waste_now`](Self::cut_waste_now)), the run only checks that
-    /// the room is there, without the copy limit. Whether cleaning is cheap
-    /// enough depends on how the collections before were split: the uncut
-    /// store may have weighed a run of live tail sectors together with the
-    /// cheap ones before them, in one collection that the cut broke in two,
-    /// and the recovered store, its cheap sectors spent, would meet the
-    /// live ones alone and refuse what the uncut store took. The limit is
-    /// lifted for less than one pass of the ring (the tail reaches the
-    /// cut's sectors within it), in which a record's body is copied at most
-    /// once, so it costs at most the copying one pass of collection does.
-    ///
-    /// `None` if the run would meet a cold session (one the table does not
-    /// hold): what it costs is not known in RAM.
-    #[inline(never)]
-    fn collectable(&self, len: u32, reserve: u32) -> Option<bool> {
-        self.dry_run(len, reserve, self.cut_waste_now().0 == 0)
-    }
-
-    /// [`collectable`](Self::collectable), bringing the cold sessions
-    /// nearest the tail into the table first if the run would meet one
-    /// (`directory.rs`, `warm`); a run that still would is refused.
-    #[inline(always)]
-    fn collectable_warm(&mut self, len: u32, reserve: u32) -> Result<bool, Fail> {
-        Ok(self.collectable_warm_word(len, reserve)? != 0)
-    }
-
-    /// [`Self::collectable_warm`] as a word (1 or 0; see `Io::chunk_crc_ok_word`).
-    #[inline(never)]
-    fn collectable_warm_word(&mut self, len: u32, reserve: u32) -> Result<u32, Fail> {
-        // The dry run meets sessions in table order: in uid order, it
-        // decides as a remounted store, whose table was filled otherwise.
-        self.sort_table();
-        if let Some(yes) = self.collectable(len, reserve) {
-            return Ok(u32::from(yes));
-        }
-        self.warm()?;
-        if let Some(yes) = self.collectable(len, reserve) {
-            return Ok(u32::from(yes));
-        }
-        // The table cannot hold the cold sessions the run would meet
-        // (every slot holds a changed session): refused, writing nothing;
-        // the next checkpoint makes them clean.
-        Ok(0)
-    }
-
-    /// [`collectable`](Self::collectable)'s run, with the cost limit if
-    /// `limited`.
-    fn dry_run(&self, len: u32, reserve: u32, limited: bool) -> Option<bool> {
-        let geo = self.log.geo();
-        let unit = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
-        let want = u64::from(len) + u64::from(reserve + 1) * unit;
-        let tail = self.log.tail_seq();
-        let mut room = self.room_bytes();
-        let room0 = room;
-        let mut copied = 0u64;
-        // Cleaning that would copy more than `COPY_LIMIT` bytes for each
-        // byte of room it makes is not done: the store is full rather than
-        // thrashing.
-        // The checkpoint and memory's index are copied whatever the rest
-        // costs: they are not held against it.
-        #[cfg(feature = "memory")]
-        let memory = match self.mem.oldest {
-            u32::MAX => 0,
-            _ => framed(self.mem_relocation_bound(unit), unit),
-        };
-        #[cfg(not(feature = "memory"))]
-        let memory = 0;
-        let checkpoint = framed(u64::from(self.checkpoint_len()), unit);
-        let fixed = checkpoint + memory;
-        let cheap = |room: u64, copied: u64| {
-            !limited || copied <= COPY_LIMIT * (room - room0).max(unit) + fixed
-        };
-        // The sector sequence at which something is first met.
-        let met = |seq: u32| seq.max(tail);
-        // The head: the log keeps the tail at or before it (`max` holds
-        // the run's end at the tail even if it did not).
-        let end = self.log.head_seq().max(tail);
-        let mut t = tail;
-        loop {
-            if room >= want {
-                return Some(cheap(room, copied));
-            }
-            if t == end {
-                return Some(false);
-            }
-            if self.cold_reaches(t) {
-                return None;
-            }
-            let mut cost = 0u64;
-            if met(self.checkpoint_sector_seq) == t {
-                cost += checkpoint;
-            }
-            for o in self.objects.iter().filter(|o| met(o.seq) == t) {
-                cost += framed(u64::from(o.len + OBJ_FIXED), unit);
-            }
-            #[cfg(feature = "memory")]
-            if self.mem.oldest != u32::MAX && met(self.mem.oldest) == t {
-                cost += memory;
-            }
-            // A session is met once: relocated whole if that takes at most
-            // half the room left, else with its index and the bodies of as
-            // many sectors as half of it holds (`Embed::UpTo`), which keeps
-            // it out of the tail for as many releases. The bodies in the
-            // tail itself are one sector at most, for all of them.
-            let mut partial = false;
-            for s in self.sessions.iter().filter(|s| met(s.oldest) == t) {
-                let left = room.saturating_sub(cost + unit) / 2;
-                let whole = framed(u64::from(base_len(s)), unit);
-                if whole <= left {
-                    cost += whole;
-                } else {
-                    let index = u64::from(index_len(s));
-                    let bodies = u64::from(s.size).min(left.saturating_sub(index));
-                    cost += framed(index + bodies, unit);
-                    partial = true;
-                }
-            }
-            if partial {
-                cost += unit;
-            }
-            copied += cost;
-            if cost > room {
-                return Some(false);
-            }
-            // A hole (a sequence whose sector was released out of order,
-            // feature `sector-table`) frees nothing more: its sector is
-            // counted free already.
-            #[cfg(feature = "sector-table")]
-            let freed = match self.log.sector_of_seq(t) {
-                Some(_) => unit,
-                None => 0,
-            };
-            #[cfg(not(feature = "sector-table"))]
-            let freed = unit;
-            room = room - cost + freed;
-            t += 1;
-        }
-    }
-
     /// Does ahead of time, within a budget, the work an append would
     /// otherwise do inline: a checkpoint once seven eighths of the
     /// checkpoint interval are written (an append writes one only at the
@@ -495,7 +344,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// new index of every active item (no more than ids ever given) and the
     /// items of one sector (`unit` bytes).
     #[cfg(feature = "memory")]
-    fn mem_relocation_bound(&self, unit: u64) -> u64 {
+    pub(super) fn mem_relocation_bound(&self, unit: u64) -> u64 {
         let items = (self.mem.next_id as usize).min(crate::store::memory::ACTIVE_CAP);
         (16 * items) as u64 + 64 + unit
     }
@@ -568,7 +417,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 
     /// Room at the head, in payload bytes, without reclaiming.
-    fn room_bytes(&self) -> u64 {
+    pub(super) fn room_bytes(&self) -> u64 {
         let geo = self.log.geo();
         let space = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
         let head_left = self.log.head_room();
@@ -754,6 +603,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // What each other session in the tail needs at least: a new index
         // (their bodies in the tail are a sector at most, for all).
         let minimal = |s: &Session| minimal_relocation(s, space);
+        // The bodies copied out of the tail so far, from the sector held
+        // back for them.
+        let mut tail_used = 0u64;
         let mut i = 0;
         while let Some(&s) = self.sessions.get(i) {
             if s.oldest > tail_seq {
@@ -768,8 +620,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     others += minimal(o);
                 }
             }
-            // The bodies in the tail: a sector at most, for all of them.
-            let budget = self.room_bytes().saturating_sub(others + space);
+            // The bodies in the tail: a sector at most, for all of them,
+            // held back but for what the sessions before took of it (each
+            // session's own do not count against its budget:
+            // `rewrite_base_now`).
+            let budget = self
+                .room_bytes()
+                .saturating_sub(others + space.saturating_sub(tail_used));
             // Copy as much of the session as the room allows: everything,
             // else its bodies in the next `k` sectors too, so that it need
             // not be re-indexed at each of them.
@@ -786,7 +643,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut k: Option<u32> = None;
             let moved = loop {
                 let moved = self.rewrite_base_gc(i, embed, budget);
-                if span.is_some() || !matches!(moved, Ok(false)) {
+                if span.is_some() || !matches!(moved, Ok(None)) {
                     break moved;
                 }
                 let next = match k {
@@ -798,8 +655,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 embed = Embed::UpTo(tail_seq + next);
             };
             match moved {
-                Ok(true) => i += 1,
-                Ok(false) => return Ok(false),
+                Ok(Some(in_tail)) => {
+                    tail_used += u64::from(in_tail);
+                    i += 1;
+                }
+                Ok(None) => return Ok(false),
                 // Damage at rest left nothing to relocate under a name (the
                 // name is lost, or no record checks out): the session can
                 // no longer be found or read, and it goes with the tail
@@ -889,7 +749,7 @@ enum Brought {
 /// Payload bytes of a base that carries every body of `s`: the fixed part,
 /// the id, the CHDX header, an entry and a CRC a record, and the bodies
 /// (`size` counts a newline a record, which is not stored).
-fn base_len(s: &Session) -> u32 {
+pub(super) fn base_len(s: &Session) -> u32 {
     index_len(s) + s.size.saturating_sub(u32::from(s.records))
 }
 
@@ -903,12 +763,12 @@ pub(super) fn index_len(s: &Session) -> u32 {
 
 /// What relocating `s` costs at least when it does not go whole, beside its
 /// bodies in the tail: its index, framed.
-fn minimal_relocation(s: &Session, space: u64) -> u64 {
+pub(super) fn minimal_relocation(s: &Session, space: u64) -> u64 {
     framed(u64::from(index_len(s)), space)
 }
 
 /// `bytes` of payload with the chunk headers of the sectors it may span.
-fn framed(bytes: u64, unit: u64) -> u64 {
+pub(super) fn framed(bytes: u64, unit: u64) -> u64 {
     bytes + u64::from(CHUNK_HEADER_LEN) * (bytes / unit + 2)
 }
 

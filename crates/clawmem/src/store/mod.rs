@@ -59,6 +59,7 @@ mod config;
 #[cfg(feature = "sector-table")]
 mod dead;
 mod directory;
+mod dry_run;
 mod gc;
 mod history;
 mod memory;
@@ -141,7 +142,7 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     /// (an uncommitted batch, a torn chunk, a sealed head's rest), and
     /// the sequence of the head sector then: until the tail passes that
     /// sector, the store uses the cut slack and collection is not held to
-    /// the copy limit (`gc.rs`, `collectable`).
+    /// the copy limit (`dry_run.rs`, `collectable`).
     cut_waste: u32,
     cut_waste_seq: u32,
     /// Where the newest version of each stored object is.

@@ -622,7 +622,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// sound end) to the write position. Those bytes come back only when
     /// the ring collects their sectors; until then the store uses the cut
     /// slack and collection is not held to the copy limit, so that a store
-    /// cut near full takes what the uncut store took (`gc.rs`,
+    /// cut near full takes what the uncut store took (`dry_run.rs`,
     /// `collectable`).
     /// They add to what earlier cuts spent, if the ring has not collected
     /// that yet (the checkpoint loaded says). `true` if a cut spent any.

@@ -53,18 +53,16 @@ fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() 
 }
 
 /// A store whose collection cannot make room (a session near the limit
-/// at the tail of a small partition: `docs/DESIGN.md`, "Known gap") still
-/// takes deletions, every session reads back, and once the session that
-/// holds the tail back is deleted, the store takes appends again. The kept
-/// session is appended to every 5th to 10th time: it nears the session
-/// limit and the collection meets it at the tail (at every 5th to 8th
-/// time the store gets stuck in the default build, at every 5th to 10th
-/// with the sector table).
+/// at the tail of a small partition: `docs/DESIGN.md`, "Known gap") refuses
+/// appends having written and erased nothing (in the default build), still
+/// takes deletions, every
+/// session reads back, and once the session that holds the tail back is
+/// deleted, the store takes appends again. The kept session is appended to
+/// every 5th to 10th time: it nears the session limit and the collection
+/// meets it at the tail (at every 5th to 8th time the store gets stuck).
 #[test]
-fn a_store_whose_collection_is_stuck_still_takes_deletions() {
-    // Deletions taken with less free than maintenance leaves, over every
-    // variant; variants that got stuck.
-    let (mut stuck_deletions, mut stuck) = (0, 0);
+fn a_store_whose_collection_is_stuck_refuses_appends_at_no_cost() {
+    let mut stuck = 0;
     for nth in 5..=10 {
         // With the sector table, the 8th's store refuses a deletion
         // (`docs/DESIGN.md`, "Known gap": the fallback does not hold in
@@ -72,23 +70,19 @@ fn a_store_whose_collection_is_stuck_still_takes_deletions() {
         if cfg!(feature = "sector-table") && nth == 8 {
             continue;
         }
-        let (short, got_stuck) = stuck_variant(nth);
-        stuck_deletions += short;
-        stuck += usize::from(got_stuck);
+        stuck += usize::from(stuck_variant(nth));
     }
-    assert!(stuck_deletions > 0, "no deletion met a stuck collection");
     assert!(stuck >= 3, "{stuck} variants got stuck");
 }
 
-/// [`a_store_whose_collection_is_stuck_still_takes_deletions`] with the
-/// kept session appended to every `nth` time: the deletions taken with
-/// less free than maintenance leaves, and whether fifty appends in a row
-/// were refused.
-fn stuck_variant(nth: usize) -> (usize, bool) {
+/// [`a_store_whose_collection_is_stuck_refuses_appends_at_no_cost`] with
+/// the kept session appended to every `nth` time: whether fifty appends in
+/// a row were refused.
+fn stuck_variant(nth: usize) -> bool {
     let mut w = Workload::new(Some(nth));
     let (mut stuck_deletions, mut refused, mut stuck) = (0, 0, false);
-    // What the refused appends wrote and erased (the gap's collections that
-    // do not complete), for the report below.
+    // What the refused appends wrote and erased: nothing, as the dry run
+    // lets only a collection that completes start.
     let (mut refusals, mut written, mut erased) = (0, 0, 0);
     while !w.done() {
         let (id, body) = w.next();
@@ -127,6 +121,16 @@ fn stuck_variant(nth: usize) -> (usize, bool) {
         if stuck { "stuck" } else { "ran to its end" },
         w.n
     );
+    // (With the sector table, a collection the dry run let start can
+    // still go round the ring without making the room: `docs/DESIGN.md`,
+    // "Known gap".)
+    if !cfg!(feature = "sector-table") {
+        assert_eq!(
+            (written, erased),
+            (0, 0),
+            "every {nth}th: refused appends wrote"
+        );
+    }
     let store = &mut w.store;
     assert_reads_back(store, &w.model);
     // The kept session goes: the tail holds nothing live, and the store
@@ -146,5 +150,5 @@ fn stuck_variant(nth: usize) -> (usize, bool) {
             k + 1
         );
     }
-    (stuck_deletions, stuck)
+    stuck
 }
