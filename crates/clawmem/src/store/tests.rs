@@ -354,6 +354,16 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
     // the same here: it covers every sector in use once the sequences span
     // the ring, so this holds the rescan to working over holes, not to
     // its order.)
+    // (A session of its own with a chain of batches: collection may have
+    // relocated the others into bases, which starts a chain anew.)
+    for _ in 0..5 {
+        let body = std::vec![b'c'; 200];
+        store.append("chat:chain", &[user(&body)], false).unwrap();
+        model
+            .entry(String::from("chat:chain"))
+            .or_default()
+            .push(body);
+    }
     let (id, s) = model
         .keys()
         .filter_map(|id| {
