@@ -448,22 +448,37 @@ fn counts_from_a_damaged_checkpoint_are_dropped() {
     assert_reads_back(&mut again, &w.model);
 
     // Two deltas after the full checkpoint, the first rotted: the mount
-    // reads the full checkpoint on its way to the second.
+    // reads the full checkpoint on its way to the second. They go in a
+    // sector opened after the full checkpoint, whose header names it: the
+    // checkpoint the mount goes from instead (a header naming the rotted
+    // delta would leave it none, and a scan counts nothing).
     let store = &mut w.store;
+    let full_seq = store.seq_at(store.full_checkpoint).unwrap();
+    let mut append = |store: &mut S, k: usize| {
+        let body = std::vec![b'x'; 300 + k];
+        store.append("chat:delta", &[user(&body)], false).unwrap();
+        w.model
+            .entry(std::string::String::from("chat:delta"))
+            .or_default()
+            .push(body);
+    };
+    while store.log.head_seq() == full_seq {
+        append(store, 0);
+    }
     let mut deltas = [0u32; 2];
     for d in &mut deltas {
         for k in 0..3 {
-            let body = std::vec![b'x'; 300 + k];
-            store.append("chat:delta", &[user(&body)], false).unwrap();
-            w.model
-                .entry(std::string::String::from("chat:delta"))
-                .or_default()
-                .push(body);
+            append(store, k);
         }
         store.write_checkpoint().unwrap();
         *d = store.log.checkpoint();
         assert_ne!(*d, store.full_checkpoint, "a delta");
     }
+    assert_eq!(
+        store.log.head_seq(),
+        full_seq + 1,
+        "the deltas in one sector"
+    );
     let byte = store
         .log
         .io()

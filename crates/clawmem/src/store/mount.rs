@@ -583,7 +583,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     continue;
                 }
                 if c.header.is_last() {
-                    if let Some((addr, h)) = pending.take() {
+                    let taken = pending.take();
+                    // (A batch that went on past a hole, stale, is not
+                    // applied: below.)
+                    #[cfg(feature = "sector-table")]
+                    let taken = taken.filter(|&(a, _)| a != NO_ADDR);
+                    if let Some((addr, h)) = taken {
                         if h.kind == kind::CHECKPOINT {
                             // A newer checkpoint: the next one is due from
                             // here, and a full one is the base (a read error
@@ -604,7 +609,16 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // any hole.)
             #[cfg(feature = "sector-table")]
             {
+                let seq = self.log.seq_of_sector(sector);
                 sector = self.log.next_in_ring(sector);
+                // A batch going on past a hole is stale: the head opens a
+                // batch's sectors one after another, and the sector it went
+                // on in was let go (what was live in it moved first) and
+                // may have been opened again. Its last chunk, if the walk
+                // meets it, must not glue it to its first.
+                if self.log.seq_of_sector(sector) != seq.and_then(|q| q.checked_add(1)) {
+                    pending = pending.map(|(_, h)| (NO_ADDR, h));
+                }
             }
             #[cfg(not(feature = "sector-table"))]
             {

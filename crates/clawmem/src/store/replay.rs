@@ -143,6 +143,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     if check && self.log.verify(addr)?.is_none() {
                         return Err(Skip);
                     }
+                    // One that goes on from a stale batch (`runs_into_reused`)
+                    // is stale, and so is what the table holds of its
+                    // session: what lives of it comes later in the walk, as a
+                    // base (else it was deleted).
+                    #[cfg(feature = "sector-table")]
+                    if check && prev != NO_ADDR && self.runs_into_reused(prev)? {
+                        if let Some(i) = self.index_of(uid) {
+                            self.sessions.swap_remove(i);
+                        }
+                        return Err(Skip);
+                    }
                     if let Some(s) = uid_mut(&mut self.sessions, uid) {
                         // A batch whose back pointer does not lead to the head is
                         // damaged (or follows a damaged one): it still becomes the
@@ -381,6 +392,47 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         Err(lost)
+    }
+
+    /// Whether the batch at `addr` goes on into a sector that does not
+    /// carry the sequence after its own. The head opens a batch's sectors
+    /// one after another, so that sector was let go since (a collection
+    /// moved out what was live in it first) and maybe opened again: the
+    /// batch is stale, not damaged. A mount without a checkpoint takes
+    /// every sector with a sound header, those the running store had let
+    /// go too; with the sector table a sector let go out of order is opened
+    /// again while the sectors round it still hold what was written before
+    /// it (in ring order the sectors let go are the oldest, and the walk
+    /// back from the head stops at the first sequence missing). Damage at
+    /// rest leaves the sequences as they were.
+    #[cfg(feature = "sector-table")]
+    #[inline(never)]
+    fn runs_into_reused(&mut self, addr: u32) -> Result<bool, Fail> {
+        let geo = self.log.geo();
+        let Some(mut seq) = self.seq_at(addr) else {
+            return Ok(false);
+        };
+        let Some(first) = self.log.io().chunk_header(addr)? else {
+            return Ok(false);
+        };
+        let mut at = addr;
+        let mut c = first;
+        for _ in 0..geo.count {
+            if c.is_last() {
+                return Ok(false);
+            }
+            let next = self.log.io().successor(geo.sector_of(at));
+            if self.log.seq_of_sector(next) != seq.checked_add(1) {
+                return Ok(true);
+            }
+            seq += 1;
+            at = geo.first_chunk(next);
+            match self.log.io().chunk_header(at)? {
+                Some(n) if !n.is_first() && n.seq == first.seq && n.kind == first.kind => c = n,
+                _ => return Ok(false),
+            }
+        }
+        Ok(false)
     }
 
     /// Sector sequence of the sector holding `addr`, if it is in use
