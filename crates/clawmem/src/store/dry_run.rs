@@ -22,7 +22,7 @@ use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::gc::{base_len, framed, index_len, minimal_relocation, COPY_LIMIT};
+use super::gc::{base_len, first_reach, framed, index_len, minimal_relocation, COPY_LIMIT};
 use super::objects::OBJ_FIXED;
 use super::{Store, Work};
 use crate::error::Fail;
@@ -268,8 +268,9 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // Each session met here as `relocate_hot` relocates it: whole
             // if that fits the room left beside the others' indexes and a
             // sector, else its index and the bodies up to the farthest
-            // reach that fits (the free sectors, then half as many, down
-            // to the tail alone); the run meets it again at the oldest
+            // reach that fits (the largest power of two not above the free
+            // sectors, then half as many, down to the tail alone:
+            // `first_reach`); the run meets it again at the oldest
             // sector it still keeps a body in.
             let count = self.sessions.len().min(MAX_SESSIONS);
             let mut tail_used = 0u64;
@@ -289,7 +290,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // The free sectors once the copies before it are written.
                 let mut after = head;
                 let _ = after.spend(cost);
-                reach.free = after.free.min(u64::from(u32::MAX)) as u32;
+                // (Below the sectors' count, which is a `u32`.)
+                reach.free = first_reach(after.free as u32);
                 // Met again: the bodies before `next[i]` went with the
                 // relocation before, into its base at the head.
                 reach.from = match next[i] == s.oldest {
@@ -340,10 +342,11 @@ const REACHES: usize = u32::BITS as usize + 1;
 
 /// What a relocation in part of one session carries at each reach that
 /// [`relocate_hot`](Store::relocate_hot) tries: `free` sectors past the
-/// tail, then half as many, down to the tail alone (reach `j` is
-/// `free >> j`). Filled by `Store::reach_bodies` for the dry run.
+/// tail (a power of two), then half as many, down to the tail alone
+/// (reach `j` is `free >> j`). Filled by `Store::reach_bodies` for the dry run.
 pub(super) struct Reach {
-    /// The free sectors: the first reach.
+    /// The first reach: the largest power of two not above the free
+    /// sectors (`first_reach`).
     pub(super) free: u32,
     /// Bodies in sectors before this one are not counted: a relocation
     /// in part before carried them.

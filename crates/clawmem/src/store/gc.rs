@@ -213,7 +213,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let geo = self.log.geo();
         // Fixed for this write: a collection does not change it.
         let reserve = self.reserve_for(p);
-        let space = u64::from(geo.sector_payload_space());
+        let space = geo.sector_payload_space();
         let mut checked = false;
         for _ in 0..2 * geo.count + 1 {
             let (_, opens) = self.log.plan(len);
@@ -229,8 +229,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 break;
             }
         }
-        let free = u64::from(self.log.free_sectors().saturating_sub(reserve)) * space;
-        let available = free.min(u64::from(u32::MAX)) as u32;
+        // (At most the partition's capacity, a `u32`.)
+        let available = self.log.free_sectors().saturating_sub(reserve) * space;
         Err(self.log.parked().full(len, available))
     }
 
@@ -638,7 +638,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             #[cfg(not(feature = "memory"))]
             let first = Embed::All;
             // One call site: `first`, then (a release) the bodies up to
-            // `k` sectors on, `k` from the free sectors down to none.
+            // `k` sectors on, `k` from the largest power of two not above
+            // the free sectors (`first_reach`), halved down to none.
             let mut embed = first;
             let mut k: Option<u32> = None;
             let moved = loop {
@@ -647,7 +648,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     break moved;
                 }
                 let next = match k {
-                    None => self.log.free_sectors(),
+                    None => first_reach(self.log.free_sectors()),
                     Some(0) => break moved,
                     Some(k) => k / 2,
                 };
@@ -765,6 +766,19 @@ pub(super) fn index_len(s: &Session) -> u32 {
 /// bodies in the tail: its index, framed.
 pub(super) fn minimal_relocation(s: &Session, space: u64) -> u64 {
     framed(u64::from(index_len(s)), space)
+}
+
+/// The farthest reach a relocation in part tries first with `free`
+/// sectors free: the largest power of two not above it (0 for none); the
+/// next reaches halve it. Powers of two make the reaches a store tries with
+/// more free sectors a superset of those it tries with fewer: the dry run
+/// counts the room on the safe side (`store/dry_run.rs`), and the
+/// relocation, having at least that room, then picks a reach at least as
+/// far as the run did, never a nearer one that meets the session again
+/// sooner.
+#[inline(never)]
+pub(super) fn first_reach(free: u32) -> u32 {
+    free.checked_ilog2().map_or(0, |b| 1 << b)
 }
 
 /// `bytes` of payload with the chunk headers of the sectors it may span.

@@ -54,7 +54,7 @@ fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() 
 
 /// A store whose collection cannot make room (a session near the limit
 /// at the tail of a small partition: `docs/DESIGN.md`, "Known gap") refuses
-/// appends having written and erased nothing (in the default build), still
+/// appends having written and erased nothing, still
 /// takes deletions, every session reads back, and once the session that
 /// holds the tail back is deleted, the store takes appends again. The kept session is appended to
 /// every 5th to 10th time: it nears the session limit and the collection
@@ -63,12 +63,6 @@ fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() 
 fn a_store_whose_collection_is_stuck_refuses_appends_at_no_cost() {
     let mut stuck = 0;
     for nth in 5..=10 {
-        // With the sector table, the 8th's store refuses a deletion
-        // (`docs/DESIGN.md`, "Known gap": the fallback does not hold in
-        // every state of the gap).
-        if cfg!(feature = "sector-table") && nth == 8 {
-            continue;
-        }
         stuck += usize::from(stuck_variant(nth));
     }
     assert!(stuck >= 3, "{stuck} variants got stuck");
@@ -120,16 +114,11 @@ fn stuck_variant(nth: usize) -> bool {
         if stuck { "stuck" } else { "ran to its end" },
         w.n
     );
-    // (With the sector table, a collection the dry run let start can
-    // still go round the ring without making the room: `docs/DESIGN.md`,
-    // "Known gap".)
-    if !cfg!(feature = "sector-table") {
-        assert_eq!(
-            (written, erased),
-            (0, 0),
-            "every {nth}th: refused appends wrote"
-        );
-    }
+    assert_eq!(
+        (written, erased),
+        (0, 0),
+        "every {nth}th: refused appends wrote"
+    );
     let store = &mut w.store;
     assert_reads_back(store, &w.model);
     // The kept session goes: the tail holds nothing live, and the store
@@ -151,3 +140,4 @@ fn stuck_variant(nth: usize) -> bool {
     }
     stuck
 }
+
