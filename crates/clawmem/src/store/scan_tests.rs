@@ -141,3 +141,71 @@ fn stuck_variant(nth: usize) -> bool {
     stuck
 }
 
+/// A store full of what lives (the shared workload with the kept session
+/// appended to every 5th time, nothing deleted once appends are refused)
+/// whose free sectors have fallen below what maintenance leaves (full
+/// checkpoints written in the room garbage collection works in, beyond
+/// the collection's reach: it cannot make room past the live tail) still
+/// takes deletions. A deletion that the collection cannot make room for
+/// at maintenance's priority goes where maintenance's room is kept
+/// (`Priority::Deletion`; `docs/DESIGN.md`, "Deletions are taken even
+/// so"); every session left reads back, and a remount finds the deleted
+/// ones gone. Without that fallback the first deletion answers `Full`.
+#[test]
+fn a_full_store_short_of_maintenance_room_takes_deletions() {
+    use super::gc::Priority;
+    let mut w = Workload::new(Some(5));
+    let mut refused = 0;
+    // (Nothing deleted: ten refused in a row, and the store is full of
+    // what lives.)
+    while refused < 10 {
+        assert!(!w.done(), "the store never filled");
+        let (id, body) = w.next();
+        match w.store.append(&id, &[user(&body)], false) {
+            Ok(_) => {
+                refused = 0;
+                w.took(&id, body);
+            }
+            Err(Error::Full { .. }) => refused += 1,
+            Err(e) => panic!("append {}: {e:?}", w.n),
+        }
+    }
+    let store = &mut w.store;
+    let maintenance = store.reserve_for(Priority::Maintenance);
+    while store.log.free_sectors() >= maintenance {
+        store.write_full_checkpoint(Priority::Gc).unwrap();
+    }
+    // Maintenance's own write cannot be taken: the collection cannot make
+    // the room.
+    assert!(matches!(
+        store.write_full_checkpoint(Priority::Maintenance),
+        Err(f) if f.kind() == crate::error::Kind::Full
+    ));
+    let short: std::vec::Vec<_> = w
+        .model
+        .keys()
+        .filter(|k| *k != "chat:keep")
+        .cloned()
+        .collect();
+    assert!(short.len() >= 2, "{} short sessions to delete", short.len());
+    for id in &short {
+        store.delete_session(id).unwrap();
+        w.model.remove(id);
+    }
+    assert!(w.model.contains_key("chat:keep"));
+    assert_reads_back(store, &w.model);
+    store.check().unwrap();
+    let flash = Esp32Flash::new(store.flash_mut().flash_mut().snapshot()).unwrap();
+    let mut again = S::mount(flash, Config::default(), MountMode::ExistingOnly).unwrap();
+    assert_reads_back(&mut again, &w.model);
+    for id in &short {
+        assert!(
+            matches!(
+                again.history(id, BackendFormat::Unknown, &mut [0u8; 64]),
+                Err(Error::NotFound)
+            ),
+            "{id} is back"
+        );
+    }
+    again.check().unwrap();
+}
