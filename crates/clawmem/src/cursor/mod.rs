@@ -242,7 +242,7 @@ fn batch_walk<F: NorFlash>(
 /// `seq` and kind `kind` (the first chunk of the next sector) if there is
 /// one: `false`, and nothing moved, if that chunk does not continue it.
 #[inline(never)]
-fn continuation<F: NorFlash>(
+pub(crate) fn continuation<F: NorFlash>(
     io: &mut Io<'_, F>,
     at: &mut u32,
     c: &mut ChunkHeader,

@@ -415,8 +415,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let Some(first) = self.log.io().chunk_header(addr)? else {
             return Ok(false);
         };
-        let mut at = addr;
-        let mut c = first;
+        let (mut at, mut c) = (addr, first);
         for _ in 0..geo.count {
             if c.is_last() {
                 return Ok(false);
@@ -426,10 +425,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 return Ok(true);
             }
             seq += 1;
-            at = geo.first_chunk(next);
-            match self.log.io().chunk_header(at)? {
-                Some(n) if !n.is_first() && n.seq == first.seq && n.kind == first.kind => c = n,
-                _ => return Ok(false),
+            if !crate::cursor::continuation(
+                &mut self.log.io(),
+                &mut at,
+                &mut c,
+                first.seq,
+                first.kind,
+            )? {
+                return Ok(false);
             }
         }
         Ok(false)
