@@ -53,12 +53,13 @@ fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() 
 }
 
 /// A store whose collection cannot make room (a session near the limit
-/// at the tail of a small partition: `docs/DESIGN.md`, "Known gap") refuses
-/// appends having written and erased nothing, still
-/// takes deletions, every session reads back, and once the session that
-/// holds the tail back is deleted, the store takes appends again. The kept session is appended to
-/// every 5th to 10th time: it nears the session limit and the collection
-/// meets it at the tail (at every 5th to 8th time the store gets stuck).
+/// at the tail of a small partition: `docs/DESIGN.md`, "Known gap")
+/// refuses appends having written and erased nothing, in both builds,
+/// still takes deletions, every session reads back, and once the session
+/// that holds the tail back is deleted, the store takes appends again.
+/// The kept session is appended to every 5th to 10th time: it nears the
+/// session limit and the collection meets it at the tail (at every 5th to
+/// 9th time the store gets stuck).
 #[test]
 fn a_store_whose_collection_is_stuck_refuses_appends_at_no_cost() {
     let mut stuck = 0;
