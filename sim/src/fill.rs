@@ -1042,7 +1042,7 @@ impl fmt::Display for FillReport {
             if let (Some(dead), Some(half)) = (p.dead_bytes, p.half_dead_sectors) {
                 writeln!(
                     f,
-                    "  dead at Full (counted since the newest full checkpoint before the last mount, a lower bound): {dead} B, {:.1}% of the sectors in use; {half} sectors at least half dead",
+                    "  dead at Full (counted since the last mount, and what its checkpoints carried: a lower bound): {dead} B, {:.1}% of the sectors in use; {half} sectors at least half dead",
                     100.0 * dead as f64 / used.max(1) as f64
                 )?;
             }

@@ -18,11 +18,17 @@
 //! less than the truth, never more. It is 0 when a sector is opened.
 //!
 //! Power loss: every full checkpoint records the counts, rounded down to
-//! 16ths of a sector (`docs/FORMAT.md`, "Checkpoint"), and a mount that
-//! goes from it takes them back for the sectors opened before it was
-//! written; those opened since start at 0, and so does every sector when
-//! the mount goes from anything else. What died after the checkpoint is
-//! not counted again: understated, so still true.
+//! 16ths of a sector (`docs/FORMAT.md`, "Checkpoint"), and every delta
+//! the bytes counted since the checkpoint before it, exact, in at most
+//! [`DEAD_PENDING`](super::DEAD_PENDING) sectors (the log keeps them
+//! pending until a checkpoint commits: [`Log::set_checkpoint`]). A mount
+//! that goes from a chain takes the full one's counts back, then adds each
+//! delta's, for the sectors opened before each was written; those opened
+//! since start at 0, and so does every sector when the mount goes from
+//! anything else. What died after the newest checkpoint, or in sectors
+//! past a delta's room, is not counted again: understated, so still true.
+//! A count a mount takes back is not pending ([`Log::load_dead`]): the
+//! chain carries it already.
 
 use embedded_storage::nor_flash::NorFlash;
 
@@ -87,6 +93,18 @@ impl<F: NorFlash> Log<F> {
     /// walked: its framing stays uncounted).
     pub fn add_dead(&mut self, index: u32, bytes: u32) {
         self.table.add_dead(index, bytes);
+    }
+
+    /// [`add_dead`](Self::add_dead) for a count a mount takes back from a
+    /// checkpoint: nothing becomes pending for the next delta.
+    pub fn load_dead(&mut self, index: u32, bytes: u32) {
+        let _ = self.table.load_dead(index, bytes);
+    }
+
+    /// What was counted dead since the newest checkpoint, by sector
+    /// (`index | bytes << 16`), for the next delta to carry.
+    pub fn dead_pending(&self) -> &[u32] {
+        self.table.dead_pending()
     }
 
     /// Every count back to 0: the mount loaded counts from a checkpoint it

@@ -73,9 +73,9 @@ mod tests;
 
 pub(crate) use io::{copy_from_parts, Dev, Io, Payload, Slices};
 pub(crate) use open::Opened;
-#[cfg(feature = "sector-table")]
-pub(crate) use ring::dead_unit;
 pub(crate) use ring::Ring;
+#[cfg(feature = "sector-table")]
+pub(crate) use ring::{dead_unit, DEAD_PENDING};
 
 use crate::error::{fail, Fail, Parked};
 use crate::layout::{
@@ -399,6 +399,11 @@ impl<F: NorFlash> Log<F> {
     /// Records the newest committed checkpoint (mount, once it is loaded).
     pub fn set_checkpoint(&mut self, addr: u32) {
         self.checkpoint = addr;
+        // It carries every dead byte counted so far (a full one, their
+        // snapshot; a delta, those pending), and a mount sets it before
+        // counting any.
+        #[cfg(feature = "sector-table")]
+        self.table.dead_recorded();
     }
 
     /// Sets the tail: mount, once the ring's oldest sector is known. It

@@ -233,7 +233,19 @@ pub(crate) struct SectorTable {
     /// where what they hold dies, never more than are, 0 when the sector
     /// is opened and after a mount ([`add_dead`](Self::add_dead)).
     dead: [u16; TABLE_SECTORS],
+    /// What [`add_dead`](Self::add_dead) counted since the newest
+    /// checkpoint, for the next delta to carry: `index | bytes << 16`, one
+    /// entry a sector, the first `pending_len`. A sector past the list's
+    /// room is not carried (a mount then counts less, never more).
+    pending: [u32; DEAD_PENDING],
+    pending_len: u32,
 }
+
+/// Sectors whose dead bytes a delta checkpoint carries (format 10,
+/// `docs/FORMAT.md`, "Checkpoint"): deaths in more sectors than this
+/// between two checkpoints are carried by the next full one only.
+#[cfg(feature = "sector-table")]
+pub const DEAD_PENDING: usize = 32;
 
 /// The unit a full checkpoint records dead bytes in: a 16th of a
 /// `sector`-byte sector (256 B of a 4 KiB one), so that half a byte a
@@ -258,6 +270,8 @@ impl SectorTable {
         unchecked: false,
         newest: (0, 0),
         dead: [0; TABLE_SECTORS],
+        pending: [0; DEAD_PENDING],
+        pending_len: 0,
     };
 
     /// Whether the table answers (the partition fits it).
@@ -278,6 +292,7 @@ impl SectorTable {
                 && self.seq_of(index) == ring.seq_of(geo, index);
             if !kept {
                 self.dead[index as usize] = 0;
+                self.forget_pending(index);
             }
         }
         self.seq = [FREE; TABLE_SECTORS];
@@ -371,28 +386,76 @@ impl SectorTable {
         if !self.room_for(seq) {
             return false;
         }
-        let slot = &mut self.seq[index as usize];
-        if *slot == FREE {
+        let was = self.seq[index as usize];
+        if was == FREE {
             self.used += 1;
         }
         let off = (seq - self.base) as u16;
-        if *slot != off {
-            // Opened: nothing in it is dead yet.
+        if was != off {
+            // Opened: nothing in it is dead yet, nor pending.
             self.dead[index as usize] = 0;
+            self.forget_pending(index);
         }
-        *slot = off;
+        self.seq[index as usize] = off;
         self.newest = (index, seq);
         true
     }
 
     /// `bytes` more of sector `index`, in use, are dead (saturating: a
     /// count never overstates). Nothing for a sector not in use.
+    /// What is counted is pending for the next delta checkpoint too.
     pub fn add_dead(&mut self, index: u32, bytes: u32) {
-        if self.seq_of(index).is_some() {
-            if let Some(d) = self.dead.get_mut(index as usize) {
-                *d = d.saturating_add(bytes.min(u32::from(u16::MAX)) as u16);
+        let Some(added) = self.load_dead(index, bytes) else {
+            return;
+        };
+        let n = self.pending_len as usize;
+        let pending = &mut self.pending[..n];
+        match pending.iter_mut().find(|e| **e & 0xFFFF == index) {
+            Some(e) => {
+                let sum = (*e >> 16) + added;
+                *e = index | sum.min(u32::from(u16::MAX)) << 16;
+            }
+            None if n < DEAD_PENDING => {
+                self.pending[n] = index | added << 16;
+                self.pending_len += 1;
+            }
+            // (Past the list's room: the next full checkpoint carries it.)
+            None => {}
+        }
+    }
+
+    /// [`add_dead`](Self::add_dead) for a count a mount takes back from a
+    /// checkpoint: nothing is pending. The bytes added (`None`: none, the
+    /// sector is not in use).
+    pub fn load_dead(&mut self, index: u32, bytes: u32) -> Option<u32> {
+        self.seq_of(index)?;
+        let d = self.dead.get_mut(index as usize)?;
+        let was = *d;
+        *d = d.saturating_add(bytes.min(u32::from(u16::MAX)) as u16);
+        Some(u32::from(*d - was))
+    }
+
+    /// Sector `index` starts over (opened, or given another sequence):
+    /// nothing counted in it before is pending. Its entry stays, carrying
+    /// nothing, so that a delta being written keeps its length.
+    fn forget_pending(&mut self, index: u32) {
+        for e in self.pending.iter_mut() {
+            if *e & 0xFFFF == index {
+                *e = index;
             }
         }
+    }
+
+    /// The dead bytes counted since the newest checkpoint, by sector:
+    /// `index | bytes << 16` (0 bytes: the sector was opened since).
+    pub fn dead_pending(&self) -> &[u32] {
+        &self.pending[..self.pending_len as usize]
+    }
+
+    /// A checkpoint the store goes on from carries everything counted so
+    /// far (a full one, its snapshot; a delta, what was pending).
+    pub fn dead_recorded(&mut self) {
+        self.pending_len = 0;
     }
 
     /// Bytes of sector `index` known to be dead (0 for one not in use).
@@ -414,6 +477,7 @@ impl SectorTable {
     /// checkpoint whose counts it loaded).
     pub fn clear_dead(&mut self) {
         self.dead = [0; TABLE_SECTORS];
+        self.pending_len = 0;
     }
 
     #[cfg(any(test, debug_assertions))] // the debug check of the table
@@ -613,6 +677,7 @@ impl SectorTable {
     pub fn begin_prefixes(&mut self) {
         self.seq = [FREE; TABLE_SECTORS];
         self.dead = [0; TABLE_SECTORS];
+        self.pending_len = 0;
         self.used = 0;
     }
 

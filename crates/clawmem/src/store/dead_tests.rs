@@ -488,3 +488,82 @@ fn counts_from_a_damaged_checkpoint_are_dropped() {
     assert!(sectors(&again).any(|i| again.log.dead_bytes(i) > 0));
     assert_reads_back(&mut again, &w.model);
 }
+
+/// What died since the full checkpoint is carried by the deltas after it
+/// (`CKPT_DELTA_DEAD`, `docs/FORMAT.md`): a mount from the chain counts,
+/// in every sector, the full checkpoint's count rounded down plus every
+/// byte the running store counted since, and never more than the oracle.
+/// Each delta carries only what died since the checkpoint before it, and
+/// after a mount nothing is pending (carried twice, a count would pass
+/// what the running store counted).
+#[test]
+fn deltas_carry_what_died_since_the_full_checkpoint() {
+    let mut w = Workload::new(None);
+    while w.done_fraction() < 0.2 {
+        let (id, body) = w.next();
+        match w.store.append(&id, &[user(&body)], false) {
+            Ok(_) => w.took(&id, body),
+            Err(Error::Full { .. }) => {
+                if let Some(old) = w.retire_oldest() {
+                    w.store.delete_session(&old).unwrap();
+                }
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    w.store
+        .write_full_checkpoint(Priority::Maintenance)
+        .unwrap();
+    let unit = crate::log::dead_unit(w.store.log.geo().sector);
+    let counts =
+        |store: &S| -> Vec<u32> { sectors(store).map(|i| store.log.dead_bytes(i)).collect() };
+    // The running store's counts when the chain's full checkpoint was
+    // written, and what a mount takes back from it.
+    let at_full = counts(&w.store);
+    let mut taken: Vec<u32> = at_full.iter().map(|&d| d / unit * unit).collect();
+    let mut since_full = at_full.clone();
+    for round in 0..3 {
+        // A session deleted, then a delta.
+        let old = w.retire_oldest().unwrap();
+        w.store.delete_session(&old).unwrap();
+        let store = &mut w.store;
+        // (Within the sectors a delta carries: past them, a mount counts
+        // less, which `check_counts` allows.)
+        assert!(store.log.dead_pending().len() < crate::log::DEAD_PENDING);
+        store.write_checkpoint().unwrap();
+        let delta = store.log.checkpoint();
+        assert_ne!(delta, store.full_checkpoint, "a delta");
+        let mut version = [0u8; 1];
+        let start = delta + crate::layout::CHUNK_HEADER_LEN;
+        store.log.io().read_stream(start, &mut version).unwrap();
+        assert_eq!(version[0], 8, "a delta with its dead bytes");
+        let mut again = mounted_copy(store);
+        check_counts(&mut again);
+        let mut carried = 0;
+        for i in sectors(store) {
+            // (A sector the mount lets go, nothing in it live, has no
+            // count: the mount's tail may be past the running store's.)
+            if again.log.seq_of_sector(i).is_none() {
+                continue;
+            }
+            let k = i as usize;
+            let now = store.log.dead_bytes(i);
+            assert_eq!(
+                again.log.dead_bytes(i),
+                taken[k] + (now - since_full[k]),
+                "round {round}, sector {i}: {} B dead at the full checkpoint, {now} B now",
+                since_full[k]
+            );
+            carried += now - since_full[k];
+        }
+        assert!(carried > 1000, "round {round}: {carried} B carried");
+        assert_reads_back(&mut again, &w.model);
+        if round == 1 {
+            // Go on from the mounted store: its chain is the same, and
+            // its counts are what it took back.
+            w.store = again;
+            taken = counts(&w.store);
+            since_full = taken.clone();
+        }
+    }
+}

@@ -336,10 +336,12 @@ pub(super) fn sessions_of<F: NorFlash>(
     const _: () = assert!(CKPT_DELTA == 2 && CKPT_FULL_WASTE == 3 && CKPT_DELTA_WASTE == 4);
     let past = fixed[0].wrapping_sub(1);
     // (4, 6 and 8: a full one of format 10, CKPT_FULL_TABLE,
-    // CKPT_FULL_DEAD or CKPT_FULL_TABLE_DEAD, with the waste part.)
+    // CKPT_FULL_DEAD or CKPT_FULL_TABLE_DEAD, with the waste part; 7 a
+    // delta of format 10, CKPT_DELTA_DEAD, with both parts.)
     let extra = match past {
         0..4 => 8 * usize::from((past >> 1) + (past & 1)),
         4 | 6 | 8 if cfg!(feature = "sector-table") => 8,
+        7 if cfg!(feature = "sector-table") => 16,
         _ => 0,
     };
     *count = u32::from(u16_at(&fixed, 2));

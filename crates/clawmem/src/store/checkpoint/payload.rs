@@ -17,7 +17,7 @@ use super::super::memory::MEM_STATE_ENCODED;
 use super::super::objects::{ObjectSlot, OBJ_ENCODED};
 use super::CKPT_FIXED;
 #[cfg(feature = "sector-table")]
-use super::{CKPT_DEAD_FIXED, CKPT_TABLE_FIXED};
+use super::{CKPT_DEAD_FIXED, CKPT_DELTA_DEAD_FIXED, CKPT_TABLE_FIXED};
 use super::{CKPT_DELTA_FIXED, CKPT_WASTE};
 use crate::error::{fail, Fail};
 use crate::layout::NO_ADDR;
@@ -52,9 +52,10 @@ pub(super) struct CheckpointPayload<'a> {
     /// the newest sequence and the sectors (all 0: none).
     pub(super) table: [u32; 3],
     #[cfg(feature = "sector-table")]
-    /// A full checkpoint of format 10's dead bytes: the newest sequence
-    /// counted and the sectors (0: no such part).
-    pub(super) dead: [u32; 2],
+    /// Format 10's dead bytes: the newest sequence counted, the sectors of
+    /// a full checkpoint or the entries of a delta (0 sectors: no such
+    /// part), and 1 for a delta's part.
+    pub(super) dead: [u32; 3],
 }
 
 impl CheckpointPayload<'_> {
@@ -145,6 +146,20 @@ impl CheckpointPayload<'_> {
     /// table as it is written.
     #[cfg(feature = "sector-table")]
     fn dead_byte<F: NorFlash>(&self, io: &mut Io<'_, F>, q: usize) -> Option<u8> {
+        if self.dead[2] != 0 {
+            // A delta's: the newest sequence and the entries, then each
+            // entry as the log has it now (one for a sector the write
+            // opens carries nothing: `log/ring.rs`).
+            if q < CKPT_DELTA_DEAD_FIXED {
+                return word_byte(&self.dead[..2], q);
+            }
+            let e = (q - CKPT_DELTA_DEAD_FIXED) / 4;
+            if e as u32 >= self.dead[1] {
+                return None;
+            }
+            let entry = io.table.dead_pending().get(e).copied().unwrap_or(0);
+            return word_byte(&[entry], q % 4);
+        }
         if q < CKPT_DEAD_FIXED {
             return word_byte(&self.dead[..1], q);
         }
@@ -178,8 +193,10 @@ impl CheckpointPayload<'_> {
     #[inline(always)]
     fn dead_len(&self) -> usize {
         #[cfg(feature = "sector-table")]
-        if self.dead[1] != 0 {
-            return CKPT_DEAD_FIXED + self.dead[1].div_ceil(2) as usize;
+        match (self.dead[1], self.dead[2]) {
+            (0, _) => {}
+            (n, 0) => return CKPT_DEAD_FIXED + n.div_ceil(2) as usize,
+            (n, _) => return CKPT_DELTA_DEAD_FIXED + 4 * n as usize,
         }
         0
     }
