@@ -3,7 +3,9 @@
 //! in use hold nothing live, for the cleaner to pick its victim by and its
 //! dry run to predict a collection by.
 //!
-//! Owns the count's rules. The layers above say when a batch dies (an
+//! Owns the count's rules, and the list of what was counted since the
+//! newest checkpoint, which the next delta carries ([`DEAD_PENDING`]
+//! sectors at most). The layers above say when a batch dies (an
 //! object superseded, a session deleted or relocated whole); the log walks
 //! the batch's chunks and counts each chunk's bytes, header and padding
 //! included, in its sector ([`Log::batch_died`]). A chunk is counted only
@@ -32,8 +34,75 @@
 
 use embedded_storage::nor_flash::NorFlash;
 
+use super::ring::SectorTable;
 use super::Log;
 use crate::error::Fail;
+
+/// Sectors whose dead bytes a delta checkpoint carries (format 10,
+/// `docs/FORMAT.md`, "Checkpoint"): deaths in more sectors than this
+/// between two checkpoints are carried by the next full one only.
+pub const DEAD_PENDING: usize = 32;
+
+/// The counts in the sector table, and what of them is pending for the
+/// next delta.
+impl SectorTable {
+    /// `bytes` more of sector `index`, in use, are dead (saturating: a
+    /// count never overstates). Nothing for a sector not in use.
+    /// What is counted is pending for the next delta checkpoint too.
+    pub fn add_dead(&mut self, index: u32, bytes: u32) {
+        let Some(added) = self.load_dead(index, bytes) else {
+            return;
+        };
+        let n = self.pending_len as usize;
+        let pending = &mut self.pending[..n];
+        match pending.iter_mut().find(|e| **e & 0xFFFF == index) {
+            Some(e) => {
+                let sum = (*e >> 16) + added;
+                *e = index | sum.min(u32::from(u16::MAX)) << 16;
+            }
+            None if n < DEAD_PENDING => {
+                self.pending[n] = index | added << 16;
+                self.pending_len += 1;
+            }
+            // (Past the list's room: the next full checkpoint carries it.)
+            None => {}
+        }
+    }
+
+    /// [`add_dead`](Self::add_dead) for a count a mount takes back from a
+    /// checkpoint: nothing is pending. The bytes added (`None`: none, the
+    /// sector is not in use).
+    pub fn load_dead(&mut self, index: u32, bytes: u32) -> Option<u32> {
+        self.seq_of(index)?;
+        let d = self.dead.get_mut(index as usize)?;
+        let was = *d;
+        *d = d.saturating_add(bytes.min(u32::from(u16::MAX)) as u16);
+        Some(u32::from(*d - was))
+    }
+
+    /// Sector `index` starts over (opened, or given another sequence):
+    /// nothing counted in it before is pending. Its entry stays, carrying
+    /// nothing, so that a delta being written keeps its length.
+    pub(super) fn forget_pending(&mut self, index: u32) {
+        for e in self.pending.iter_mut() {
+            if *e & 0xFFFF == index {
+                *e = index;
+            }
+        }
+    }
+
+    /// The dead bytes counted since the newest checkpoint, by sector:
+    /// `index | bytes << 16` (0 bytes: the sector was opened since).
+    pub fn dead_pending(&self) -> &[u32] {
+        &self.pending[..self.pending_len as usize]
+    }
+
+    /// A checkpoint the store goes on from carries everything counted so
+    /// far (a full one, its snapshot; a delta, what was pending).
+    pub fn dead_recorded(&mut self) {
+        self.pending_len = 0;
+    }
+}
 
 impl<F: NorFlash> Log<F> {
     /// Bytes of sector `index` known to be dead (0 for a sector not in

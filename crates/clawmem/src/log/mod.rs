@@ -71,11 +71,13 @@ mod table;
 #[cfg(all(test, feature = "sector-table"))]
 mod tests;
 
+#[cfg(feature = "sector-table")]
+pub(crate) use dead::DEAD_PENDING;
 pub(crate) use io::{copy_from_parts, Dev, Io, Payload, Slices};
 pub(crate) use open::Opened;
-pub(crate) use ring::Ring;
 #[cfg(feature = "sector-table")]
-pub(crate) use ring::{dead_unit, DEAD_PENDING};
+pub(crate) use ring::dead_unit;
+pub(crate) use ring::Ring;
 
 use crate::error::{fail, Fail, Parked};
 use crate::layout::{

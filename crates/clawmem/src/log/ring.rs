@@ -214,6 +214,9 @@ const HELD: u16 = u16::MAX - 1;
 /// ring (no release in the middle) the table is the identity map of
 /// [`Ring`], which [`SectorTable::agrees`] checks.
 #[cfg(feature = "sector-table")]
+use super::dead::DEAD_PENDING;
+
+#[cfg(feature = "sector-table")]
 pub(crate) struct SectorTable {
     seq: [u16; TABLE_SECTORS],
     base: u32,
@@ -232,20 +235,14 @@ pub(crate) struct SectorTable {
     /// Bytes of each sector in use known to be dead (stage 3): counted
     /// where what they hold dies, never more than are, 0 when the sector
     /// is opened and after a mount ([`add_dead`](Self::add_dead)).
-    dead: [u16; TABLE_SECTORS],
+    pub(super) dead: [u16; TABLE_SECTORS],
     /// What [`add_dead`](Self::add_dead) counted since the newest
     /// checkpoint, for the next delta to carry: `index | bytes << 16`, one
     /// entry a sector, the first `pending_len`. A sector past the list's
     /// room is not carried (a mount then counts less, never more).
-    pending: [u32; DEAD_PENDING],
-    pending_len: u32,
+    pub(super) pending: [u32; DEAD_PENDING],
+    pub(super) pending_len: u32,
 }
-
-/// Sectors whose dead bytes a delta checkpoint carries (format 10,
-/// `docs/FORMAT.md`, "Checkpoint"): deaths in more sectors than this
-/// between two checkpoints are carried by the next full one only.
-#[cfg(feature = "sector-table")]
-pub const DEAD_PENDING: usize = 32;
 
 /// The unit a full checkpoint records dead bytes in: a 16th of a
 /// `sector`-byte sector (256 B of a 4 KiB one), so that half a byte a
@@ -399,63 +396,6 @@ impl SectorTable {
         self.seq[index as usize] = off;
         self.newest = (index, seq);
         true
-    }
-
-    /// `bytes` more of sector `index`, in use, are dead (saturating: a
-    /// count never overstates). Nothing for a sector not in use.
-    /// What is counted is pending for the next delta checkpoint too.
-    pub fn add_dead(&mut self, index: u32, bytes: u32) {
-        let Some(added) = self.load_dead(index, bytes) else {
-            return;
-        };
-        let n = self.pending_len as usize;
-        let pending = &mut self.pending[..n];
-        match pending.iter_mut().find(|e| **e & 0xFFFF == index) {
-            Some(e) => {
-                let sum = (*e >> 16) + added;
-                *e = index | sum.min(u32::from(u16::MAX)) << 16;
-            }
-            None if n < DEAD_PENDING => {
-                self.pending[n] = index | added << 16;
-                self.pending_len += 1;
-            }
-            // (Past the list's room: the next full checkpoint carries it.)
-            None => {}
-        }
-    }
-
-    /// [`add_dead`](Self::add_dead) for a count a mount takes back from a
-    /// checkpoint: nothing is pending. The bytes added (`None`: none, the
-    /// sector is not in use).
-    pub fn load_dead(&mut self, index: u32, bytes: u32) -> Option<u32> {
-        self.seq_of(index)?;
-        let d = self.dead.get_mut(index as usize)?;
-        let was = *d;
-        *d = d.saturating_add(bytes.min(u32::from(u16::MAX)) as u16);
-        Some(u32::from(*d - was))
-    }
-
-    /// Sector `index` starts over (opened, or given another sequence):
-    /// nothing counted in it before is pending. Its entry stays, carrying
-    /// nothing, so that a delta being written keeps its length.
-    fn forget_pending(&mut self, index: u32) {
-        for e in self.pending.iter_mut() {
-            if *e & 0xFFFF == index {
-                *e = index;
-            }
-        }
-    }
-
-    /// The dead bytes counted since the newest checkpoint, by sector:
-    /// `index | bytes << 16` (0 bytes: the sector was opened since).
-    pub fn dead_pending(&self) -> &[u32] {
-        &self.pending[..self.pending_len as usize]
-    }
-
-    /// A checkpoint the store goes on from carries everything counted so
-    /// far (a full one, its snapshot; a delta, what was pending).
-    pub fn dead_recorded(&mut self) {
-        self.pending_len = 0;
     }
 
     /// Bytes of sector `index` known to be dead (0 for one not in use).

@@ -567,3 +567,77 @@ fn deltas_carry_what_died_since_the_full_checkpoint() {
         }
     }
 }
+
+/// A power cut anywhere in a delta that carries dead bytes leaves counts
+/// that stay true: mounted afresh, no sector's count exceeds the oracle's
+/// and every session reads back. Each cut is made on a store mounted from
+/// the same flash, right after a full checkpoint, which deletes the same
+/// session (its dead bytes pending) and writes the delta with power cut
+/// after its 4k-th byte, until one finishes uncut; that one's mount takes
+/// back what the deletion counted.
+#[test]
+fn a_delta_cut_anywhere_leaves_counts_that_stay_true() {
+    use clawmem_sim::fault::{CutPoint, PowerCut, Tear};
+    let mut w = Workload::new(None);
+    while w.done_fraction() < 0.2 {
+        let (id, body) = w.next();
+        match w.store.append(&id, &[user(&body)], false) {
+            Ok(_) => w.took(&id, body),
+            Err(Error::Full { .. }) => {
+                if let Some(old) = w.retire_oldest() {
+                    w.store.delete_session(&old).unwrap();
+                }
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    w.store
+        .write_full_checkpoint(Priority::Maintenance)
+        .unwrap();
+    let victim = w.retire_oldest().unwrap();
+    for (cuts, k) in (0..10_000u64).enumerate() {
+        let mut copy = mounted_copy(&mut w.store);
+        let before = copy.dead_space().dead_bytes;
+        copy.delete_session(&victim).unwrap();
+        let pending = copy.dead_space().dead_bytes - before;
+        assert!(pending > 1000, "{pending} B died");
+        // (Cut after every 4th byte the delta programs.)
+        copy.flash_mut().flash_mut().arm_power_cut(PowerCut {
+            seed: k,
+            at: CutPoint::Byte(4 * k),
+            tear: Tear::Prefix(0),
+        });
+        let wrote = copy.write_checkpoint();
+        let sim = copy.flash_mut().flash_mut();
+        if sim.is_powered() {
+            // Uncut: a delta with its dead bytes, which a mount takes.
+            sim.clear_faults();
+            wrote.unwrap();
+            let start = copy.log.checkpoint() + crate::layout::CHUNK_HEADER_LEN;
+            let mut version = [0u8; 1];
+            copy.log.io().read_stream(start, &mut version).unwrap();
+            assert_eq!(version[0], 8, "a delta with its dead bytes");
+            let mut again = mounted_copy(&mut copy);
+            check_counts(&mut again);
+            // (Every sector the mount keeps in use: the full checkpoint's
+            // counts, as the copy took them, and the deletion's.)
+            for i in sectors(&again).filter(|&i| again.log.seq_of_sector(i).is_some()) {
+                assert_eq!(
+                    again.log.dead_bytes(i),
+                    copy.log.dead_bytes(i),
+                    "sector {i}"
+                );
+            }
+            assert_reads_back(&mut again, &w.model);
+            std::println!("{cuts} cuts inside the delta");
+            assert!(cuts >= 20, "{cuts} cuts");
+            return;
+        }
+        let _ = wrote;
+        sim.restore_power();
+        let mut again = mounted_copy(&mut copy);
+        check_counts(&mut again);
+        assert_reads_back(&mut again, &w.model);
+    }
+    panic!("the delta never finished");
+}
