@@ -84,7 +84,8 @@ impl SectorTable {
     /// nothing counted in it before is pending. Its entry stays, carrying
     /// nothing, so that a delta being written keeps its length.
     pub(super) fn forget_pending(&mut self, index: u32) {
-        for e in self.pending.iter_mut() {
+        let n = self.pending_len as usize;
+        for e in self.pending[..n].iter_mut() {
             if *e & 0xFFFF == index {
                 *e = index;
             }

@@ -170,6 +170,28 @@ pub(super) fn check_counts(store: &mut S) -> (u64, u64) {
     (counted, dead)
 }
 
+/// The shared workload run until `fraction` of it is done (the oldest
+/// session deleted whenever an append is refused), then a full checkpoint.
+fn run_to_full_checkpoint(fraction: f64) -> Workload {
+    let mut w = Workload::new(None);
+    while w.done_fraction() < fraction {
+        let (id, body) = w.next();
+        match w.store.append(&id, &[user(&body)], false) {
+            Ok(_) => w.took(&id, body),
+            Err(Error::Full { .. }) => {
+                if let Some(old) = w.retire_oldest() {
+                    w.store.delete_session(&old).unwrap();
+                }
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    w.store
+        .write_full_checkpoint(Priority::Maintenance)
+        .unwrap();
+    w
+}
+
 /// A profile document of `n` bytes that names `tag`.
 fn profile(tag: usize, n: usize) -> std::string::String {
     (0..n)
@@ -409,22 +431,7 @@ fn a_compaction_counts_the_batches_of_its_chain_it_leaves_no_body_in() {
 /// counted dead, 3116 B are`).
 #[test]
 fn counts_from_a_damaged_checkpoint_are_dropped() {
-    let mut w = Workload::new(None);
-    while w.done_fraction() < 0.3 {
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => w.took(&id, body),
-            Err(Error::Full { .. }) => {
-                if let Some(old) = w.retire_oldest() {
-                    w.store.delete_session(&old).unwrap();
-                }
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    }
-    w.store
-        .write_full_checkpoint(Priority::Maintenance)
-        .unwrap();
+    let mut w = run_to_full_checkpoint(0.3);
     let store = &mut w.store;
     let start = store.full_checkpoint + crate::layout::CHUNK_HEADER_LEN;
     let mut fixed = [0u8; 16];
@@ -498,22 +505,7 @@ fn counts_from_a_damaged_checkpoint_are_dropped() {
 /// what the running store counted).
 #[test]
 fn deltas_carry_what_died_since_the_full_checkpoint() {
-    let mut w = Workload::new(None);
-    while w.done_fraction() < 0.2 {
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => w.took(&id, body),
-            Err(Error::Full { .. }) => {
-                if let Some(old) = w.retire_oldest() {
-                    w.store.delete_session(&old).unwrap();
-                }
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    }
-    w.store
-        .write_full_checkpoint(Priority::Maintenance)
-        .unwrap();
+    let mut w = run_to_full_checkpoint(0.2);
     let unit = crate::log::dead_unit(w.store.log.geo().sector);
     let counts =
         |store: &S| -> Vec<u32> { sectors(store).map(|i| store.log.dead_bytes(i)).collect() };
@@ -578,22 +570,7 @@ fn deltas_carry_what_died_since_the_full_checkpoint() {
 #[test]
 fn a_delta_cut_anywhere_leaves_counts_that_stay_true() {
     use clawmem_sim::fault::{CutPoint, PowerCut, Tear};
-    let mut w = Workload::new(None);
-    while w.done_fraction() < 0.2 {
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => w.took(&id, body),
-            Err(Error::Full { .. }) => {
-                if let Some(old) = w.retire_oldest() {
-                    w.store.delete_session(&old).unwrap();
-                }
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    }
-    w.store
-        .write_full_checkpoint(Priority::Maintenance)
-        .unwrap();
+    let mut w = run_to_full_checkpoint(0.2);
     let victim = w.retire_oldest().unwrap();
     for (cuts, k) in (0..10_000u64).enumerate() {
         let mut copy = mounted_copy(&mut w.store);
