@@ -53,6 +53,8 @@
 //!
 //! Power loss: nothing here reads or writes flash.
 
+#[cfg(feature = "sector-table")]
+use super::dead::DEAD_PENDING;
 use crate::layout::{Geometry, CHUNK_HEADER_LEN};
 
 /// Where the ring is: the head's index and sequence and the tail's
@@ -213,9 +215,6 @@ const HELD: u16 = u16::MAX - 1;
 /// `base`; `used` counts the entries that are not `FREE`. On a format 9
 /// ring (no release in the middle) the table is the identity map of
 /// [`Ring`], which [`SectorTable::agrees`] checks.
-#[cfg(feature = "sector-table")]
-use super::dead::DEAD_PENDING;
-
 #[cfg(feature = "sector-table")]
 pub(crate) struct SectorTable {
     seq: [u16; TABLE_SECTORS],
