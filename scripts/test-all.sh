@@ -86,11 +86,13 @@ cargo test -p clawmem --features sector-table --lib -- log:: store::tests store:
 cargo test -p clawmem-tests --features clawmem/sector-table \
     --test engine_basics --test gc --test maintain --test power_loss --test model --test counters \
     --test history_stream --test crash_consistency
-# The fill report's dead bytes, and the 1% mount reads of large partitions
-# with the table's checkpoints (the rest of fill.rs asks the engine state
-# of a table of 32 to fit 4 KiB, which the table breaks: issue 12).
+# The fill report's dead bytes and full-phase cleaning, and the 1% mount
+# reads of large partitions with the table's checkpoints (the rest of
+# fill.rs asks the engine state of a table of 32 to fit 4 KiB, which the
+# table breaks: issue 12).
 cargo test -p clawmem-sim --features sector-table --test fill -- \
     the_report_sums_the_dead_bytes_the_mounts_take_back \
+    the_report_sets_full_phase_cleaning_against_its_bound \
     a_mount_reads_under_one_percent_of_large_partitions
 
 step "firmware example (examples/firmware, outside the workspace): build and size report"

@@ -50,9 +50,9 @@ use crate::nor::{
 };
 use crate::peers;
 use crate::replay::{
-    build_report, compact_model, compare as diff, round_session_id, At, ClawmemDriver, Driver,
-    ItemHandle, MemoryChange, MemoryItem, OpError, PartitionUse, ReplayError, ReplayOptions,
-    Report, SimBacked, Tally,
+    build_report, compact_model, compare as diff, round_session_id, At, ClawmemDriver,
+    CleaningCounts, Driver, ItemHandle, MemoryChange, MemoryItem, OpError, PartitionUse,
+    ReplayError, ReplayOptions, Report, SimBacked, Tally,
 };
 use crate::trace::{Op, ProfileName, Trace, TraceRecord};
 
@@ -165,6 +165,41 @@ pub struct FillReport {
     /// Program WA against fullness: per 2% of fullness in the fill phase,
     /// per 1/50 of the fill phase's operations in the full phase.
     pub curve: Vec<CurvePoint>,
+    /// What collecting the tail cost in the full phase, against what the
+    /// live fraction of the sectors it cleaned forces (clawmem with the
+    /// feature `sector-table`; null otherwise).
+    pub full_phase_cleaning: Option<CleaningFigures>,
+}
+
+/// The full phase's cleaning against its bound (issue 12: "at most the
+/// cleaning cost the live fraction allows, 1/(1 - live fraction of the
+/// cleaned sectors), plus framing").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CleaningFigures {
+    /// The engine's counts over the phase.
+    #[serde(flatten)]
+    pub counts: CleaningCounts,
+    /// `tail_live_bytes` over the payload of the sectors released.
+    pub tail_live_fraction: Option<f64>,
+    /// `1 / (1 - tail_live_fraction)`, plus the framing the fill phase
+    /// paid (its program WA less 1): the program WA the full phase would
+    /// show if cleaning copied only what lived in the sectors it cleaned.
+    pub bound_program_wa: Option<f64>,
+}
+
+impl CleaningFigures {
+    fn of(counts: CleaningCounts, fill_wa: Option<f64>) -> CleaningFigures {
+        let live = ratio(counts.tail_live_bytes, counts.tail_payload_bytes);
+        let bound = match (live, fill_wa) {
+            (Some(l), Some(w)) if l < 1.0 => Some(1.0 / (1.0 - l) + (w - 1.0)),
+            _ => None,
+        };
+        CleaningFigures {
+            counts,
+            tail_live_fraction: live,
+            bound_program_wa: bound,
+        }
+    }
 }
 
 /// A fill run: the replay report (its keys at the top level) and the fill
@@ -633,6 +668,16 @@ impl Window {
     }
 }
 
+/// The full phase's [`CleaningFigures`], from the counts at its start and
+/// end (`None` if the engine does not tell).
+fn cleaning_figures(
+    start: Option<CleaningCounts>,
+    end: Option<CleaningCounts>,
+    fill_wa: Option<f64>,
+) -> Option<CleaningFigures> {
+    Some(CleaningFigures::of(end?.since(&start?), fill_wa))
+}
+
 fn close_phase(s: &mut PhaseStats, start: Counters, end: Counters, user: u64, ops: u64) {
     s.ops = ops;
     s.user_bytes = user;
@@ -681,6 +726,7 @@ pub fn fill_rounds<D: Driver>(
     };
     let mut rep = FillReport::default();
     let mut phase_start = counters(f.driver);
+    let mut cleaning_start = f.driver.cleaning();
     let mut phase_user = 0u64;
     let mut phase_ops = 0u64;
     let mut fill_ops = 0u64;
@@ -737,6 +783,7 @@ pub fn fill_rounds<D: Driver>(
                         rep.live_sessions = f.live.sessions.len() as u64;
                         rep.capacity_fraction = Some(rep.live_bytes as f64 / capacity as f64);
                         rep.partition_at_full = f.driver.partition();
+                        cleaning_start = f.driver.cleaning();
                         close_phase(&mut f.cur, phase_start, now, phase_user, phase_ops);
                         rep.fill_phase = f.cur;
                         fill_ops = phase_ops;
@@ -763,6 +810,11 @@ pub fn fill_rounds<D: Driver>(
                     if phase_ops >= fill_ops {
                         close_phase(&mut f.cur, phase_start, now, phase_user, phase_ops);
                         rep.full_phase = f.cur;
+                        rep.full_phase_cleaning = cleaning_figures(
+                            cleaning_start,
+                            f.driver.cleaning(),
+                            rep.fill_phase.program_wa,
+                        );
                         break 'rounds;
                     }
                 }
@@ -1049,6 +1101,20 @@ impl fmt::Display for FillReport {
         }
         writeln!(f, "  {}", Self::phase_line("fill phase", &self.fill_phase))?;
         writeln!(f, "  {}", Self::phase_line("full phase", &self.full_phase))?;
+        if let Some(c) = &self.full_phase_cleaning {
+            let n = &c.counts;
+            writeln!(
+                f,
+                "  full-phase cleaning {} tail sectors released, {} live in them ({} B, bodies and objects); {} B more copied from later sectors, {} B of indexes; 1/(1 - live) + framing = {} against program WA {}",
+                n.tail_releases,
+                c.tail_live_fraction.map_or_else(|| "-".into(), |l| format!("{:.1}%", 100.0 * l)),
+                n.tail_live_bytes,
+                n.ahead_bytes,
+                n.index_bytes,
+                f2(c.bound_program_wa),
+                f2(self.full_phase.program_wa)
+            )?;
+        }
         let r = &self.refused_appends;
         writeln!(
             f,

@@ -430,6 +430,10 @@ impl<D: Driver> Driver for Timed<'_, D> {
     fn partition(&self) -> Option<crate::replay::PartitionUse> {
         self.inner.partition()
     }
+
+    fn cleaning(&self) -> Option<crate::replay::CleaningCounts> {
+        self.inner.cleaning()
+    }
 }
 
 /// The latency part of a comparison: one row per kind, one column per

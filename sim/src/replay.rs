@@ -232,6 +232,51 @@ pub trait Driver {
     fn partition(&self) -> Option<PartitionUse> {
         None
     }
+    /// What collecting the tail cost so far, summed over the mounts
+    /// (clawmem with the feature `sector-table`, `Store::cleaning`; `None`
+    /// for an engine that does not tell).
+    fn cleaning(&self) -> Option<CleaningCounts> {
+        None
+    }
+}
+
+/// What collecting the tail cost (clawmem's `Store::cleaning`, summed over
+/// the mounts): the sectors released, the bytes live in them then, and
+/// what the relocations copied from later sectors and indexed beside.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CleaningCounts {
+    /// Tail sectors a collection released.
+    pub tail_releases: u64,
+    /// Their payload space.
+    pub tail_payload_bytes: u64,
+    /// Bytes live in them when released (session bodies and objects).
+    pub tail_live_bytes: u64,
+    /// Session bodies copied from later sectors with them.
+    pub ahead_bytes: u64,
+    /// The relocations' indexes.
+    pub index_bytes: u64,
+}
+
+impl CleaningCounts {
+    /// The counts from `earlier` to `self`.
+    pub fn since(&self, earlier: &CleaningCounts) -> CleaningCounts {
+        CleaningCounts {
+            tail_releases: self.tail_releases - earlier.tail_releases,
+            tail_payload_bytes: self.tail_payload_bytes - earlier.tail_payload_bytes,
+            tail_live_bytes: self.tail_live_bytes - earlier.tail_live_bytes,
+            ahead_bytes: self.ahead_bytes - earlier.ahead_bytes,
+            index_bytes: self.index_bytes - earlier.index_bytes,
+        }
+    }
+
+    #[cfg(feature = "sector-table")]
+    fn add(&mut self, c: &clawmem::Cleaning) {
+        self.tail_releases += c.tail_releases;
+        self.tail_payload_bytes += c.tail_payload_bytes;
+        self.tail_live_bytes += c.tail_live_bytes;
+        self.ahead_bytes += c.ahead_bytes;
+        self.index_bytes += c.index_bytes;
+    }
 }
 
 /// How an engine divides its partition at one moment (clawmem's
@@ -1152,6 +1197,9 @@ pub struct ClawmemDriver<F: SimBacked, const N: usize = MAX_SESSIONS> {
     /// Dead bytes the mounts took back ([`Driver::dead_carried_bytes`]).
     #[cfg(feature = "sector-table")]
     dead_carried: u64,
+    /// What earlier mounts' collections cost ([`Driver::cleaning`]).
+    #[cfg(feature = "sector-table")]
+    cleaned: CleaningCounts,
     /// History buffer, grown on demand.
     buf: Vec<u8>,
     /// The replay's clock for memory timestamps: traces carry none, so
@@ -1273,6 +1321,8 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
             mount_reads: vec![read],
             #[cfg(feature = "sector-table")]
             dead_carried: 0,
+            #[cfg(feature = "sector-table")]
+            cleaned: CleaningCounts::default(),
             buf: vec![0; 64 * 1024],
             clock: 0,
             written: clawmem::WrittenBytes::default(),
@@ -1298,6 +1348,8 @@ impl<F: SimBacked, const N: usize> ClawmemDriver<F, N> {
             mount_reads: vec![read],
             #[cfg(feature = "sector-table")]
             dead_carried,
+            #[cfg(feature = "sector-table")]
+            cleaned: CleaningCounts::default(),
             buf: vec![0; 64 * 1024],
             clock: 0,
             written: clawmem::WrittenBytes::default(),
@@ -1448,6 +1500,15 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
     #[cfg(feature = "sector-table")]
     fn dead_carried_bytes(&self) -> Option<u64> {
         Some(self.dead_carried)
+    }
+
+    #[cfg(feature = "sector-table")]
+    fn cleaning(&self) -> Option<CleaningCounts> {
+        let mut c = self.cleaned;
+        if let Some(State::Mounted(s)) = &self.state {
+            c.add(&s.cleaning());
+        }
+        Some(c)
     }
 
     fn append(
@@ -1639,6 +1700,8 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
         if let Some(State::Mounted(s)) = &self.state {
             let w = s.written_bytes();
             add_written(&mut self.written, &w);
+            #[cfg(feature = "sector-table")]
+            self.cleaned.add(&s.cleaning());
         }
         let flash = match self.state.take() {
             Some(State::Mounted(s)) => (*s).into_flash(),

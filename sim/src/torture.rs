@@ -1061,6 +1061,10 @@ impl<D: Driver> Driver for Recorder<'_, D> {
     fn partition(&self) -> Option<crate::replay::PartitionUse> {
         self.inner.partition()
     }
+
+    fn cleaning(&self) -> Option<crate::replay::CleaningCounts> {
+        self.inner.cleaning()
+    }
 }
 
 /// The fill workload of `trace` through clawmem on a fresh flash of

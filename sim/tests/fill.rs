@@ -657,3 +657,62 @@ fn the_report_sums_the_dead_bytes_the_mounts_take_back() {
         assert!(json["dead_carried_bytes"].is_null());
     }
 }
+
+/// With the feature `sector-table`, the fill report sets the full phase's
+/// cleaning against what the live fraction of the sectors it cleaned
+/// forces (issue 12's bound): the tail sectors released and their payload,
+/// the bytes live in them, what the relocations copied from later sectors
+/// and their indexes, all parts of what the run wrote as session bases and
+/// objects. Without the feature the engine does not tell (null).
+#[test]
+fn the_report_sets_full_phase_cleaning_against_its_bound() {
+    let run = fill_bfcl_256k();
+    let f = &run.fill;
+    let json = serde_json::to_value(&run).unwrap();
+    let text = f.to_string();
+    if !cfg!(feature = "sector-table") {
+        assert!(json["fill"]["full_phase_cleaning"].is_null());
+        assert_eq!(f.full_phase_cleaning, None);
+        assert!(!text.contains("full-phase cleaning"));
+        return;
+    }
+    let c = f.full_phase_cleaning.expect("told with the table");
+    let n = c.counts;
+    assert!(n.tail_releases > 0, "{n:?}");
+    // ESP32 sectors: 4096 B less the 24 B header.
+    assert_eq!(n.tail_payload_bytes, n.tail_releases * 4072, "{n:?}");
+    assert!(
+        n.tail_live_bytes > 0 && n.tail_live_bytes < n.tail_payload_bytes,
+        "{n:?}"
+    );
+    assert!(n.index_bytes > 0, "{n:?}");
+    // Every byte counted was written as a session base or an object.
+    let written = |k: &str| {
+        run.report
+            .written_by_kind
+            .iter()
+            .find(|(name, _)| name == k)
+            .map(|(_, b)| *b)
+            .unwrap()
+    };
+    let copied = n.tail_live_bytes + n.ahead_bytes + n.index_bytes;
+    assert!(
+        copied <= written("session_bases") + written("objects"),
+        "{n:?} against {:?}",
+        run.report.written_by_kind
+    );
+    let live = n.tail_live_bytes as f64 / n.tail_payload_bytes as f64;
+    assert_eq!(c.tail_live_fraction, Some(live));
+    let framing = f.fill_phase.program_wa.unwrap() - 1.0;
+    let bound = c.bound_program_wa.unwrap();
+    assert!((bound - (1.0 / (1.0 - live) + framing)).abs() < 1e-9);
+    assert!(
+        bound > 1.0 && bound < f.full_phase.program_wa.unwrap(),
+        "{c:?}"
+    );
+    assert!(text.contains("full-phase cleaning"), "{text}");
+    let j = &json["fill"]["full_phase_cleaning"];
+    assert_eq!(j["tail_releases"], n.tail_releases);
+    assert_eq!(j["tail_live_bytes"], n.tail_live_bytes);
+    assert_eq!(j["bound_program_wa"], bound);
+}

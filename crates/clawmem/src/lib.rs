@@ -37,10 +37,10 @@ pub use chdx::{BackendFormat, RecordType};
 pub use error::{Error, NoLabel};
 pub use layout::{FORMAT_VERSION, MIN_FORMAT_VERSION};
 pub use session::{Record, MAX_RECORDS_PER_APPEND, MAX_SESSION_ID_BYTES};
-#[cfg(feature = "sector-table")]
-pub use store::DeadSpace;
 pub use store::{
     Appended, Config, FlashUnits, Gate, History, HistoryStream, Maintenance, MemoryConfig,
     MountMode, MountReport, SessionInfo, Space, Store, Stored, UnknownLabelError, Work,
     WrittenBytes,
 };
+#[cfg(feature = "sector-table")]
+pub use store::{Cleaning, DeadSpace};

@@ -396,6 +396,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         if addr != start {
             return Err(fail!(LogicBug, "base landed elsewhere than planned"));
         }
+        // A relocation at the tail: what it copied out of the tail, from
+        // later sectors, and its index (`Store::cleaning`).
+        #[cfg(feature = "sector-table")]
+        if matches!(embed, Embed::All | Embed::UpTo(_)) {
+            let c = &mut self.cleaning;
+            c.tail_live_bytes += u64::from(in_tail);
+            c.ahead_bytes += u64::from(embedded - in_tail);
+            c.index_bytes += u64::from(bodies_at);
+        }
         self.bytes_since_checkpoint = self.bytes_since_checkpoint.saturating_add(total);
         #[cfg(feature = "sector-table")]
         let was = s;

@@ -618,3 +618,107 @@ fn a_delta_cut_anywhere_leaves_counts_that_stay_true() {
     }
     panic!("the delta never finished");
 }
+
+/// The session bodies that start in each sector and the objects there, by
+/// sector: what a release of that sector must copy out of it.
+fn live_by_sector(store: &mut S) -> BTreeMap<u32, u64> {
+    let geo = store.log.geo();
+    let mut out = BTreeMap::new();
+    for o in store.objects.iter() {
+        *out.entry(geo.sector_of(o.addr)).or_insert(0) += u64::from(o.len);
+    }
+    let (mut i, mut cold) = (0, ColdCursor::new(&store.dir));
+    while store.next_session_word(&mut i, &mut cold).unwrap() != 0 {
+        let s = cold.cur;
+        let mut recs = Records::EMPTY;
+        recs.start(&mut store.log.io(), &s, None).unwrap();
+        while let Some(r) = recs.next(&mut store.log.io()).unwrap() {
+            *out.entry(geo.sector_of(r.addr)).or_insert(0) += u64::from(r.len);
+        }
+    }
+    out
+}
+
+/// `Store::cleaning` against what lived in the sectors a write released:
+/// before each append and profile write, the bodies and objects in every
+/// sector are read from the live structures; if the write released `k`
+/// tail sectors, the bytes counted live in them are at most what lived in
+/// those `k` oldest sectors, and with what the relocations copied from
+/// later sectors at least that (a body copied with its session while an
+/// earlier sector was released is counted there); with one release, they
+/// are exactly it.
+#[test]
+fn cleaning_counts_what_lived_in_the_sectors_it_released() {
+    let mut w = Workload::new(Some(10));
+    let docs = [ProfileDoc::Soul, ProfileDoc::User, ProfileDoc::Identity];
+    let payload = u64::from(w.store.log.geo().sector_payload_space());
+    let (mut releases, mut single, mut exact, mut live_total) = (0u64, 0u64, 0u64, 0u64);
+    let mut refused = 0;
+    while !w.done() {
+        let (id, body) = w.next();
+        let n = w.n;
+        for op in 0..2 {
+            if op == 1 && !n.is_multiple_of(11) {
+                break;
+            }
+            let before = w.store.cleaning();
+            let live = live_by_sector(&mut w.store);
+            let oldest: Vec<u32> = (w.store.log.tail_seq()..=w.store.log.head_seq())
+                .filter_map(|q| w.store.log.sector_of_seq(q))
+                .collect();
+            if op == 0 {
+                match w.store.append(&id, &[user(&body)], false) {
+                    Ok(_) => {
+                        refused = 0;
+                        w.took(&id, body.clone());
+                    }
+                    Err(Error::Full { .. }) => {
+                        // (Nothing written: nothing released.)
+                        assert_eq!(w.store.cleaning(), before);
+                        refused += 1;
+                        w.make_room(refused);
+                        break;
+                    }
+                    Err(e) => panic!("append {n}: {e:?}"),
+                }
+            } else {
+                let doc = docs[n % docs.len()];
+                w.store
+                    .profile_write(doc, &profile(n, 300 + n % 1500))
+                    .unwrap();
+            }
+            let after = w.store.cleaning();
+            let k = after.tail_releases - before.tail_releases;
+            assert_eq!(
+                after.tail_payload_bytes - before.tail_payload_bytes,
+                k * payload
+            );
+            if k == 0 {
+                assert_eq!(after, before, "counted with nothing released");
+                continue;
+            }
+            let truth: u64 = oldest[..k as usize]
+                .iter()
+                .map(|s| live.get(s).copied().unwrap_or(0))
+                .sum();
+            let counted = after.tail_live_bytes - before.tail_live_bytes;
+            let ahead = after.ahead_bytes - before.ahead_bytes;
+            assert!(
+                counted <= truth && truth <= counted + ahead,
+                "write {n}: {k} released holding {truth} B live; counted {counted} B, and {ahead} B ahead"
+            );
+            if k == 1 {
+                single += 1;
+                exact += u64::from(counted == truth);
+            }
+            releases += k;
+            live_total += truth;
+        }
+    }
+    std::println!(
+        "{releases} tail sectors released holding {live_total} B live; {exact} of {single} single releases counted exactly"
+    );
+    assert!(releases >= 100 && live_total > 0, "{releases} releases");
+    assert_eq!(exact, single);
+    assert_reads_back(&mut w.store, &w.model);
+}

@@ -377,6 +377,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return Err(fail!(LogicBug, "checkpoint still in the reclaimed sector"));
         }
         self.log.release_tail();
+        #[cfg(feature = "sector-table")]
+        {
+            self.cleaning.tail_releases += 1;
+            let space = self.log.geo().sector_payload_space();
+            self.cleaning.tail_payload_bytes += u64::from(space);
+        }
         Ok(1)
     }
 
@@ -494,7 +500,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 }
                 // The original is dead (`store/dead.rs`).
                 #[cfg(feature = "sector-table")]
-                self.batch_died(o.addr);
+                {
+                    self.batch_died(o.addr);
+                    if span.is_none() {
+                        self.cleaning.tail_live_bytes += u64::from(len);
+                    }
+                }
             }
             k += 1;
         }

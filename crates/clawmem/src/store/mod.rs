@@ -78,11 +78,11 @@ pub(crate) use gc::Priority;
 pub use history::HistoryStream;
 pub use memory::{MemoryConfig, Stored};
 pub use objects::MAX_OBJECTS;
-#[cfg(feature = "sector-table")]
-pub use report::DeadSpace;
 pub use report::{
     Appended, Gate, History, Maintenance, MountReport, SessionInfo, Space, WrittenBytes,
 };
+#[cfg(feature = "sector-table")]
+pub use report::{Cleaning, DeadSpace};
 pub use work::Work;
 
 use checkpoint::DELETED_MAX;
@@ -158,6 +158,9 @@ pub struct Store<F: NorFlash, const MAX_SESSIONS: usize = 64, W: BorrowMut<Work>
     scan_damaged: u32,
     /// Sessions garbage collection dropped for damage since the mount.
     sessions_dropped: u32,
+    /// What collecting the tail cost since the mount.
+    #[cfg(feature = "sector-table")]
+    cleaning: report::Cleaning,
     #[cfg(feature = "memory")]
     /// Memory chain links repaired at mount: (record, the record before
     /// it), for records whose own link rotted. Cleared by the next index.
@@ -240,6 +243,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             }
         }
         d
+    }
+
+    /// What collecting the tail cost since mount (feature `sector-table`):
+    /// the sectors released, what lived in them, and what the relocations
+    /// copied and indexed beside it. A simulator sets it against the
+    /// cleaning cost their live fraction forces, `1 / (1 - live)`.
+    #[cfg(feature = "sector-table")]
+    pub fn cleaning(&self) -> report::Cleaning {
+        self.cleaning
     }
 
     /// The flash, for inspection.

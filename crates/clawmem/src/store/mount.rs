@@ -148,6 +148,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             mem_damaged: 0,
             scan_damaged: NO_ADDR,
             sessions_dropped: 0,
+            #[cfg(feature = "sector-table")]
+            cleaning: super::report::Cleaning::default(),
             #[cfg(feature = "memory")]
             mem_links: Vec::new(),
             #[cfg(feature = "memory")]

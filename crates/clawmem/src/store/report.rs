@@ -82,6 +82,29 @@ pub struct DeadSpace {
     pub half_dead_bytes: u64,
 }
 
+/// What collecting the tail cost since mount (feature `sector-table`; see
+/// [`Store::cleaning`](super::Store::cleaning)): how live the sectors it
+/// released were, and what it copied beside what lived in them.
+#[cfg(feature = "sector-table")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cleaning {
+    /// Tail sectors released by a collection (a mount's release of tail
+    /// sectors that hold nothing live, found so, is not counted).
+    pub tail_releases: u64,
+    /// Their payload space (a sector less its header, each).
+    pub tail_payload_bytes: u64,
+    /// Bytes live in them when they were released: the session bodies
+    /// starting there and the objects there, which the collection copied
+    /// out (memory items are not counted).
+    pub tail_live_bytes: u64,
+    /// Session bodies a collection copied from later sectors, relocating
+    /// a session whole or up to a reach past the tail.
+    pub ahead_bytes: u64,
+    /// The indexes of the bases those relocations wrote (the fixed part,
+    /// the id, the CHDX header, and an entry and a CRC a record).
+    pub index_bytes: u64,
+}
+
 /// Flash bytes written since mount, by what they hold (see
 /// [`Store::written_bytes`](super::Store::written_bytes)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
