@@ -91,6 +91,13 @@ pub struct PhaseStats {
     /// Memory stores and updates, profile writes and deletes refused with
     /// `Full`.
     pub other_full: u64,
+    /// The live user bytes over the partition size after each operation,
+    /// averaged over the phase (the full phase only: how full the engine
+    /// keeps the partition while the oldest sessions are deleted to make
+    /// room; null in the fill phase).
+    pub mean_live_fraction: Option<f64>,
+    /// The least of them.
+    pub min_live_fraction: Option<f64>,
 }
 
 /// What appends refused with `Full` cost, each measured around the refused
@@ -727,6 +734,8 @@ pub fn fill_rounds<D: Driver>(
     let mut rep = FillReport::default();
     let mut phase_start = counters(f.driver);
     let mut cleaning_start = f.driver.cleaning();
+    // The live fraction after each operation of the full phase.
+    let (mut live_sum, mut live_min) = (0f64, f64::INFINITY);
     let mut phase_user = 0u64;
     let mut phase_ops = 0u64;
     let mut fill_ops = 0u64;
@@ -801,6 +810,9 @@ pub fn fill_rounds<D: Driver>(
                     progress(f.t.ops, f.t.ops * 2);
                 }
                 Phase::Full => {
+                    let held = f.fullness(capacity);
+                    live_sum += held;
+                    live_min = live_min.min(held);
                     let every = (fill_ops / FULL_WINDOWS).max(1);
                     if phase_ops - win.ops >= every || phase_ops >= fill_ops {
                         let at = (f.t.user_bytes, now.programmed, phase_ops);
@@ -809,6 +821,8 @@ pub fn fill_rounds<D: Driver>(
                     progress(f.t.ops, fill_ops * 2);
                     if phase_ops >= fill_ops {
                         close_phase(&mut f.cur, phase_start, now, phase_user, phase_ops);
+                        f.cur.mean_live_fraction = Some(live_sum / phase_ops as f64);
+                        f.cur.min_live_fraction = Some(live_min);
                         rep.full_phase = f.cur;
                         rep.full_phase_cleaning = cleaning_figures(
                             cleaning_start,
@@ -1050,7 +1064,12 @@ impl FillReport {
             s.erased_bytes,
             s.refused_appends,
             s.other_full
-        )
+        ) + &match (s.mean_live_fraction, s.min_live_fraction) {
+            (Some(mean), Some(min)) => {
+                format!("; live user bytes held {mean:.3} of the partition on average, {min:.3} at least")
+            }
+            _ => String::new(),
+        }
     }
 }
 
@@ -1149,7 +1168,7 @@ impl fmt::Display for FillComparison {
         }
         writeln!(
             f,
-            "{:<18} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>10} {:>9} {:>8} {:>7} {:>6} {:>6}",
+            "{:<18} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>11} {:>7} {:>8} {:>10} {:>9} {:>8} {:>7} {:>6} {:>6}",
             "engine",
             "capacity",
             "fill op",
@@ -1158,6 +1177,7 @@ impl fmt::Display for FillComparison {
             "full op",
             "full WA",
             "full er",
+            "full held",
             "refused",
             "ref B",
             "ref B max",
@@ -1172,7 +1192,7 @@ impl fmt::Display for FillComparison {
             let c = &x.refused_appends;
             writeln!(
                 f,
-                "{:<18} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>10} {:>9} {:>8} {:>7} {:>6} {:>6}",
+                "{:<18} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>11} {:>7} {:>8} {:>10} {:>9} {:>8} {:>7} {:>6} {:>6}",
                 r.engine,
                 f3(x.capacity_fraction),
                 x.fill_phase.ops,
@@ -1181,6 +1201,11 @@ impl fmt::Display for FillComparison {
                 x.full_phase.ops,
                 f2(x.full_phase.program_wa),
                 x.full_phase.erases,
+                format!(
+                    "{}/{}",
+                    f2(x.full_phase.mean_live_fraction),
+                    f2(x.full_phase.min_live_fraction)
+                ),
                 c.count,
                 c.programmed_bytes_total,
                 c.programmed_bytes_max,

@@ -194,6 +194,12 @@ fn the_phases_and_the_oldest_first_deletes_are_exact() {
         "{:?}",
         r.first_error
     );
+    // The full phase held the budget after every operation: each append
+    // deleted the oldest session (a record of 100 B) and took its place.
+    let full = 1000.0 / 65536.0;
+    assert_eq!(f.full_phase.min_live_fraction, Some(full));
+    assert_eq!(f.full_phase.mean_live_fraction, Some(full));
+    assert_eq!(f.fill_phase.mean_live_fraction, None);
     // The fill phase programmed 1,000 B of bodies (word-rounded).
     assert_eq!(f.fill_phase.program_wa, Some(1.0));
     assert!(f.curve.iter().any(|p| p.phase == "full"));
@@ -267,6 +273,14 @@ fn clawmem_fills_256k_and_deletes_oldest_sessions_when_full() {
     );
     assert!(f.oldest_session_deletes > 0, "{f:?}");
     assert!(f.full_phase.refused_appends > 0);
+    // What the full phase held: never more than the partition, at least
+    // something, the least no more than the mean.
+    let (mean, min) = (
+        f.full_phase.mean_live_fraction.unwrap(),
+        f.full_phase.min_live_fraction.unwrap(),
+    );
+    assert!(0.0 < min && min <= mean && mean < 1.0, "{mean} {min}");
+    std::println!("full phase held {mean:.3} on average, {min:.3} at least");
     assert_eq!(
         f.refused_appends.count,
         f.fill_phase.refused_appends + f.full_phase.refused_appends
