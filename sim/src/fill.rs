@@ -176,6 +176,46 @@ pub struct FillReport {
     /// live fraction of the sectors it cleaned forces (clawmem with the
     /// feature `sector-table`; null otherwise).
     pub full_phase_cleaning: Option<CleaningFigures>,
+    /// Where the dead bytes the engine counted were when it refused an
+    /// append in the full phase (clawmem with the feature `sector-table`;
+    /// null otherwise).
+    pub full_phase_dead_at_refusals: Option<DeadAtRefusals>,
+}
+
+/// The dead bytes an engine counted at the full phase's refused appends,
+/// averaged over them: in the sectors in use, and in the 8 oldest, which
+/// the tail's collection meets next. Lower bounds (the counts never
+/// overstate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DeadAtRefusals {
+    /// Refused appends sampled.
+    pub refusals: u64,
+    /// Dead bytes over the bytes of the sectors in use, averaged.
+    pub mean_dead_fraction: f64,
+    /// Dead bytes over the bytes of the 8 oldest sectors in use, averaged.
+    pub mean_tail_dead_fraction: f64,
+}
+
+impl DeadAtRefusals {
+    fn add(&mut self, p: &PartitionUse) {
+        let (Some(dead), Some(tail)) = (p.dead_bytes, p.tail_dead_bytes) else {
+            return;
+        };
+        let bytes = |sectors: u32| (u64::from(sectors) * u64::from(p.sector_bytes)).max(1) as f64;
+        self.refusals += 1;
+        self.mean_dead_fraction += dead as f64 / bytes(p.used_sectors);
+        self.mean_tail_dead_fraction += tail as f64 / bytes(p.used_sectors.min(8));
+    }
+
+    /// The means, if any refusal was sampled.
+    fn figures(&self) -> Option<DeadAtRefusals> {
+        let n = self.refusals as f64;
+        (self.refusals > 0).then(|| DeadAtRefusals {
+            refusals: self.refusals,
+            mean_dead_fraction: self.mean_dead_fraction / n,
+            mean_tail_dead_fraction: self.mean_tail_dead_fraction / n,
+        })
+    }
 }
 
 /// The full phase's cleaning against its bound (issue 12: "at most the
@@ -374,6 +414,8 @@ struct Filler<'a, 't, D: Driver> {
     /// Stats of the phase under way.
     cur: PhaseStats,
     refused: RefusedCost,
+    /// Where the dead bytes were at the full phase's refused appends.
+    at_refusals: DeadAtRefusals,
     deletes: u64,
     unplaced: u64,
     /// The first `Full` of the run (where, what).
@@ -423,6 +465,11 @@ impl<'t, D: Driver> Filler<'_, 't, D> {
                     r.erases_max = r.erases_max.max(x);
                     self.cur.refused_appends += 1;
                     self.full(at, &e);
+                    if self.phase == Phase::Full {
+                        if let Some(p) = self.driver.partition() {
+                            self.at_refusals.add(&p);
+                        }
+                    }
                     if self.phase == Phase::Fill {
                         // The batch is dropped; the fill phase ends here.
                         return;
@@ -727,6 +774,7 @@ pub fn fill_rounds<D: Driver>(
         phase: Phase::Fill,
         cur: PhaseStats::default(),
         refused: RefusedCost::default(),
+        at_refusals: DeadAtRefusals::default(),
         deletes: 0,
         unplaced: 0,
         first_full: None,
@@ -864,6 +912,7 @@ pub fn fill_rounds<D: Driver>(
         rep.fill_phase = f.cur;
     }
     rep.refused_appends = f.refused;
+    rep.full_phase_dead_at_refusals = f.at_refusals.figures();
     rep.oldest_session_deletes = f.deletes;
     rep.unplaced_appends = f.unplaced;
     let t = std::mem::take(&mut f.t);
@@ -1120,6 +1169,15 @@ impl fmt::Display for FillReport {
         }
         writeln!(f, "  {}", Self::phase_line("fill phase", &self.fill_phase))?;
         writeln!(f, "  {}", Self::phase_line("full phase", &self.full_phase))?;
+        if let Some(d) = &self.full_phase_dead_at_refusals {
+            writeln!(
+                f,
+                "  full-phase refusals {} sampled: {:.1}% of the sectors in use counted dead on average, {:.1}% of the 8 oldest (lower bounds)",
+                d.refusals,
+                100.0 * d.mean_dead_fraction,
+                100.0 * d.mean_tail_dead_fraction
+            )?;
+        }
         if let Some(c) = &self.full_phase_cleaning {
             let n = &c.counts;
             writeln!(

@@ -305,6 +305,9 @@ pub struct PartitionUse {
     pub dead_bytes: Option<u64>,
     /// Sectors in use at least half of whose bytes it counted dead.
     pub half_dead_sectors: Option<u32>,
+    /// Dead bytes it counted in the 8 oldest sectors in use, the next the
+    /// tail's collection meets (`DeadSpace::tail_dead_bytes`).
+    pub tail_dead_bytes: Option<u64>,
 }
 
 // ---- the report ------------------------------------------------------------
@@ -1689,10 +1692,14 @@ impl<F: SimBacked, const N: usize> Driver for ClawmemDriver<F, N> {
             dead_bytes: Some(dead.dead_bytes),
             #[cfg(feature = "sector-table")]
             half_dead_sectors: Some(dead.half_dead_sectors),
+            #[cfg(feature = "sector-table")]
+            tail_dead_bytes: Some(dead.tail_dead_bytes),
             #[cfg(not(feature = "sector-table"))]
             dead_bytes: None,
             #[cfg(not(feature = "sector-table"))]
             half_dead_sectors: None,
+            #[cfg(not(feature = "sector-table"))]
+            tail_dead_bytes: None,
         })
     }
 

@@ -686,6 +686,7 @@ fn the_report_sets_full_phase_cleaning_against_its_bound() {
     let text = f.to_string();
     if !cfg!(feature = "sector-table") {
         assert!(json["fill"]["full_phase_cleaning"].is_null());
+        assert!(json["fill"]["full_phase_dead_at_refusals"].is_null());
         assert_eq!(f.full_phase_cleaning, None);
         assert!(!text.contains("full-phase cleaning"));
         return;
@@ -725,6 +726,22 @@ fn the_report_sets_full_phase_cleaning_against_its_bound() {
         "{c:?}"
     );
     assert!(text.contains("full-phase cleaning"), "{text}");
+    // Where the dead bytes were when the full phase refused an append:
+    // every refusal sampled, fractions of the sectors in use and of the 8
+    // oldest.
+    let d = f
+        .full_phase_dead_at_refusals
+        .expect("sampled with the table");
+    assert_eq!(d.refusals, f.full_phase.refused_appends);
+    for x in [d.mean_dead_fraction, d.mean_tail_dead_fraction] {
+        assert!((0.0..1.0).contains(&x), "{d:?}");
+    }
+    assert!(d.mean_dead_fraction > 0.0, "{d:?}");
+    assert!(text.contains("full-phase refusals"), "{text}");
+    assert_eq!(
+        json["fill"]["full_phase_dead_at_refusals"]["refusals"],
+        d.refusals
+    );
     let j = &json["fill"]["full_phase_cleaning"];
     assert_eq!(j["tail_releases"], n.tail_releases);
     assert_eq!(j["tail_live_bytes"], n.tail_live_bytes);

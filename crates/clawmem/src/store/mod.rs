@@ -242,6 +242,17 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 d.half_dead_bytes += u64::from(dead);
             }
         }
+        let tail = self.log.tail_seq();
+        let mut met = 0;
+        for seq in tail..=self.log.head_seq() {
+            if met == DeadSpace::TAIL_SECTORS {
+                break;
+            }
+            if let Some(index) = self.log.sector_of_seq(seq) {
+                d.tail_dead_bytes += u64::from(self.log.dead_bytes(index));
+                met += 1;
+            }
+        }
         d
     }
 

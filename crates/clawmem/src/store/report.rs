@@ -80,6 +80,16 @@ pub struct DeadSpace {
     pub half_dead_sectors: u32,
     /// The dead bytes in those sectors.
     pub half_dead_bytes: u64,
+    /// Dead bytes counted in the oldest sectors in use, the next ones the
+    /// tail's collection meets ([`DeadSpace::TAIL_SECTORS`] of them, or all
+    /// if fewer are in use).
+    pub tail_dead_bytes: u64,
+}
+
+#[cfg(feature = "sector-table")]
+impl DeadSpace {
+    /// The oldest sectors in use that [`tail_dead_bytes`](Self::tail_dead_bytes) covers.
+    pub const TAIL_SECTORS: u32 = 8;
 }
 
 /// What collecting the tail cost since mount (feature `sector-table`; see
