@@ -196,24 +196,34 @@ pub struct DeadAtRefusals {
     pub mean_tail_dead_fraction: f64,
 }
 
-impl DeadAtRefusals {
+/// The sums [`DeadAtRefusals`] averages, gathered refusal by refusal.
+#[derive(Default)]
+struct RefusalSums {
+    refusals: u64,
+    dead_fraction: f64,
+    tail_dead_fraction: f64,
+}
+
+impl RefusalSums {
+    /// Samples how the engine divides its partition at a refusal, if it
+    /// counts dead bytes.
     fn add(&mut self, p: &PartitionUse) {
         let (Some(dead), Some(tail)) = (p.dead_bytes, p.tail_dead_bytes) else {
             return;
         };
         let bytes = |sectors: u32| (u64::from(sectors) * u64::from(p.sector_bytes)).max(1) as f64;
         self.refusals += 1;
-        self.mean_dead_fraction += dead as f64 / bytes(p.used_sectors);
-        self.mean_tail_dead_fraction += tail as f64 / bytes(p.used_sectors.min(8));
+        self.dead_fraction += dead as f64 / bytes(p.used_sectors);
+        self.tail_dead_fraction += tail as f64 / bytes(p.used_sectors.min(8));
     }
 
     /// The means, if any refusal was sampled.
-    fn figures(&self) -> Option<DeadAtRefusals> {
+    fn means(&self) -> Option<DeadAtRefusals> {
         let n = self.refusals as f64;
         (self.refusals > 0).then(|| DeadAtRefusals {
             refusals: self.refusals,
-            mean_dead_fraction: self.mean_dead_fraction / n,
-            mean_tail_dead_fraction: self.mean_tail_dead_fraction / n,
+            mean_dead_fraction: self.dead_fraction / n,
+            mean_tail_dead_fraction: self.tail_dead_fraction / n,
         })
     }
 }
@@ -415,7 +425,7 @@ struct Filler<'a, 't, D: Driver> {
     cur: PhaseStats,
     refused: RefusedCost,
     /// Where the dead bytes were at the full phase's refused appends.
-    at_refusals: DeadAtRefusals,
+    at_refusals: RefusalSums,
     deletes: u64,
     unplaced: u64,
     /// The first `Full` of the run (where, what).
@@ -774,7 +784,7 @@ pub fn fill_rounds<D: Driver>(
         phase: Phase::Fill,
         cur: PhaseStats::default(),
         refused: RefusedCost::default(),
-        at_refusals: DeadAtRefusals::default(),
+        at_refusals: RefusalSums::default(),
         deletes: 0,
         unplaced: 0,
         first_full: None,
@@ -912,7 +922,7 @@ pub fn fill_rounds<D: Driver>(
         rep.fill_phase = f.cur;
     }
     rep.refused_appends = f.refused;
-    rep.full_phase_dead_at_refusals = f.at_refusals.figures();
+    rep.full_phase_dead_at_refusals = f.at_refusals.means();
     rep.oldest_session_deletes = f.deletes;
     rep.unplaced_appends = f.unplaced;
     let t = std::mem::take(&mut f.t);
