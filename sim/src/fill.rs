@@ -1192,12 +1192,13 @@ impl fmt::Display for FillReport {
             let n = &c.counts;
             writeln!(
                 f,
-                "  full-phase cleaning {} tail sectors released, {} live in them ({} B, bodies and objects); {} B more copied from later sectors, {} B of indexes; 1/(1 - live) + framing = {} against program WA {}",
+                "  full-phase cleaning {} tail sectors released, {} live in them ({} B, bodies and objects); {} B more copied from later sectors, {} B of indexes, {} moves records; 1/(1 - live) + framing = {} against program WA {}",
                 n.tail_releases,
                 c.tail_live_fraction.map_or_else(|| "-".into(), |l| format!("{:.1}%", 100.0 * l)),
                 n.tail_live_bytes,
                 n.ahead_bytes,
                 n.index_bytes,
+                n.moves_records,
                 f2(c.bound_program_wa),
                 f2(self.full_phase.program_wa)
             )?;

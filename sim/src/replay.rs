@@ -255,6 +255,9 @@ pub struct CleaningCounts {
     pub ahead_bytes: u64,
     /// The relocations' indexes.
     pub index_bytes: u64,
+    /// Moves records written instead of a base (20 B each beside the
+    /// bodies they moved, which count in `tail_live_bytes`).
+    pub moves_records: u64,
 }
 
 impl CleaningCounts {
@@ -266,6 +269,7 @@ impl CleaningCounts {
             tail_live_bytes: self.tail_live_bytes - earlier.tail_live_bytes,
             ahead_bytes: self.ahead_bytes - earlier.ahead_bytes,
             index_bytes: self.index_bytes - earlier.index_bytes,
+            moves_records: self.moves_records - earlier.moves_records,
         }
     }
 
@@ -276,6 +280,7 @@ impl CleaningCounts {
         self.tail_live_bytes += c.tail_live_bytes;
         self.ahead_bytes += c.ahead_bytes;
         self.index_bytes += c.index_bytes;
+        self.moves_records += c.moves_records;
     }
 }
 

@@ -435,8 +435,13 @@ pub(crate) mod kind {
     pub const CLASS_OBJECT: u8 = 0x20;
     /// The class of long-term memory's kinds.
     pub const CLASS_MEMORY: u8 = 0x30;
-    /// The kinds the format defines, as the first and last of each class.
+    /// The kinds the format defines, as the first and last of each class
+    /// (format 10, feature `sector-table`, adds the sessions' moves record,
+    /// 0x14).
+    #[cfg(not(feature = "sector-table"))]
     const DEFINED: [(u8, u8); 4] = [(0x01, 0x02), (0x10, 0x13), (0x20, 0x20), (0x30, 0x35)];
+    #[cfg(feature = "sector-table")]
+    const DEFINED: [(u8, u8); 4] = [(0x01, 0x02), (0x10, 0x14), (0x20, 0x20), (0x30, 0x35)];
     // No class 0xF0: an erased kind byte, 0xFF, is no kind
     // ([`super::ChunkHeader::decode`] relies on it).
     const _: () = assert!(DEFINED.len() < 0x0F);
@@ -463,7 +468,11 @@ pub(crate) mod kind {
     /// 0x35, a packed access record) share the slots of its first and second
     /// (0x30, a put, and 0x31, a tombstone): they count as items and as
     /// memory's other records.
+    /// A moves record (0x14, feature `sector-table`) counts as a base
+    /// (0x11): both are what relocation writes.
     pub fn usage_slot(k: u8) -> usize {
+        #[cfg(feature = "sector-table")]
+        let k = if k == 0x14 { 0x11 } else { k };
         usize::from(k >> 4).min(3) * PER_CLASS + usize::from(k & 3)
     }
 }

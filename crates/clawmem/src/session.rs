@@ -26,11 +26,76 @@ pub(crate) const SESSION_BASE: u8 = 0x11;
 pub(crate) const SESSION_DELETE: u8 = 0x12;
 /// A session's block flag.
 pub(crate) const SESSION_BLOCK: u8 = 0x13;
+/// Bodies a collection moved out of a sector it released, for a session
+/// whose base named them there (format 10, feature `sector-table`; stage 4
+/// of `docs/DESIGN.md`, "Format 10 in stages"): a chain element, with no
+/// records of its own ([`MovesFixed`]).
+#[cfg(feature = "sector-table")]
+pub(crate) const SESSION_MOVES: u8 = 0x14;
 const _: () = {
     use crate::layout::kind::{defined_in, CLASS_SESSION};
     assert!(defined_in(SESSION_BATCH, CLASS_SESSION) && defined_in(SESSION_BASE, CLASS_SESSION));
     assert!(defined_in(SESSION_DELETE, CLASS_SESSION) && defined_in(SESSION_BLOCK, CLASS_SESSION));
+    #[cfg(feature = "sector-table")]
+    assert!(defined_in(SESSION_MOVES, CLASS_SESSION));
 };
+
+/// Fixed part of a moves record's payload: uid u32, prev u32, the sector
+/// released (its index) u32 and the sequence it carried u32, and the
+/// session's oldest sector sequence once the record commits u32. The
+/// bodies follow, one after another, in record order.
+#[cfg(feature = "sector-table")]
+pub(crate) const MOVES_FIXED: u32 = 20;
+
+/// Most moves records a session's chain holds: a collection that would
+/// write one more writes a base instead, which folds them in.
+#[cfg(feature = "sector-table")]
+pub(crate) const MOVES_MAX: usize = 4;
+
+/// The parsed fixed part of a moves record (`SESSION_MOVES`): every body the
+/// session's base names (its root's entries), whose place after the
+/// moves records before this one has a byte in sector `sector`, now lies in
+/// this record's payload, in record order, one after another.
+#[cfg(feature = "sector-table")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MovesFixed {
+    pub uid: u32,
+    pub prev: u32,
+    pub sector: u32,
+    pub seq: u32,
+    pub oldest: u32,
+}
+
+#[cfg(feature = "sector-table")]
+impl MovesFixed {
+    pub fn encode(&self) -> [u8; MOVES_FIXED as usize] {
+        let mut out = [0u8; MOVES_FIXED as usize];
+        for (k, v) in [self.uid, self.prev, self.sector, self.seq, self.oldest]
+            .into_iter()
+            .enumerate()
+        {
+            crate::layout::put_u32(&mut out, 4 * k, v);
+        }
+        out
+    }
+
+    /// `None` if the fields cannot hold together: a record has a previous
+    /// element, and the session's oldest sector is newer than the one the
+    /// record emptied. (The sector is checked against the partition by the
+    /// reader.)
+    pub fn decode(b: &[u8]) -> Option<MovesFixed> {
+        let b = b.first_chunk::<{ MOVES_FIXED as usize }>()?;
+        let at = |k: usize| crate::layout::u32_at(b, 4 * k);
+        let f = MovesFixed {
+            uid: at(0),
+            prev: at(1),
+            sector: at(2),
+            seq: at(3),
+            oldest: at(4),
+        };
+        (f.prev != NO_ADDR && f.oldest > f.seq).then_some(f)
+    }
+}
 
 /// Most bytes of a session id: all that its one-byte length on flash holds.
 /// ESP-Claw's ids reach about 204 bytes (a chat key of up to 159, `:`, an

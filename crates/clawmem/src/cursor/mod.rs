@@ -641,6 +641,10 @@ pub(crate) struct RecPos {
     /// Chain segments to skip (found damaged), one bit each (in 32-bit
     /// words: a Cortex-M shifts those in one instruction).
     skip: [u32; CHAIN_CAP.div_ceil(32)],
+    /// The bytes of the bodies each moves record of the chain holds for the
+    /// records passed so far (format 10): where its next body starts.
+    #[cfg(feature = "sector-table")]
+    moved: [u32; crate::session::MOVES_MAX],
 }
 
 impl Records {
@@ -783,6 +787,8 @@ impl RecPos {
         body_offset: 0,
         degraded: false,
         skip: [0; CHAIN_CAP.div_ceil(32)],
+        #[cfg(feature = "sector-table")]
+        moved: [0; crate::session::MOVES_MAX],
     };
 
     /// On to the first record of the next chain segment; the segment left.
@@ -811,6 +817,43 @@ impl RecPos {
         self.index = 0;
         self.meta = None;
         self.body_offset = 0;
+        #[cfg(feature = "sector-table")]
+        {
+            self.moved = [0; crate::session::MOVES_MAX];
+        }
+    }
+
+    /// Where the body at `addr`, `len` bytes, that the root's base names
+    /// is now: the moves records of `chain` applied in chain order, each
+    /// taking it if its place then has a byte in the sector the record
+    /// emptied (`docs/FORMAT.md`, "Session moves"). `(address, segment,
+    /// offset in the segment's payload)`; `None` if a record that took it
+    /// is too short to hold it (damage: the body is lost).
+    #[cfg(feature = "sector-table")]
+    fn moved_to<F: NorFlash>(
+        &mut self,
+        io: &Io<'_, F>,
+        chain: &Chain,
+        addr: u32,
+        len: u32,
+    ) -> Option<(u32, usize, u32)> {
+        let mut at = (addr, 0, 0);
+        for (m, done) in chain
+            .moves
+            .iter()
+            .take(chain.moves_len)
+            .zip(&mut self.moved)
+        {
+            if io.stream_touches(at.0, len, m.sector) {
+                let offset = crate::session::MOVES_FIXED + *done;
+                *done += len;
+                if u64::from(offset) + u64::from(len) > u64::from(m.len) {
+                    return None;
+                }
+                at = (io.stream_advance(m.payload, offset), m.segment, offset);
+            }
+        }
+        Some(at)
     }
 
     /// The next record of `chain`, or `None` after the last.
@@ -856,15 +899,40 @@ impl RecPos {
                     self.degraded = true;
                     return Ok(Some(RecordInfo::damaged(0)));
                 };
+                let len = raw.length - 1;
+                #[cfg(feature = "sector-table")]
+                if chain.moves_len > 0 {
+                    let Some((at, segment, offset)) = self.moved_to(io, chain, raw.offset, len)
+                    else {
+                        self.degraded = true;
+                        return Ok(Some(RecordInfo::damaged(0)));
+                    };
+                    return Ok(Some(RecordInfo {
+                        kind,
+                        format,
+                        len,
+                        addr: at,
+                        crc: Some(u32::from_le_bytes(c)),
+                        segment,
+                        offset,
+                        damaged: false,
+                    }));
+                }
                 (
                     kind,
                     format,
-                    raw.length - 1,
+                    len,
                     raw.offset,
                     Some(u32::from_le_bytes(c)),
                     0,
                 )
             } else {
+                // A moves record holds no records of its own.
+                #[cfg(feature = "sector-table")]
+                if chain.is_moves(seg) {
+                    self.next_segment();
+                    continue;
+                }
                 let meta = match self.meta {
                     Some(ref meta) => meta,
                     None => {

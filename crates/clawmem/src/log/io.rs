@@ -200,7 +200,7 @@ impl<F: NorFlash> Io<'_, F> {
     /// Whether the `len` stream bytes from `address` have one in sector
     /// `index`: the sectors the stream passes, its first to the one of its
     /// last byte, in ring order.
-    #[cfg(feature = "memory")] // a memory scrub only
+    #[cfg(any(feature = "memory", feature = "sector-table"))] // a memory scrub, a moves record
     pub fn stream_touches(&self, address: u32, len: u32, index: u32) -> bool {
         let last = self
             .geo

@@ -584,6 +584,18 @@ impl<F: NorFlash> Log<F> {
         }
     }
 
+    /// A payload length whose one batch needs at least the room that two
+    /// batches of `first` and `second` bytes, one after the other, need
+    /// (for [`plan`](Self::plan) and the room checks): the second's chunk
+    /// header, what the first's last chunk leaves unused when too little
+    /// for the second to start there (`MIN_CHUNK_PAYLOAD`, a header's
+    /// worth) and its padding to the write unit.
+    pub fn pair_len(&self, first: u32, second: u32) -> u32 {
+        first
+            .saturating_add(second)
+            .saturating_add(2 * CHUNK_HEADER_LEN + MIN_CHUNK_PAYLOAD + self.geo.write)
+    }
+
     /// Where a batch of `len` payload bytes would start, and how many new
     /// sectors it would open.
     pub fn plan(&self, len: u32) -> (u32, u32) {

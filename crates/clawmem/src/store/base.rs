@@ -206,6 +206,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let mut recs = Records::EMPTY;
         recs.start(&mut self.log.io(), &s, Some(ring_view))?;
         reach.clear();
+        #[cfg(feature = "sector-table")]
+        {
+            reach.moves = recs.chain().moves_len;
+        }
         while let Some(r) = recs.next(&mut self.log.io())? {
             // (A damaged record is lost: no relocation carries it.)
             if !r.damaged {
@@ -526,6 +530,13 @@ const CRCS: usize = 1;
 const BODIES: usize = 2;
 
 impl BaseWork {
+    /// The chain and one position on it, for a moves record being written
+    /// (`store/moves.rs`; no base is written meanwhile).
+    #[cfg(feature = "sector-table")]
+    pub(crate) fn chain_and_pos(&mut self) -> (&mut Chain, &mut RecPos) {
+        (&mut self.chain, &mut self.sweeps[BODIES].pos)
+    }
+
     /// An empty one, for the work area.
     pub(crate) const EMPTY: BaseWork = BaseWork {
         chain: Chain::EMPTY,

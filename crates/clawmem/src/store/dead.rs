@@ -81,8 +81,13 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             return;
         };
         while let Ok(Some(r)) = recs.next(&mut self.log.io()) {
-            if r.segment != 0 {
+            // The base's entries come first, each with its CRC; one a moves
+            // record holds is in that record, counted above.
+            if r.crc.is_none() && !r.damaged {
                 break;
+            }
+            if r.segment != 0 {
+                continue;
             }
             let sector = geo.sector_of(r.addr);
             let in_place = match self.log.seq_of_sector(sector) {

@@ -19,7 +19,7 @@ use super::objects::OBJECT;
 use super::test_workload::{assert_reads_back, user, Workload, S};
 use crate::cursor::Records;
 use crate::profile::ProfileDoc;
-use crate::session::{SESSION_BASE, SESSION_BATCH};
+use crate::session::{SESSION_BASE, SESSION_BATCH, SESSION_MOVES};
 use crate::{Config, Error, MountMode};
 
 /// A batch on flash: its kind and its chunks (address, framed bytes).
@@ -82,8 +82,9 @@ fn batches(store: &mut S) -> BTreeMap<u32, Batch> {
     out
 }
 
-/// The oracle's dead bytes by sector: the objects', sessions' batches and
-/// bases that nothing live reaches (every other kind counts as live).
+/// The oracle's dead bytes by sector: the objects', sessions' batches,
+/// bases and moves records that nothing live reaches (every other kind
+/// counts as live).
 fn oracle(store: &mut S) -> BTreeMap<u32, u32> {
     let all = batches(store);
     let geo = store.log.geo();
@@ -111,7 +112,9 @@ fn oracle(store: &mut S) -> BTreeMap<u32, u32> {
     }
     let mut dead = BTreeMap::new();
     for (at, b) in &all {
-        if ![OBJECT, SESSION_BATCH, SESSION_BASE].contains(&b.kind) || live.contains(at) {
+        if ![OBJECT, SESSION_BATCH, SESSION_BASE, SESSION_MOVES].contains(&b.kind)
+            || live.contains(at)
+        {
             continue;
         }
         for &(c, size) in &b.chunks {

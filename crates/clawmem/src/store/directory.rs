@@ -718,6 +718,12 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     e.size = e.size.saturating_add(x.size);
                     e.chain = e.chain.saturating_add(x.chain);
                     e.flags |= x.flags;
+                    // A moves record after the entry said where the
+                    // session's oldest byte is now.
+                    #[cfg(feature = "sector-table")]
+                    if x.oldest != u32::MAX {
+                        e.oldest = x.oldest;
+                    }
                 }
                 // (A base that names another session is damage: the
                 // directory's entry stands.)

@@ -27,6 +27,8 @@ use super::objects::OBJ_FIXED;
 use super::{Store, Work};
 use crate::error::Fail;
 use crate::layout::CHUNK_HEADER_LEN;
+#[cfg(feature = "sector-table")]
+use crate::session::{Session, CHAIN_MAX, MOVES_FIXED, MOVES_MAX};
 
 impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
     /// A dry run of collection: whether releasing tail sectors one after
@@ -229,6 +231,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             *n = s.oldest;
         }
         let mut reach = Reach::new();
+        // The moves records the run wrote for each session, and (bit 7)
+        // whether it wrote the session a new base (`moves_model`).
+        #[cfg(feature = "sector-table")]
+        let mut extra = [0u8; MAX_SESSIONS];
         // The head: the log keeps the tail at or before it (`max` holds
         // the run's end at the tail even if it did not).
         let end = self.log.head_seq().max(tail);
@@ -302,8 +308,23 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 // Its bodies in the tail do not count against its budget
                 // (`rewrite_base_now`).
                 let in_tail = u64::from(reach.bytes[reach.count() - 1]);
-                let whole = u64::from(base_len(&s));
                 let index = u64::from(index_len(&s));
+                // In part (format 10): a moves record, or a base that
+                // carries the bodies in the tail alone.
+                #[cfg(feature = "sector-table")]
+                let (c, n) = {
+                    let last = reach.count() - 1;
+                    match self.moves_model(&s, t, &mut extra[i], reach.moves, budget) {
+                        Some(root) => {
+                            (u64::from(MOVES_FIXED) + in_tail, reach.next[last].min(root))
+                        }
+                        None if index <= budget => (index + in_tail, reach.next[last]),
+                        None => return Ok(Some(false)),
+                    }
+                };
+                #[cfg(not(feature = "sector-table"))]
+                let whole = u64::from(base_len(&s));
+                #[cfg(not(feature = "sector-table"))]
                 let (c, n) = match whole.saturating_sub(in_tail) <= budget {
                     true => (whole, u32::MAX),
                     false => {
@@ -336,6 +357,51 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 }
 
+#[cfg(feature = "sector-table")]
+impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SESSIONS, W> {
+    /// Whether the run's relocation of session `s` at sequence `t` writes
+    /// a moves record, as `write_moves` decides (`store/moves.rs`): its
+    /// root a base newer than `t` (one the run wrote is newer than the
+    /// run), its chain with room for one more element and fewer than
+    /// [`MOVES_MAX`] moves records (`moves` on flash, and those the run
+    /// wrote), and the record's fixed part within `budget`. `Some` with the
+    /// root's sequence, where the run meets the session again at the
+    /// latest; `extra` (the run's count for the session, and in bit 7
+    /// whether it wrote a base) is updated.
+    fn moves_model(
+        &self,
+        s: &Session,
+        t: u32,
+        extra: &mut u8,
+        moves: usize,
+        budget: u64,
+    ) -> Option<u32> {
+        let rebased = *extra & 0x80 != 0;
+        let done = usize::from(*extra & 0x7F);
+        let root = match rebased {
+            true => u32::MAX,
+            false => self
+                .log
+                .seq_of_sector(self.log.geo().sector_of(s.root))
+                .unwrap_or(0),
+        };
+        let (moves, chain) = match rebased {
+            true => (done, done),
+            false => (moves + done, usize::from(s.chain) + done),
+        };
+        let yes = (rebased || s.root_is_base)
+            && root > t
+            && chain < CHAIN_MAX
+            && moves < MOVES_MAX
+            && u64::from(MOVES_FIXED) <= budget;
+        *extra = match yes {
+            true => *extra + 1,
+            false => 0x80,
+        };
+        yes.then_some(root)
+    }
+}
+
 /// Reaches of a relocation in part ([`Reach`]): enough for any count of
 /// free sectors (`u32::BITS` halvings, and none).
 const REACHES: usize = u32::BITS as usize + 1;
@@ -356,6 +422,9 @@ pub(super) struct Reach {
     /// The oldest sector past each reach that holds a body (`u32::MAX`:
     /// none).
     next: [u32; REACHES],
+    /// The moves records of the session's chain (format 10).
+    #[cfg(feature = "sector-table")]
+    pub(super) moves: usize,
 }
 
 impl Reach {
@@ -365,6 +434,8 @@ impl Reach {
             from: 0,
             bytes: [0; REACHES],
             next: [u32::MAX; REACHES],
+            #[cfg(feature = "sector-table")]
+            moves: 0,
         }
     }
 

@@ -638,16 +638,28 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let budget = self
                 .room_bytes()
                 .saturating_sub(others + space.saturating_sub(tail_used));
+            // Only the bodies its base names in the tail, into a moves
+            // record (format 10), when the session qualifies
+            // (`store/moves.rs`).
+            #[cfg(feature = "sector-table")]
+            if span.is_none() {
+                if let Some(in_tail) = self.write_moves(i, tail_seq, budget)? {
+                    tail_used += u64::from(in_tail);
+                    i += 1;
+                    continue;
+                }
+            }
             // Copy as much of the session as the room allows: everything,
             // else its bodies in the next `k` sectors too, so that it need
-            // not be re-indexed at each of them.
-            #[cfg(feature = "memory")]
+            // not be re-indexed at each of them. With moves records, only
+            // its bodies in the tail: the rest go into moves records as the
+            // tail reaches them, each copied once (`IN_PART`).
             let first = match span {
+                #[cfg(feature = "memory")]
                 Some(index) => Embed::Span(index),
-                None => Embed::All,
+                _ if IN_PART => Embed::UpTo(tail_seq),
+                _ => Embed::All,
             };
-            #[cfg(not(feature = "memory"))]
-            let first = Embed::All;
             // One call site: `first`, then (a release) the bodies up to
             // `k` sectors on, `k` from the largest power of two not above
             // the free sectors (`first_reach`), halved down to none.
@@ -655,7 +667,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             let mut k: Option<u32> = None;
             let moved = loop {
                 let moved = self.rewrite_base_gc(i, embed, budget);
-                if span.is_some() || !matches!(moved, Ok(None)) {
+                if span.is_some() || IN_PART || !matches!(moved, Ok(None)) {
                     break moved;
                 }
                 let next = match k {
@@ -708,7 +720,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         {
             // Room for both first: a write that is refused leaves no
             // checkpoint behind either.
-            match self.ensure_room(len.saturating_add(self.checkpoint_len()), p) {
+            match self.ensure_room(self.log.pair_len(self.checkpoint_len(), len), p) {
                 Ok(()) => self.write_checkpoint_with(Priority::Maintenance)?,
                 // Nearly full, a checkpoint that is due waits for room, up
                 // to twice the interval: the write that made it due may
@@ -761,6 +773,12 @@ enum Brought {
 /// Payload bytes of a base that carries every body of `s`: the fixed part,
 /// the id, the CHDX header, an entry and a CRC a record, and the bodies
 /// (`size` counts a newline a record, which is not stored).
+/// Whether a collection relocates a session in part, its bodies in the tail
+/// alone (format 10, feature `sector-table`: what it keeps in later sectors
+/// goes into moves records as the tail reaches them, `store/moves.rs`),
+/// rather than whole when the room allows.
+pub(super) const IN_PART: bool = cfg!(feature = "sector-table");
+
 pub(super) fn base_len(s: &Session) -> u32 {
     index_len(s) + s.size.saturating_sub(u32::from(s.records))
 }

@@ -55,7 +55,6 @@ pub(crate) struct HistCursor {
     /// The record fetched last.
     pending: Option<RecordInfo>,
     current: BackendFormat,
-    root_is_base: bool,
     /// The longest body read so far (kept, dropped or damaged).
     read_max: usize,
 }
@@ -95,7 +94,6 @@ impl HistCursor {
             broken: false,
             pending: None,
             current,
-            root_is_base: false,
             read_max: 0,
         }
     }
@@ -227,7 +225,6 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// in place.
     fn hist_start(&mut self, c: &mut HistCursor, s: &Session) -> Result<(), Fail> {
         let ring = self.log.ring();
-        c.root_is_base = s.root_is_base;
         c.recs.start(&mut self.log.io(), s, Some(ring))
     }
 
@@ -280,9 +277,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             if let Some(r) = next {
                 c.seg = r.segment;
                 c.broken = false;
-                // A base's bodies have their own CRCs; a batch is read once,
-                // front to back, its CRCs checked on the way (meta included).
-                let base = r.segment == 0 && c.root_is_base;
+                // A base's bodies have their own CRCs (moved by a moves
+                // record or not); a batch is read once, front to back, its
+                // CRCs checked on the way (meta included).
+                let base = r.crc.is_some();
                 let addr = c.recs.chain().addrs.get(r.segment);
                 if let (false, false, Some(&addr)) = (base, r.damaged, addr) {
                     VerifiedReader::start(&mut self.log.io(), addr, SESSION_BATCH, &mut c.reader)?;
@@ -302,7 +300,7 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // In a batch, whose bodies follow one another, the rest of the
             // batch cannot be found any more (and the reader will not finish
             // it); a base's entries stand alone.
-            c.broken |= !(r.segment == 0 && c.root_is_base);
+            c.broken |= r.crc.is_none();
             return Ok(step::TOO_LARGE);
         }
         c.read_max = c.read_max.max(len);

@@ -64,6 +64,8 @@ mod gc;
 mod history;
 mod memory;
 mod mount;
+#[cfg(feature = "sector-table")]
+mod moves;
 mod objects;
 #[cfg(feature = "profiles")]
 mod profiles;
@@ -438,6 +440,8 @@ impl<F: NorFlash> Log<F> {
 
 #[cfg(all(test, feature = "sector-table"))]
 mod dead_tests;
+#[cfg(all(test, feature = "sector-table"))]
+mod moves_tests;
 #[cfg(test)]
 mod scan_tests;
 #[cfg(test)]

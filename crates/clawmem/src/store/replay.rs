@@ -221,6 +221,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     s.dir = DIR_STUB_BASE;
                 }
             }
+            // A collection moved bodies of the session's base out of a
+            // sector it released: the chain grows by one and the oldest
+            // sector moves on (records and size as they were). Checked
+            // whole first: it says where the bodies are now.
+            #[cfg(feature = "sector-table")]
+            crate::session::SESSION_MOVES => {
+                use crate::session::{MovesFixed, MOVES_FIXED};
+                let mut b = [0u8; MOVES_FIXED as usize];
+                self.log.io().read_stream(addr + CHUNK_HEADER_LEN, &mut b)?;
+                let f = MovesFixed::decode(&b).ok_or(Skip)?;
+                if self.log.verify(addr)?.is_none() {
+                    return Err(Skip);
+                }
+                if let Some(s) = self.warm_uid(f.uid, true)? {
+                    s.head = addr;
+                    s.chain = s.chain.saturating_add(1);
+                    s.oldest = f.oldest;
+                    s.dirty = true;
+                }
+                return Ok(());
+            }
             MEM_PUT | MEM_PUT_PLAIN | MEM_FORGET | MEM_ACCESS | MEM_ACCESS_PACKED | MEM_INDEX => {
                 self.mem_apply(addr, h, sector_seq)?;
                 return Ok(());

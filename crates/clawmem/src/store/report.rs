@@ -113,6 +113,10 @@ pub struct Cleaning {
     /// The indexes of the bases those relocations wrote (the fixed part,
     /// the id, the CHDX header, and an entry and a CRC a record).
     pub index_bytes: u64,
+    /// Moves records written instead of a base (format 10's stage 4): each
+    /// costs its fixed part, 20 bytes, beside the bodies it moved out of
+    /// the tail (counted in `tail_live_bytes`).
+    pub moves_records: u64,
 }
 
 /// Flash bytes written since mount, by what they hold (see
