@@ -74,7 +74,9 @@ step "the sector table (feature sector-table, format 10, off by default)"
 # Its own tests (log/ring.rs, log/tests.rs, the store over a ring with
 # holes in store/tests.rs), the scans without a checkpoint and the stuck
 # collection (store/scan_tests.rs), the dead bytes per sector against an
-# oracle (store/dead_tests.rs), the moves records (store/moves_tests.rs), and the suites that wrap the ring with it on
+# oracle (store/dead_tests.rs), the moves records (store/moves_tests.rs), the
+# copy limit of relocation in part (store/copy_limit_tests.rs), and the suites
+# that wrap the ring with it on
 # (the power-cut campaigns of crash_consistency.rs among them): in
 # debug builds the log checks after every change of the ring that the table
 # holds together, and agrees with format 9's arithmetic until a sector is
@@ -82,7 +84,7 @@ step "the sector table (feature sector-table, format 10, off by default)"
 cargo clippy -p clawmem --features sector-table --all-targets -- -D warnings
 cargo build -p clawmem --release --target thumbv7em-none-eabihf --features sector-table
 cargo test -p clawmem --features sector-table --lib -- log:: store::tests store::scan_tests \
-    store::dead_tests store::moves_tests
+    store::dead_tests store::moves_tests store::copy_limit_tests
 cargo test -p clawmem-tests --features clawmem/sector-table \
     --test engine_basics --test gc --test maintain --test power_loss --test model --test counters \
     --test history_stream --test crash_consistency

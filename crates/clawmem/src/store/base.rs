@@ -209,12 +209,24 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         #[cfg(feature = "sector-table")]
         {
             reach.moves = recs.chain().moves_len;
+            reach.appended = 0;
         }
+        // (The sector of the base that is the session's root: the bodies
+        // in it are those a collection or a compaction carried.)
+        #[cfg(feature = "sector-table")]
+        let carried = |r: &crate::cursor::RecordInfo| {
+            r.segment == 0 && s.root_is_base && r.addr / ring.geo.sector == s.root / ring.geo.sector
+        };
         while let Some(r) = recs.next(&mut self.log.io())? {
             // (A damaged record is lost: no relocation carries it.)
             if !r.damaged {
                 let seq = ring.seq_of(&self.log.io(), r.addr);
                 reach.add(tail, seq, r.len);
+                // Where the caller appended it: not moved, not carried.
+                #[cfg(feature = "sector-table")]
+                if !recs.chain().is_moves(r.segment) && !carried(&r) {
+                    reach.appended = reach.appended.max(seq);
+                }
             }
         }
         Ok(())

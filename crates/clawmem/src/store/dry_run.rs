@@ -22,7 +22,9 @@ use core::borrow::BorrowMut;
 
 use embedded_storage::nor_flash::NorFlash;
 
-use super::gc::{base_len, first_reach, framed, index_len, minimal_relocation, COPY_LIMIT};
+#[cfg(not(feature = "sector-table"))]
+use super::gc::base_len;
+use super::gc::{first_reach, framed, index_len, minimal_relocation, COPY_LIMIT};
 use super::objects::OBJ_FIXED;
 use super::{Store, Work};
 use crate::error::Fail;
@@ -68,9 +70,11 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// tail reaches their sector, memory's new index with a sector of
     /// items, and each session reaching into it, once (whole when that
     /// takes at most half the room; else its index and the bodies of as
-    /// many sectors as half the room holds). An estimate: the collection
-    /// may copy more ([`completes`](Self::completes) checks that it still
-    /// finishes).
+    /// many sectors as half the room holds; with relocation in part, a
+    /// moves record or its index, its bodies left to `completes`). An
+    /// estimate: the collection may copy more ([`completes`](Self::completes)
+    /// checks that it still finishes, and holds copies of sessions not in
+    /// use to [`ROOM_PER_COPY`](super::gc::ROOM_PER_COPY)).
     fn priced(&self, len: u32, reserve: u32, limited: bool) -> Option<bool> {
         let geo = self.log.geo();
         let unit = u64::from(geo.sector_payload_space() - CHUNK_HEADER_LEN);
@@ -128,17 +132,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             // many sectors as half of it holds (`Embed::UpTo`), which keeps
             // it out of the tail for as many releases. The bodies in the
             // tail itself are one sector at most, for all of them.
+            // (In part: never set.)
+            #[cfg_attr(feature = "sector-table", allow(unused_mut))]
             let mut partial = false;
             for s in self.sessions.iter().filter(|s| met(s.oldest) == t) {
                 let left = room.saturating_sub(cost + unit) / 2;
-                let whole = framed(u64::from(base_len(s)), unit);
-                if whole <= left {
-                    cost += whole;
-                } else {
-                    let index = u64::from(index_len(s));
-                    let bodies = u64::from(s.size).min(left.saturating_sub(index));
-                    cost += framed(index + bodies, unit);
-                    partial = true;
+                #[cfg(not(feature = "sector-table"))]
+                {
+                    let whole = framed(u64::from(base_len(s)), unit);
+                    if whole <= left {
+                        cost += whole;
+                    } else {
+                        let index = u64::from(index_len(s));
+                        let bodies = u64::from(s.size).min(left.saturating_sub(index));
+                        cost += framed(index + bodies, unit);
+                        partial = true;
+                    }
+                }
+                #[cfg(feature = "sector-table")]
+                {
+                    let _ = left;
+                    cost += self.priced_in_part(s, t, unit);
                 }
             }
             if partial {
@@ -161,6 +175,18 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             room = room - cost + freed;
             t += 1;
         }
+    }
+
+    /// What [`priced`](Self::priced) charges for session `s`, met at
+    /// sequence `t`, with relocation in part: a moves record when its root
+    /// is a base in a newer sector, else its index (`relocate_hot`). Its
+    /// bodies are left to [`completes`](Self::completes), which holds them
+    /// to [`ROOM_PER_COPY`](super::gc::ROOM_PER_COPY).
+    #[cfg(feature = "sector-table")]
+    fn priced_in_part(&self, s: &Session, t: u32, unit: u64) -> u64 {
+        let moves = s.root_is_base && self.log.head_seq_of(s.root) > t;
+        let c = if moves { MOVES_FIXED } else { index_len(s) };
+        framed(u64::from(c), unit)
     }
 
     /// [`collectable`](Self::collectable), bringing the cold sessions
@@ -205,6 +231,15 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// free sectors and the head sector's rest ([`Head`]), so that the run
     /// stops where `ensure_room` does. `None` if it would meet a cold
     /// session first.
+    ///
+    /// With relocation in part (feature `sector-table`), unless a power cut's
+    /// waste lifts the limit (as in [`collectable`](Self::collectable)): the
+    /// run must also make [`ROOM_PER_COPY`](super::gc::ROOM_PER_COPY) bytes
+    /// of room for each byte it copies of the sessions not in use
+    /// ([`in_use`]). Past that once it has its room, the run walks on: the
+    /// stretch is cheap enough if the sectors after it pay for it, at that
+    /// rate by some point, or at one byte of room to one copied over the
+    /// whole ring. Else the store is full.
     fn completes(&mut self, len: u32, reserve: u32) -> Result<Option<bool>, Fail> {
         let geo = self.log.geo();
         let space = u64::from(geo.sector_payload_space());
@@ -239,14 +274,38 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         // the run's end at the tail even if it did not).
         let end = self.log.head_seq().max(tail);
         let mut t = tail;
+        // With relocation in part: the room the run starts from, and what
+        // it copies of sessions not in use (`in_use`), which the room it
+        // makes must be `ROOM_PER_COPY` times.
+        #[cfg(feature = "sector-table")]
+        let (room0, mut held) = (head.room(), 0u64);
+        #[cfg(feature = "sector-table")]
+        let limited = self.cut_waste_now().0 == 0;
         loop {
             let room = head.room();
             // As `ensure_room` asks: the sectors the write opens beside the
             // reserve.
             if head.free >= head.opens(u64::from(len)) + u64::from(reserve) {
-                return Ok(Some(true));
+                // (Past the copy limit, the run walks on: the stretch it
+                // would clean may pay for itself further on.)
+                #[cfg(feature = "sector-table")]
+                let cheap = !limited
+                    || held * super::gc::ROOM_PER_COPY <= room.saturating_sub(room0).max(unit);
+                #[cfg(not(feature = "sector-table"))]
+                let cheap = true;
+                if cheap {
+                    return Ok(Some(true));
+                }
             }
             if t == end {
+                // The whole ring walked (only a run past the copy limit
+                // walks on after its room): the store is full if cleaning
+                // all of it copies more of the sessions not in use than
+                // the room it makes.
+                #[cfg(feature = "sector-table")]
+                if head.free >= head.opens(u64::from(len)) + u64::from(reserve) {
+                    return Ok(Some(held <= room.saturating_sub(room0)));
+                }
                 return Ok(Some(false));
             }
             if self.cold_reaches(t) {
@@ -338,6 +397,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                     }
                 };
                 cost += framed(c, unit);
+                #[cfg(feature = "sector-table")]
+                if !in_use(reach.appended, tail, end) {
+                    held += framed(c, unit);
+                }
                 tail_used += in_tail;
                 next[i] = n;
             }
@@ -402,6 +465,19 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     }
 }
 
+/// Whether a session whose newest body the caller appended (where it was
+/// appended) is in sector sequence `appended` ([`Reach::appended`]) is in
+/// use: that body in the newer half of the ring from `tail` to `end`. A refusal asks the caller to delete
+/// sessions, and a caller deletes those it no longer uses (ESP-Claw's
+/// warning: the oldest): what one in use keeps at the tail is copied
+/// whatever the store answers, so [`completes`](Store::completes) does not
+/// hold its copies to the limit. Decided from what a mount finds again
+/// (the chain, the ring), so a remounted store decides alike.
+#[cfg(feature = "sector-table")]
+fn in_use(appended: u32, tail: u32, end: u32) -> bool {
+    appended >= tail + (end - tail) / 2
+}
+
 /// Reaches of a relocation in part ([`Reach`]): enough for any count of
 /// free sectors (`u32::BITS` halvings, and none).
 const REACHES: usize = u32::BITS as usize + 1;
@@ -425,6 +501,11 @@ pub(super) struct Reach {
     /// The moves records of the session's chain (format 10).
     #[cfg(feature = "sector-table")]
     pub(super) moves: usize,
+    /// The sector sequence of the newest body the caller appended that is
+    /// where it was appended: not moved by a moves record, nor carried by
+    /// the base at the root (0: none; format 10).
+    #[cfg(feature = "sector-table")]
+    pub(super) appended: u32,
 }
 
 impl Reach {
@@ -436,6 +517,8 @@ impl Reach {
             next: [u32::MAX; REACHES],
             #[cfg(feature = "sector-table")]
             moves: 0,
+            #[cfg(feature = "sector-table")]
+            appended: 0,
         }
     }
 

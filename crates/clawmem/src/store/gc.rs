@@ -770,15 +770,28 @@ enum Brought {
     None,
 }
 
-/// Payload bytes of a base that carries every body of `s`: the fixed part,
-/// the id, the CHDX header, an entry and a CRC a record, and the bodies
-/// (`size` counts a newline a record, which is not stored).
 /// Whether a collection relocates a session in part, its bodies in the tail
 /// alone (format 10, feature `sector-table`: what it keeps in later sectors
 /// goes into moves records as the tail reaches them, `store/moves.rs`),
 /// rather than whole when the room allows.
 pub(super) const IN_PART: bool = cfg!(feature = "sector-table");
 
+/// With relocation in part ([`IN_PART`]): the bytes of room a collection
+/// must make for each byte it copies of the sessions not in use, or the
+/// store is full (the sectors it cleans at most a fifth live in them). The
+/// caller then deletes sessions, as ESP-Claw's warning asks, which leaves
+/// the tail dead; cleaning what it would delete anyway thrashes (measured
+/// in `docs/DESIGN.md`, stage 4, "The copy limit"). What a refusal cannot
+/// free is not held to it: the checkpoint, objects, memory, and sessions in
+/// use (`in_use`, `store/dry_run.rs`).
+#[cfg(feature = "sector-table")]
+pub(super) const ROOM_PER_COPY: u64 = 4;
+
+/// Payload bytes of a base that carries every body of `s`: the fixed part,
+/// the id, the CHDX header, an entry and a CRC a record, and the bodies
+/// (`size` counts a newline a record, which is not stored). (Relocation
+/// in part never copies a session whole.)
+#[cfg(not(feature = "sector-table"))]
 pub(super) fn base_len(s: &Session) -> u32 {
     index_len(s) + s.size.saturating_sub(u32::from(s.records))
 }

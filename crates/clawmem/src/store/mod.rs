@@ -439,6 +439,8 @@ impl<F: NorFlash> Log<F> {
 }
 
 #[cfg(all(test, feature = "sector-table"))]
+mod copy_limit_tests;
+#[cfg(all(test, feature = "sector-table"))]
 mod dead_tests;
 #[cfg(all(test, feature = "sector-table"))]
 mod moves_tests;

@@ -13,9 +13,7 @@ use crate::{BackendFormat, Config, Error, MountMode};
 fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() {
     // (The kept session appended to every 11th time: at every 10th, the
     // larger full checkpoints of format 10 put this workload into *A
-    // session near the limit at the tail* (`docs/DESIGN.md`), and at
-    // every 9th or 12th the bit flipped below leaves a checkpoint that
-    // loads.)
+    // session near the limit at the tail* (`docs/DESIGN.md`).)
     let mut w = Workload::new(Some(11));
     let mut refused = 0;
     while !w.done() {
@@ -40,11 +38,32 @@ fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() 
         store.sessions.iter().any(|s| s.root_is_base),
         "no session was relocated"
     );
-    // One bit of the newest full checkpoint, on which every delta after it
-    // builds: no checkpoint loads, and the mount scans the ring.
+    // One bit of every checkpoint on flash, full or delta: none loads,
+    // and the mount scans the ring.
+    let geo = store.log.geo();
+    let mut rotted = std::vec::Vec::new();
+    for sector in 0..geo.count {
+        let end = geo.sector_start(sector) + geo.sector;
+        let mut at = geo.first_chunk(sector);
+        while end - at >= crate::layout::CHUNK_HEADER_LEN {
+            let Some(h) = store.log.io().chunk_header(at).unwrap() else {
+                break;
+            };
+            let size = geo.chunk_size(h.len);
+            if size > end - at {
+                break;
+            }
+            if h.kind == crate::layout::kind::CHECKPOINT && h.is_first() {
+                rotted.push(at + crate::layout::CHUNK_HEADER_LEN + 8);
+            }
+            at += size;
+        }
+    }
+    assert!(rotted.contains(&(store.full_checkpoint + crate::layout::CHUNK_HEADER_LEN + 8)));
     let mut sim = store.flash_mut().flash_mut().snapshot();
-    sim.flip_bit(store.full_checkpoint as usize + 40, 1)
-        .unwrap();
+    for at in rotted {
+        sim.flip_bit(at as usize, 1).unwrap();
+    }
     let flash = Esp32Flash::new(sim).unwrap();
     let mut again = S::mount(flash, Config::default(), MountMode::ExistingOnly).unwrap();
     assert!(!again.mount_report().from_checkpoint);
