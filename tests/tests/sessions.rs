@@ -481,6 +481,71 @@ fn sessions_beyond_the_table_live_on_flash() {
     check(&mut store, &want);
 }
 
+/// More deletions since the full checkpoint than RAM names (48), while the
+/// running store holds every session in its table but a mount would not:
+/// the full checkpoint lists more sessions than the table holds, and the
+/// running store brought the cold ones in when they were read. The running
+/// store used to drop the deletions it had named (nothing is cold, so the
+/// directory is not read) and write no checkpoint; a mount, whose table
+/// holds what the checkpoint gave it, could not name the next deletion and
+/// found the deleted session again in the full checkpoint (the fill
+/// workload at 1 MiB, `torture --fill --size 1M --seed 7`, clean run: "should
+/// not exist (resurrected?)", and then a session whose oldest sector is
+/// outside the ring). A deletion that RAM cannot name now always writes a
+/// full checkpoint first.
+#[test]
+fn a_deletion_past_what_ram_names_is_not_undone_by_a_mount() {
+    type T = Store<Esp32Flash, 8>;
+    let cfg = config(4000);
+    let mut store = T::format(flash(128), cfg).unwrap();
+    let mut want: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut add = |store: &mut T, id: &str, n: usize| {
+        let body = format!("{{\"n\":{n}}}");
+        store
+            .append(id, &[rec(RecordType::User, OA, &body)], true)
+            .unwrap();
+        want.entry(id.to_string()).or_default().push(body);
+    };
+    // Twelve sessions, then all eight in the table changed again, so that
+    // the thirteenth writes a full checkpoint that lists the twelve.
+    for k in 0..12 {
+        add(&mut store, &format!("chat:d{k}"), k);
+    }
+    for k in 4..12 {
+        add(&mut store, &format!("chat:d{k}"), 100 + k);
+    }
+    add(&mut store, "chat:d12", 12);
+    // Room in the table, and the cold sessions read: the running store now
+    // holds every session.
+    for k in 8..13 {
+        store.delete_session(&format!("chat:d{k}")).unwrap();
+        want.remove(&format!("chat:d{k}"));
+    }
+    for k in 0..8 {
+        history(&mut store, &format!("chat:d{k}"), OA).unwrap();
+    }
+    store.delete_session("chat:d7").unwrap();
+    want.remove("chat:d7");
+    // Short sessions made and deleted, past the 48 deletions RAM names.
+    for k in 0..50 {
+        let id = format!("chat:t{k}");
+        store
+            .append(&id, &[rec(RecordType::User, OA, "{}")], true)
+            .unwrap();
+        store.delete_session(&id).unwrap();
+    }
+    store.delete_session("chat:d6").unwrap();
+    want.remove("chat:d6");
+    let mut store = T::mount(store.into_flash(), cfg, MountMode::ExistingOnly).unwrap();
+    assert_eq!(
+        store.session_info("chat:d6").unwrap(),
+        None,
+        "chat:d6 is back"
+    );
+    assert_eq!(store.session_count(), want.len());
+    histories_match(&mut store, &want);
+}
+
 #[test]
 fn a_full_store_loses_nothing_and_still_reads_deletes_and_compacts() {
     let cfg = config(4000);

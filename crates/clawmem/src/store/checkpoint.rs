@@ -661,9 +661,14 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
 
     /// Before a deletion is written: a full checkpoint when RAM could not
     /// note another deletion, so that a lookup in the directory never
-    /// meets a deleted session it does not know of.
+    /// meets a deleted session it does not know of. Also when this store
+    /// holds every session but one went cold since the full checkpoint
+    /// (`cold_met`): a mount's table holds what the checkpoints and the
+    /// log give it, which may leave cold sessions this store brought back
+    /// in, and that mount could not note the deletion either; it would
+    /// find the session again in the full checkpoint.
     pub(super) fn room_for_deletion(&mut self) -> Result<(), Fail> {
-        if self.deleted_since_full.is_full() && self.cold_count() > 0 {
+        if self.deleted_since_full.is_full() && (self.cold_count() > 0 || self.dir.cold_met) {
             self.write_full_checkpoint(Priority::Maintenance)?;
         }
         Ok(())
@@ -967,6 +972,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
                 self.dir.set_full(addr, count, next_uid);
                 self.deleted_since_full.clear();
                 self.deleted_written = 0;
+                // (It lists the cold sessions too.)
+                self.dir.cold_met = self.cold_count() > 0;
                 self.full_checkpoint = addr;
                 self.deltas_since_full = 0;
             }

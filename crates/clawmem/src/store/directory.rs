@@ -79,6 +79,11 @@ pub(crate) struct Dir {
     pub(super) cold_oldest: u32,
     /// At least the largest index a compaction of a cold session writes.
     pub(super) cold_index_max: u32,
+    /// A session went cold since the full checkpoint was set (in this
+    /// store, or in the mount that loaded it), or the checkpoint listed
+    /// one: a mount of the flash may hold cold sessions that this store
+    /// brought back into its table.
+    pub(super) cold_met: bool,
 }
 
 impl Dir {
@@ -91,6 +96,7 @@ impl Dir {
         delta_cold: Vec::new(),
         cold_oldest: u32::MAX,
         cold_index_max: 0,
+        cold_met: false,
     };
 
     /// A full checkpoint at `addr` listing `count` sessions, written when
@@ -101,6 +107,7 @@ impl Dir {
         self.full_count = count;
         self.full_next_uid = next_uid;
         self.delta_cold.clear();
+        self.cold_met = false;
     }
 
     /// A delta at `addr` follows the directory's checkpoints. `false` if
@@ -155,6 +162,7 @@ impl Dir {
     /// Notes the sector and index bounds of a cold session: one met while
     /// reading the directory (mount), or one that turned cold.
     pub(super) fn note_unloaded(&mut self, s: &Session) {
+        self.cold_met = true;
         self.cold_oldest = self.cold_oldest.min(s.oldest);
         self.cold_index_max = self.cold_index_max.max(super::gc::index_len(s));
     }
