@@ -164,10 +164,15 @@ step "firmware example (examples/firmware, outside the workspace): build and siz
 # a shifted offset as sound), 46 B: 69,914 B; then the dry run that
 # checks a collection completes before it starts (a refused append wrote
 # up to 62 MB while a session near the limit held the tail: docs/DESIGN.md,
-# "Known gap"), 2,002 B: 71,916 B.)
+# "Known gap"), 2,002 B: 71,916 B; 71,906 B at 10c706c; then a store short of room releasing the tail
+# sectors a deletion left dead before it collects, as a mount does (the
+# running store decided from a state no remount finds), 58 B: 71,964 B;
+# then a full checkpoint before a deletion RAM cannot name whenever a
+# session went cold since the last one (a mount found a deleted session
+# again), 22 B: 71,986 B.)
 # --by-source adds the engine code by source file, from a second build with
 # line tables (the script fails if that build's code differs).
-bash scripts/firmware-size.sh --ceiling 71936 --by-source
+bash scripts/firmware-size.sh --ceiling 72000 --by-source
 
 step "QEMU: traces through clawmem on a Cortex-M4F (examples/qemu, scripts/qemu-replay.sh)"
 # Every run holds the engine to the 4 KiB stack budget (peak engine stack of

@@ -215,11 +215,27 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
         let reserve = self.reserve_for(p);
         let space = geo.sector_payload_space();
         let mut checked = false;
-        for _ in 0..2 * geo.count + 1 {
+        for i in 0..2 * geo.count + 2 {
             let (_, opens) = self.log.plan(len);
             // (A deletion that fits in the head sector takes no sector.)
             if self.log.free_sectors() >= opens + reserve || opens == 0 && p == Priority::Deletion {
                 return Ok(());
+            }
+            // First the tail sectors that deletions left dead, released as
+            // a mount releases them: the store then decides from the state
+            // a remount finds, not from what its own past left in RAM.
+            if i == 0 && !self.in_gc {
+                #[cfg(feature = "sector-table")]
+                let used = self.log.used_sectors();
+                self.release_dead_tail()?;
+                // (Cleaned, with nothing live in them.)
+                #[cfg(feature = "sector-table")]
+                {
+                    let n = u64::from(used - self.log.used_sectors());
+                    self.cleaning.tail_releases += n;
+                    self.cleaning.tail_payload_bytes += n * u64::from(space);
+                }
+                continue;
             }
             if self.in_gc || !(checked || self.collectable_warm(len, reserve)?) {
                 break;
@@ -392,7 +408,10 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
     /// would do there, without a write. A mount learns the tail from the
     /// checkpoint, and sectors collected since were released in RAM only;
     /// without this, a store remounted nearly full counted them as used and
-    /// could refuse a write the running store took.
+    /// could refuse a write the running store took. [`ensure_room`](Self::ensure_room)
+    /// calls it too, before it collects: a deletion can leave the tail
+    /// sectors dead, and a running store that kept them until it collected
+    /// them decided from another state than a store remounted there.
     ///
     /// Power loss: nothing is written; a mount after a cut finds the same.
     pub(super) fn release_dead_tail(&mut self) -> Result<(), Fail> {

@@ -422,7 +422,8 @@ impl<F: NorFlash, const MAX_SESSIONS: usize, W: BorrowMut<Work>> Store<F, MAX_SE
             seq += 1;
         }
         // Sectors collected after the checkpoint was written hold nothing
-        // live: free again, as the running store had them.
+        // live: free again, as the running store had them (and those a
+        // deletion left dead, which it releases when next short of room).
         if self.mount_report.from_checkpoint {
             self.release_dead_tail()?;
         }

@@ -98,8 +98,9 @@ impl DeadSpace {
 #[cfg(feature = "sector-table")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cleaning {
-    /// Tail sectors released by a collection (a mount's release of tail
-    /// sectors that hold nothing live, found so, is not counted).
+    /// Tail sectors released by a collection, or found to hold nothing
+    /// live by a write short of room (a mount's release of such sectors
+    /// is not counted).
     pub tail_releases: u64,
     /// Their payload space (a sector less its header, each).
     pub tail_payload_bytes: u64,
