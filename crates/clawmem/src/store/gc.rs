@@ -800,7 +800,7 @@ pub(super) const IN_PART: bool = cfg!(feature = "sector-table");
 /// store is full (the sectors it cleans at most a fifth live in them). The
 /// caller then deletes sessions, as ESP-Claw's warning asks, which leaves
 /// the tail dead; cleaning what it would delete anyway thrashes (measured
-/// in `docs/DESIGN.md`, stage 4, "The copy limit"). What a refusal cannot
+/// in `docs/DESIGN.md`, stage 4, "Built: the copy limit"). What a refusal cannot
 /// free is not held to it: the checkpoint, objects, memory, and sessions in
 /// use (`in_use`, `store/dry_run.rs`).
 #[cfg(feature = "sector-table")]
