@@ -150,12 +150,8 @@ fn a_session_in_use_at_the_tail_is_copied_not_refused() {
     let mut w = Workload::new(Some(10));
     let (mut refused, mut most) = (0u32, 0u32);
     while !w.done() {
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => {
-                refused = 0;
-                w.took(&id, body);
-            }
+        match w.append_next() {
+            Ok(()) => refused = 0,
             Err(Error::Full { .. }) => {
                 refused += 1;
                 most = most.max(refused);

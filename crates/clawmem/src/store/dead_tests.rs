@@ -178,9 +178,8 @@ pub(super) fn check_counts(store: &mut S) -> (u64, u64) {
 fn run_to_full_checkpoint(fraction: f64) -> Workload {
     let mut w = Workload::new(None);
     while w.done_fraction() < fraction {
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => w.took(&id, body),
+        match w.append_next() {
+            Ok(()) => {}
             Err(Error::Full { .. }) => {
                 if let Some(old) = w.retire_oldest() {
                     w.store.delete_session(&old).unwrap();
@@ -212,13 +211,10 @@ fn dead_bytes_never_overstate_and_find_most_of_the_dead() {
     let mut carried = 0u64;
     let mut kept_deleted = 0;
     while !w.done() {
-        let (id, body) = w.next();
+        let r = w.append_next();
         let n = w.n;
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => {
-                refused = 0;
-                w.took(&id, body);
-            }
+        match r {
+            Ok(()) => refused = 0,
             Err(Error::Full { .. }) => {
                 refused += 1;
                 kept_deleted += u32::from(w.make_room(refused));

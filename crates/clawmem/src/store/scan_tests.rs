@@ -17,12 +17,8 @@ fn a_mount_without_a_sound_checkpoint_finds_the_sessions_whose_root_is_a_base() 
     let mut w = Workload::new(Some(11));
     let mut refused = 0;
     while !w.done() {
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => {
-                refused = 0;
-                w.took(&id, body);
-            }
+        match w.append_next() {
+            Ok(()) => refused = 0,
             Err(Error::Full { .. }) => {
                 refused += 1;
                 assert!(refused < 50, "fifty appends refused in a row at {}", w.n);
@@ -180,12 +176,8 @@ fn a_full_store_short_of_maintenance_room_takes_deletions() {
     // what lives.)
     while refused < 10 {
         assert!(!w.done(), "the store never filled");
-        let (id, body) = w.next();
-        match w.store.append(&id, &[user(&body)], false) {
-            Ok(_) => {
-                refused = 0;
-                w.took(&id, body);
-            }
+        match w.append_next() {
+            Ok(()) => refused = 0,
             Err(Error::Full { .. }) => refused += 1,
             Err(e) => panic!("append {}: {e:?}", w.n),
         }

@@ -98,6 +98,18 @@ impl Workload {
         }
     }
 
+    /// Appends the next record ([`next`](Self::next)) to the store, and
+    /// takes it into the model ([`took`](Self::took)) if the store took
+    /// it; [`n`](Self::n) numbers it.
+    pub fn append_next(
+        &mut self,
+    ) -> Result<(), Error<<Esp32Flash as embedded_storage::nor_flash::ErrorType>::Error>> {
+        let (id, body) = self.next();
+        self.store.append(&id, &[user(&body)], false)?;
+        self.took(&id, body);
+        Ok(())
+    }
+
     /// The oldest short session leaves the run; it is returned if the
     /// store holds it (the caller deletes it), `None` if it never took a
     /// record.

@@ -291,11 +291,11 @@ fn sessions_read_back_while_holes_open_and_are_reopened_round_the_ring() {
     let mut cuts = 0u32;
     let mut dead_counted = 0u64;
     while !w.done() {
-        let (id, body) = w.next();
+        let r = w.append_next();
         let n = w.n;
-        match w.store.append(&id, &[user(&body)], false) {
+        match r {
             // (A session past 40 KB is deleted: the ring turns over.)
-            Ok(_) => w.took(&id, body),
+            Ok(()) => {}
             Err(Error::Full { .. }) => {
                 // Delete the oldest session, as a user following the
                 // warning would.
